@@ -1,0 +1,379 @@
+//! One scheduling cycle: admit everything that fits, in Kueue's order, each
+//! candidate checked against the usage already granted earlier in the same cycle.
+//!
+//! Kueue pops one head per ClusterQueue per cycle, which caps throughput at one
+//! admission per queue per cycle (Kueue issue 14477). Here a cycle proceeds in
+//! rounds: each round takes the next candidate of every open ClusterQueue, orders
+//! them like Kueue orders heads, and admits, preempts or parks them; a queue stays
+//! open until it runs out of candidates or, under StrictFIFO, its head blocks.
+
+use std::collections::{HashMap, HashSet};
+
+use super::flavor::{Assigner, Assignment, Mode};
+use super::model::Policy;
+use super::preempt::{self, Target};
+use super::queue::{QueueKey, WlId};
+use super::quota::NodeId;
+use super::resources::FrId;
+use super::state::{Admitted, CqId, Engine, WlState};
+use super::{Decision, Millis, PendingReason};
+use crate::api;
+
+/// A head being considered in a round.
+struct Head {
+    cq: CqId,
+    id: WlId,
+    assignment: Assignment,
+    /// Ordering key: (fair share after admission, borrows, -priority, created, seq).
+    order: (i64, bool, i32, Millis, u64),
+}
+
+/// What happened to a head; decides whether its ClusterQueue stays open.
+enum Outcome {
+    Admitted,
+    /// Not admitted; under StrictFIFO the queue blocks.
+    Blocked,
+}
+
+impl Engine {
+    /// Runs one scheduling cycle at `now` and returns the decisions to carry out.
+    pub fn schedule(&mut self, now: Millis) -> Vec<Decision> {
+        self.now = self.now.max(now);
+        self.park_inactive();
+        let n = self.cqs.len();
+        let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
+        let mut open: Vec<CqId> =
+            (0..n as CqId).filter(|&c| !self.cqs[c as usize].deleted && self.cqs[c as usize].queue.has_active()).collect();
+        // Shapes that already failed in a ClusterQueue this cycle fail again: usage only
+        // grows within a cycle, so there is no need to evaluate them twice.
+        let mut failed: HashMap<(CqId, u64), (PendingReason, String)> = HashMap::new();
+        // Preemption already issued this cycle, per cohort root and (flavor, resource).
+        let mut preempting: HashMap<NodeId, Vec<FrId>> = HashMap::new();
+        let mut victims: HashSet<WlId> = HashSet::new();
+        while !open.is_empty() {
+            let mut heads = Vec::with_capacity(open.len());
+            let mut still_open = Vec::with_capacity(open.len());
+            for &c in &open {
+                if let Some(id) = self.next_head(c, &mut cursor[c as usize], &failed) {
+                    let assignment = self.assign(c, id, None);
+                    heads.push(self.head(c, id, assignment));
+                    still_open.push(c);
+                }
+            }
+            if heads.is_empty() {
+                break;
+            }
+            heads.sort_by_key(|h| h.order);
+            let mut blocked: HashSet<CqId> = HashSet::new();
+            for mut h in heads {
+                // An earlier admission this round may have used the quota it counted on.
+                if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
+                    h.assignment = self.assign(h.cq, h.id, None);
+                }
+                let outcome = self.decide(&h, &mut failed, &mut preempting, &mut victims);
+                if matches!(outcome, Outcome::Blocked) && self.cqs[h.cq as usize].spec.strict_fifo {
+                    blocked.insert(h.cq);
+                }
+            }
+            open = still_open.into_iter().filter(|c| !blocked.contains(c)).collect();
+        }
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Pending workloads of inactive ClusterQueues get the reason and are parked
+    /// until a change to queues or quota revives them.
+    fn park_inactive(&mut self) {
+        for c in 0..self.cqs.len() {
+            let cq = &self.cqs[c];
+            let Some(msg) = cq.inactive.clone() else { continue };
+            if cq.deleted || !cq.queue.has_active() {
+                continue;
+            }
+            let reason =
+                if cq.spec.stop != api::StopPolicy::None { PendingReason::Stopped } else { PendingReason::Inadmissible };
+            let keys: Vec<QueueKey> = cq.queue.iter().copied().collect();
+            for k in keys {
+                self.set_pending(k.3, reason, msg.clone());
+                self.cqs[c].queue.park(k);
+            }
+        }
+    }
+
+    /// The next workload of `c` worth evaluating, skipping (or, under StrictFIFO,
+    /// stopping at) workloads that wait for their victims.
+    fn next_head(
+        &mut self,
+        c: CqId,
+        cursor: &mut Option<QueueKey>,
+        failed: &HashMap<(CqId, u64), (PendingReason, String)>,
+    ) -> Option<WlId> {
+        let strict = self.cqs[c as usize].spec.strict_fifo;
+        loop {
+            let key = self.cqs[c as usize].queue.next_after(cursor.as_ref())?;
+            *cursor = Some(key);
+            let id = key.3;
+            if self.waiting_for_victims(id) {
+                if strict {
+                    return None;
+                }
+                continue;
+            }
+            if let Some(ns_msg) = self.namespace_mismatch(c, id) {
+                self.set_pending(id, PendingReason::Inadmissible, ns_msg);
+                self.cqs[c as usize].queue.park(key);
+                continue;
+            }
+            if !strict {
+                if let Some((reason, msg)) = failed.get(&(c, self.wl(id).spec.shape)).cloned() {
+                    self.set_pending(id, reason, msg);
+                    self.cqs[c as usize].queue.park(key);
+                    continue;
+                }
+            }
+            return Some(id);
+        }
+    }
+
+    /// Whether the workload preempted others that have not stopped yet.
+    fn waiting_for_victims(&mut self, id: WlId) -> bool {
+        let waiting = std::mem::take(&mut self.wl_mut(id).waiting_for);
+        let still: Vec<WlId> = waiting
+            .into_iter()
+            .filter(|v| self.wls[*v as usize].as_ref().is_some_and(|w| matches!(w.state, WlState::Evicting(_))))
+            .collect();
+        let busy = !still.is_empty();
+        self.wl_mut(id).waiting_for = still;
+        busy
+    }
+
+    fn namespace_mismatch(&self, c: CqId, id: WlId) -> Option<String> {
+        let ns = &self.wl(id).spec.key.namespace;
+        let cq = &self.cqs[c as usize].spec;
+        let default_labels = std::collections::BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.clone())]);
+        let labels = self.namespaces.get(ns).unwrap_or(&default_labels);
+        match &cq.namespace_selector {
+            // Kueue reads an absent namespaceSelector as selecting nothing.
+            None => Some(format!(
+                "Workload namespace doesn't match ClusterQueue selector: ClusterQueue {} has no namespaceSelector, which selects no namespace (set namespaceSelector: {{}} to allow all)",
+                cq.name
+            )),
+            Some(sel) if !api::selector::selector_matches(sel, labels) => Some(format!(
+                "Workload namespace doesn't match ClusterQueue selector: namespace {ns} is not selected by ClusterQueue {}",
+                cq.name
+            )),
+            _ => None,
+        }
+    }
+
+    /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
+    pub(crate) fn assign(&self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
+        let cq = &self.cqs[c as usize];
+        let w = self.wl(id);
+        let has_cohort = self.tree.parent(cq.node).is_some();
+        let can_preempt = cq.spec.within_cq != Policy::Never
+            || (has_cohort
+                && (cq.spec.reclaim != Policy::Never
+                    || cq.spec.borrow_within_cohort.is_some()
+                    || self.config.fair_sharing.is_some()));
+        let assigner = Assigner {
+            names: &self.names,
+            flavors: &self.flavors,
+            tree: &self.tree,
+            cq: &cq.spec,
+            node: cq.node,
+            can_preempt,
+        };
+        let resume = (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
+        assigner.assign(&w.spec, counts, resume)
+    }
+
+    fn head(&self, cq: CqId, id: WlId, assignment: Assignment) -> Head {
+        let w = self.wl(id);
+        let share = if self.config.fair_sharing.is_some() {
+            super::fair::weighted_share(self, self.cqs[cq as usize].node, &assignment.usage)
+        } else {
+            0
+        };
+        let order = (share, assignment.borrows, -w.spec.priority, w.spec.created, w.seq);
+        Head { cq, id, assignment, order }
+    }
+
+    fn fits_now(&self, c: CqId, a: &Assignment) -> bool {
+        let node = self.cqs[c as usize].node;
+        a.usage.iter().all(|&(fr, v)| v <= self.tree.available(node, fr))
+    }
+
+    /// Admits, preempts for, or parks one head.
+    fn decide(
+        &mut self,
+        h: &Head,
+        failed: &mut HashMap<(CqId, u64), (PendingReason, String)>,
+        preempting: &mut HashMap<NodeId, Vec<FrId>>,
+        victims: &mut HashSet<WlId>,
+    ) -> Outcome {
+        let (c, id) = (h.cq, h.id);
+        let a = &h.assignment;
+        match a.mode() {
+            Mode::Fit => {
+                self.admit(c, id, a);
+                return Outcome::Admitted;
+            }
+            Mode::Preempt => {
+                let root = self.tree.root(self.cqs[c as usize].node);
+                let overlaps = preempting
+                    .get(&root)
+                    .is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
+                if overlaps {
+                    // Another workload is already freeing this quota this cycle; look again next cycle
+                    // rather than evicting more than needed.
+                    self.set_pending(
+                        id,
+                        PendingReason::WaitingForQuota,
+                        format!("{}; waiting for preemptions issued for another workload in the cohort", a.message),
+                    );
+                    return Outcome::Blocked;
+                }
+                let targets = preempt::find_targets(self, id, c, a, victims);
+                if !targets.is_empty() {
+                    preempting.entry(root).or_default().extend(a.preempt_frs.iter().copied());
+                    self.issue_preemptions(id, &targets, victims);
+                    return Outcome::Blocked;
+                }
+            }
+            Mode::Wait | Mode::NoFit => {}
+        }
+        if let Some(partial) = self.try_partial(c, id, a) {
+            self.admit(c, id, &partial);
+            return Outcome::Admitted;
+        }
+        let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
+        let message = a.message.clone();
+        let w = self.wl_mut(id);
+        w.resume = a.last_tried.clone();
+        let gen_now = self.quota_gen;
+        self.wl_mut(id).resume_gen = gen_now;
+        self.set_pending(id, reason, message.clone());
+        if !self.cqs[c as usize].spec.strict_fifo {
+            failed.insert((c, self.wl(id).spec.shape), (reason, message));
+            if let Some(k) = self.wl(id).qkey {
+                self.cqs[c as usize].queue.park(k);
+            }
+        }
+        Outcome::Blocked
+    }
+
+    /// With one PodSet carrying minCount, the largest count in [minCount, count) that fits.
+    fn try_partial(&self, c: CqId, id: WlId, full: &Assignment) -> Option<Assignment> {
+        let w = self.wl(id);
+        let (pi, ps) = w.spec.pod_sets.iter().enumerate().find(|(_, p)| p.min_count.is_some())?;
+        let min = ps.min_count?.max(1);
+        if full.mode() == Mode::NoFit && full.reason == Some(PendingReason::NoMatchingFlavor) {
+            return None;
+        }
+        let counts_for = |n: i32| -> Vec<i32> {
+            w.spec.pod_sets.iter().enumerate().map(|(i, p)| if i == pi { n } else { p.count }).collect()
+        };
+        let (mut lo, mut hi) = (min, ps.count - 1);
+        let mut best = None;
+        // Fit is monotone in the count, so a binary search finds the largest fitting count.
+        while lo <= hi {
+            let mid = lo + (hi - lo) / 2;
+            let a = self.assign(c, id, Some(&counts_for(mid)));
+            if a.mode() == Mode::Fit {
+                best = Some(a);
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        best
+    }
+
+    fn issue_preemptions(&mut self, preemptor: WlId, targets: &[Target], victims: &mut HashSet<WlId>) {
+        let pkey = self.wl(preemptor).spec.key.clone();
+        let mut waiting = Vec::with_capacity(targets.len());
+        for t in targets {
+            waiting.push(t.id);
+            victims.insert(t.id);
+            if t.already_evicting {
+                continue;
+            }
+            let w = self.wl_mut(t.id);
+            if let WlState::Admitted(a) = std::mem::replace(&mut w.state, WlState::Finished) {
+                w.state = WlState::Evicting(a);
+            }
+            let vkey = w.spec.key.clone();
+            let message = format!("Preempted to accommodate a workload ({pkey}) due to {}", reason_text(t.reason));
+            self.outbox.push(Decision::Preempt { victim: vkey, preemptor: pkey.clone(), reason: t.reason, message });
+        }
+        let n = waiting.len();
+        self.wl_mut(preemptor).waiting_for = waiting;
+        self.set_pending(
+            preemptor,
+            PendingReason::WaitingForPreemption,
+            format!("Pending the preemption of {n} workload(s)"),
+        );
+    }
+
+    fn admit(&mut self, c: CqId, id: WlId, a: &Assignment) {
+        let node = self.cqs[c as usize].node;
+        self.tree.add_amounts(node, &a.usage);
+        self.seq += 1;
+        let admission = self.admission(c, id, a);
+        let seq = self.seq;
+        self.dequeue(id);
+        self.cqs[c as usize].admitted.insert(id);
+        let w = self.wl_mut(id);
+        w.state = WlState::Admitted(Admitted { cq: c, usage: a.usage.clone(), admission: admission.clone(), seq });
+        w.pending = None;
+        w.resume.clear();
+        w.waiting_for.clear();
+        let key = w.spec.key.clone();
+        self.outbox.push(Decision::Admit { workload: key, admission });
+    }
+
+    /// Kueue's `status.admission` for an assignment.
+    fn admission(&self, c: CqId, id: WlId, a: &Assignment) -> api::Admission {
+        let w = self.wl(id);
+        let pod_set_assignments = w
+            .spec
+            .pod_sets
+            .iter()
+            .zip(&a.pod_sets)
+            .map(|(ps, psa)| {
+                let mut usage = std::collections::BTreeMap::new();
+                for &(r, per) in &ps.per_pod {
+                    if psa.flavors.iter().any(|(fr, _)| *fr == r) {
+                        usage.insert(
+                            self.names.resource_name(r).to_string(),
+                            api::quantity::format_milli(per.saturating_mul(i64::from(psa.count))),
+                        );
+                    }
+                }
+                api::PodSetAssignment {
+                    name: ps.name.clone(),
+                    flavors: psa
+                        .flavors
+                        .iter()
+                        .map(|(r, f)| (self.names.resource_name(*r).to_string(), self.names.flavor_name(*f).to_string()))
+                        .collect(),
+                    resource_usage: usage,
+                    count: Some(psa.count),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        api::Admission { cluster_queue: self.cqs[c as usize].spec.name.clone(), pod_set_assignments }
+    }
+}
+
+fn reason_text(r: super::PreemptionReason) -> &'static str {
+    match r {
+        super::PreemptionReason::InClusterQueue => "prioritization in the ClusterQueue",
+        super::PreemptionReason::InCohortReclamation => "reclamation within the cohort",
+        super::PreemptionReason::InCohortFairSharing => "Fair Sharing within the cohort",
+        super::PreemptionReason::InCohortReclaimWhileBorrowing => {
+            "reclamation within the cohort while borrowing"
+        }
+    }
+}

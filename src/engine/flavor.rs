@@ -1,0 +1,277 @@
+//! Flavor assignment: for each PodSet and resource group, pick a ResourceFlavor
+//! following the ClusterQueue's order, the pod's node constraints, taints and
+//! flavorFungibility, and classify the result as Fit, Preempt, Wait or NoFit.
+
+use std::collections::BTreeMap;
+
+use super::explain;
+use super::model::{CqSpec, Flavor, PODS_RESOURCE, Preference, WorkloadSpec};
+use super::quota::{NodeId, QuotaTree};
+use super::resources::{FlavorId, FrAmounts, FrId, Names, ResourceId, add_amount};
+use super::PendingReason;
+use crate::api::selector;
+
+/// How well a request fits, worst first: the derived order is the preference order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    /// More than the ClusterQueue can ever get, or no flavor matches.
+    NoFit,
+    /// Fits the maximum but not what is unused, and preemption cannot help.
+    Wait,
+    /// Fits if some admitted workloads are preempted.
+    Preempt,
+    /// Fits in unused quota (possibly borrowing).
+    Fit,
+}
+
+/// The flavors chosen for one PodSet.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSetAssignment {
+    pub count: i32,
+    /// resource -> flavor, in resource-id order.
+    pub flavors: Vec<(ResourceId, FlavorId)>,
+    pub usage: FrAmounts,
+}
+
+/// The outcome of assigning flavors to a whole workload.
+#[derive(Clone, Debug, Default)]
+pub struct Assignment {
+    pub pod_sets: Vec<PodSetAssignment>,
+    /// Total usage, sorted by fr.
+    pub usage: FrAmounts,
+    /// Worst mode over every PodSet and group.
+    pub mode: Option<Mode>,
+    /// Whether admitting it makes the ClusterQueue borrow.
+    pub borrows: bool,
+    /// (flavor, resource) pairs where preemption would be needed.
+    pub preempt_frs: Vec<FrId>,
+    /// Why it does not fit, when mode is not Fit.
+    pub reason: Option<PendingReason>,
+    pub message: String,
+    /// Per PodSet, per group: the last flavor index tried, for resuming next time.
+    pub last_tried: Vec<Vec<Option<usize>>>,
+}
+
+impl Assignment {
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::NoFit)
+    }
+}
+
+/// Everything the assigner reads, borrowed from the engine for one call.
+pub struct Assigner<'a> {
+    pub names: &'a Names,
+    pub flavors: &'a BTreeMap<FlavorId, Flavor>,
+    pub tree: &'a QuotaTree,
+    pub cq: &'a CqSpec,
+    pub node: NodeId,
+    /// Whether any preemption policy could free quota for this ClusterQueue.
+    pub can_preempt: bool,
+}
+
+struct Candidate {
+    flavor: FlavorId,
+    mode: Mode,
+    borrows: bool,
+    preempt_frs: Vec<FrId>,
+}
+
+impl Assigner<'_> {
+    /// Assigns flavors with the given per-PodSet counts (`None` = the spec's counts),
+    /// resuming each group's search after `resume[ps][group]` when given.
+    pub fn assign(
+        &self,
+        wl: &WorkloadSpec,
+        counts: Option<&[i32]>,
+        resume: Option<&[Vec<Option<usize>>]>,
+    ) -> Assignment {
+        let mut out = Assignment { mode: Some(Mode::Fit), ..Assignment::default() };
+        let pods = self.names.resources.get(&PODS_RESOURCE.to_string());
+        let mut failures: Vec<String> = Vec::new();
+        for (pi, ps) in wl.pod_sets.iter().enumerate() {
+            let count = counts.and_then(|c| c.get(pi).copied()).unwrap_or(ps.count);
+            let mut psa = PodSetAssignment { count, ..PodSetAssignment::default() };
+            let mut tried = vec![None; self.cq.groups.len()];
+            // Requests by group; resources no group covers fail the PodSet outright.
+            let mut by_group: BTreeMap<usize, Vec<(ResourceId, i64)>> = BTreeMap::new();
+            let mut uncovered = Vec::new();
+            for &(r, per_pod) in &ps.per_pod {
+                match self.cq.group_of(r) {
+                    Some(g) => by_group.entry(g).or_default().push((r, per_pod.saturating_mul(i64::from(count)))),
+                    None if Some(r) == pods => {}
+                    None => uncovered.push(self.names.resource_name(r).to_string()),
+                }
+            }
+            if !uncovered.is_empty() {
+                out.mode = Some(Mode::NoFit);
+                out.reason = Some(PendingReason::NoMatchingFlavor);
+                failures.push(format!(
+                    "couldn't assign flavors to pod set {}: resource {} unavailable in ClusterQueue {} (no resource group covers it)",
+                    ps.name,
+                    uncovered.join(", "),
+                    self.cq.name
+                ));
+                out.pod_sets.push(psa);
+                out.last_tried.push(tried);
+                continue;
+            }
+            for (g, requests) in by_group {
+                let start = resume
+                    .and_then(|r| r.get(pi))
+                    .and_then(|r| r.get(g).copied().flatten())
+                    .map(|i| i + 1)
+                    .filter(|&i| i < self.cq.groups[g].flavors.len())
+                    .unwrap_or(0);
+                let (chosen, last, notes) = self.pick_flavor(ps, g, &requests, &out.usage, start);
+                tried[g] = last;
+                match chosen {
+                    Some(c) => {
+                        for &(r, v) in &requests {
+                            psa.flavors.push((r, c.flavor));
+                            if let Some(fr) = self.names.frs.get(&(c.flavor, r)) {
+                                add_amount(&mut psa.usage, fr, v);
+                                add_amount(&mut out.usage, fr, v);
+                            }
+                        }
+                        out.borrows |= c.borrows;
+                        out.preempt_frs.extend(c.preempt_frs);
+                        if c.mode < out.mode() {
+                            out.mode = Some(c.mode);
+                        }
+                        if c.mode != Mode::Fit {
+                            failures.push(format!("couldn't assign flavors to pod set {}: {}", ps.name, notes.join("; ")));
+                            out.reason = out.reason.or(Some(PendingReason::WaitingForQuota));
+                        }
+                    }
+                    None => {
+                        out.mode = Some(Mode::NoFit);
+                        let reason = if notes.iter().all(|n| n.contains("doesn't match") || n.contains("untolerated")) {
+                            PendingReason::NoMatchingFlavor
+                        } else {
+                            PendingReason::ExceedsMaxQuota
+                        };
+                        out.reason = Some(match out.reason {
+                            Some(r) if r == PendingReason::NoMatchingFlavor || r == PendingReason::ExceedsMaxQuota => r,
+                            _ => reason,
+                        });
+                        failures.push(format!("couldn't assign flavors to pod set {}: {}", ps.name, notes.join("; ")));
+                    }
+                }
+            }
+            psa.flavors.sort_unstable();
+            out.pod_sets.push(psa);
+            out.last_tried.push(tried);
+        }
+        out.preempt_frs.sort_unstable();
+        out.preempt_frs.dedup();
+        if out.mode() == Mode::Fit {
+            out.reason = None;
+        } else if out.mode() != Mode::NoFit {
+            out.reason = Some(PendingReason::WaitingForQuota);
+        }
+        out.message = failures.join("; ");
+        out
+    }
+
+    /// Walks one group's flavors from `start`; returns the choice, the last index tried,
+    /// and a note per rejected or non-fitting flavor.
+    fn pick_flavor(
+        &self,
+        ps: &super::model::PodSetReq,
+        g: usize,
+        requests: &[(ResourceId, i64)],
+        earlier: &FrAmounts,
+        start: usize,
+    ) -> (Option<Candidate>, Option<usize>, Vec<String>) {
+        let group = &self.cq.groups[g];
+        let keys = super::model::group_label_keys(group, self.flavors);
+        let mut best: Option<Candidate> = None;
+        let mut notes = Vec::new();
+        let mut last = None;
+        for idx in start..group.flavors.len() {
+            last = Some(idx);
+            let f = group.flavors[idx];
+            let fname = self.names.flavor_name(f);
+            let Some(flavor) = self.flavors.get(&f) else {
+                notes.push(format!("flavor {fname} not found"));
+                continue;
+            };
+            if !selector::flavor_matches(&ps.constraints, &flavor.node_labels, &keys) {
+                notes.push(format!("flavor {fname} doesn't match the pod's node selector or affinity"));
+                continue;
+            }
+            let tolerations = ps.constraints.tolerations.clone().unwrap_or_default();
+            if let Some(t) = selector::tolerates_all(&flavor.taints, &tolerations) {
+                notes.push(format!(
+                    "untolerated taint {}={}:{} in flavor {fname}",
+                    t.key,
+                    t.value.clone().unwrap_or_default(),
+                    t.effect
+                ));
+                continue;
+            }
+            let mut cand = Candidate { flavor: f, mode: Mode::Fit, borrows: false, preempt_frs: vec![] };
+            for &(r, v) in requests {
+                let rname = self.names.resource_name(r);
+                let Some(fr) = self.names.frs.get(&(f, r)) else {
+                    cand.mode = Mode::NoFit;
+                    notes.push(format!("flavor {fname} has no quota for {rname}"));
+                    continue;
+                };
+                let before = earlier.iter().find(|(x, _)| *x == fr).map(|(_, v)| *v).unwrap_or(0);
+                let val = before + v;
+                let avail = self.tree.available(self.node, fr);
+                let mode = if val <= avail {
+                    if self.tree.usage(self.node, fr) + val > self.tree.subtree_quota(self.node, fr) {
+                        cand.borrows = true;
+                    }
+                    Mode::Fit
+                } else if val <= self.tree.potential_available(self.node, fr) {
+                    notes.push(explain::shortage(self.names, self.tree, self.node, fr, val, avail));
+                    if self.can_preempt {
+                        cand.preempt_frs.push(fr);
+                        Mode::Preempt
+                    } else {
+                        Mode::Wait
+                    }
+                } else {
+                    notes.push(explain::exceeds_max(self.names, self.tree, self.node, fr, val));
+                    Mode::NoFit
+                };
+                cand.mode = cand.mode.min(mode);
+            }
+            let stop = match cand.mode {
+                Mode::Fit => !cand.borrows || self.cq.stop_on_borrow,
+                Mode::Preempt => self.cq.stop_on_preempt,
+                _ => false,
+            };
+            if cand.mode != Mode::NoFit && best.as_ref().is_none_or(|b| self.better(&cand, b)) {
+                best = Some(cand);
+            }
+            if stop {
+                break;
+            }
+        }
+        // Having tried everything, start from the first flavor next time.
+        if last == Some(group.flavors.len().saturating_sub(1)) {
+            last = None;
+        }
+        (best, last, notes)
+    }
+
+    /// Whether `a` is a better choice than the earlier candidate `b`.
+    fn better(&self, a: &Candidate, b: &Candidate) -> bool {
+        let rank = |c: &Candidate| -> (u8, u8) {
+            let borrow = u8::from(!c.borrows);
+            let mode = c.mode as u8;
+            match self.cq.preference {
+                Preference::PreemptionOverBorrowing => {
+                    // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
+                    (borrow, mode)
+                }
+                Preference::BorrowingOverPreemption | Preference::Unset => (mode, borrow),
+            }
+        };
+        rank(a) > rank(b)
+    }
+}

@@ -1,0 +1,192 @@
+//! The pure admission core: it takes timestamped events and returns decisions.
+//!
+//! Nothing in here does I/O, spawns, sleeps or reads the clock: the shells
+//! (simulator, controller, tests) pass time in and carry decisions out, which
+//! is what makes the simulator's answers the cluster's answers.
+
+use std::collections::BTreeMap;
+
+use crate::api;
+
+/// Milliseconds since the Unix epoch, on the caller's clock (virtual or wall).
+pub type Millis = i64;
+
+/// Identifies a Workload: namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl WorkloadKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl std::fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// How fair-sharing preemption decides whether a victim may be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FairPreemptionStrategy {
+    /// Preemptor's share with the workload <= target's share without the victim.
+    LessThanOrEqualToFinalShare,
+    /// Preemptor's share with the workload < target's share before preemption.
+    LessThanInitialShare,
+}
+
+/// Engine-wide configuration (Kueue's Configuration fields that shape scheduling).
+#[derive(Clone, Debug, Default)]
+pub struct EngineConfig {
+    /// `fairSharing.enable` with its preemption strategies; `None` = classical.
+    pub fair_sharing: Option<Vec<FairPreemptionStrategy>>,
+}
+
+/// Something that happened in the cluster, fed to [`Engine::apply`].
+#[derive(Clone, Debug)]
+pub enum Event {
+    ResourceFlavorUpserted(api::ResourceFlavor),
+    ResourceFlavorDeleted(String),
+    ClusterQueueUpserted(api::ClusterQueue),
+    ClusterQueueDeleted(String),
+    CohortUpserted(api::Cohort),
+    CohortDeleted(String),
+    LocalQueueUpserted(api::LocalQueue),
+    LocalQueueDeleted { namespace: String, name: String },
+    WorkloadPriorityClassUpserted(api::WorkloadPriorityClass),
+    WorkloadPriorityClassDeleted(String),
+    /// scheduling.k8s.io PriorityClass: name, value, globalDefault.
+    PriorityClassUpserted { name: String, value: i32, global_default: bool },
+    PriorityClassDeleted(String),
+    NamespaceUpserted { name: String, labels: BTreeMap<String, String> },
+    NamespaceDeleted(String),
+    /// A new or changed Workload. One that already carries `status.admission`
+    /// is restored as admitted (restart recovery) without a decision.
+    WorkloadUpserted(api::Workload),
+    /// The workload's pods completed: its quota is released.
+    WorkloadFinished(WorkloadKey),
+    /// The workload object is gone: its quota is released.
+    WorkloadDeleted(WorkloadKey),
+    /// An evicted or preempted workload has stopped: its quota is released
+    /// and it goes back to its queue.
+    WorkloadEvicted(WorkloadKey),
+}
+
+/// Why a workload was preempted; the strings are Kueue's `Preempted` condition reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PreemptionReason {
+    InClusterQueue,
+    InCohortReclamation,
+    InCohortFairSharing,
+    InCohortReclaimWhileBorrowing,
+}
+
+impl PreemptionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InClusterQueue => "InClusterQueue",
+            Self::InCohortReclamation => "InCohortReclamation",
+            Self::InCohortFairSharing => "InCohortFairSharing",
+            Self::InCohortReclaimWhileBorrowing => "InCohortReclaimWhileBorrowing",
+        }
+    }
+}
+
+/// Why a workload is not admitted. Each maps to the reason a user sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PendingReason {
+    /// It would fit the ClusterQueue's maximum, but not the quota unused right now.
+    WaitingForQuota,
+    /// It asks for more than the ClusterQueue could ever provide.
+    ExceedsMaxQuota,
+    /// No flavor matches its node selector, affinity or tolerations.
+    NoMatchingFlavor,
+    /// Its LocalQueue or ClusterQueue is missing or inactive, or the namespace is not allowed.
+    Inadmissible,
+    /// It preempted other workloads and waits for them to stop.
+    WaitingForPreemption,
+    /// Its ClusterQueue or LocalQueue has a stopPolicy.
+    Stopped,
+    /// `spec.active` is false.
+    Inactive,
+}
+
+impl PendingReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WaitingForQuota => "WaitingForQuota",
+            Self::ExceedsMaxQuota => "ExceedsMaxQuota",
+            Self::NoMatchingFlavor => "NoMatchingFlavor",
+            Self::Inadmissible => "Inadmissible",
+            Self::WaitingForPreemption => "WaitingForPreemption",
+            Self::Stopped => "Stopped",
+            Self::Inactive => "Inactive",
+        }
+    }
+}
+
+/// What the engine decided in one cycle; the shell carries it out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Reserve quota and admit the workload with this assignment.
+    Admit { workload: WorkloadKey, admission: api::Admission },
+    /// Evict `victim` so that `preemptor` can fit. The shell reports
+    /// [`Event::WorkloadEvicted`] once the victim has stopped.
+    Preempt { victim: WorkloadKey, preemptor: WorkloadKey, reason: PreemptionReason, message: String },
+    /// Evict an admitted workload for a reason other than preemption
+    /// (stopPolicy HoldAndDrain, deactivation).
+    Evict { workload: WorkloadKey, reason: String, message: String },
+    /// The workload stays pending; emitted only when reason or message changed.
+    Pending { workload: WorkloadKey, reason: PendingReason, message: String },
+}
+
+/// Where a workload stands, for status writers, reports and tests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadState {
+    Pending { reason: PendingReason, message: String },
+    Admitted { admission: api::Admission },
+    /// Preempted or evicted, still holding quota until it stops.
+    Evicting { admission: api::Admission },
+    Finished,
+}
+
+/// Quota use of one (flavor, resource) in a ClusterQueue, in milli-units.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FlavorResourceUsage {
+    pub total: i64,
+    pub borrowed: i64,
+}
+
+/// A ClusterQueue's observable state.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ClusterQueueReport {
+    pub pending: usize,
+    pub admitted: usize,
+    /// (flavor, resource) -> usage.
+    pub usage: BTreeMap<(String, String), FlavorResourceUsage>,
+    /// Dominant resource share (Kueue's fair-sharing weightedShare), 0 when not borrowing.
+    pub weighted_share: i64,
+    pub active: bool,
+    pub inactive_reason: Option<String>,
+}
+
+mod cycle;
+pub mod explain;
+pub mod fair;
+pub mod flavor;
+pub mod intern;
+pub mod model;
+pub mod preempt;
+pub mod queue;
+pub mod quota;
+pub mod resources;
+mod state;
+
+pub use state::{Engine, EngineError};
+
+#[cfg(test)]
+mod tests;

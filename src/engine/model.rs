@@ -1,0 +1,398 @@
+//! Translation of API objects into the engine's compact, interned form.
+//!
+//! This is the only place where Kueue's strings, optionals and quantities are
+//! interpreted; everything downstream works on ids and milli-unit integers.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{PodSpec, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::quota::Limits;
+use super::resources::{FlavorId, FrId, Names, ResourceId};
+use super::{Millis, WorkloadKey};
+use crate::api::{self, quantity::parse_milli};
+
+/// The resource Kueue counts as one per pod when a ClusterQueue covers it.
+pub const PODS_RESOURCE: &str = "pods";
+
+/// A ResourceFlavor as the flavor assigner needs it.
+#[derive(Clone, Debug, Default)]
+pub struct Flavor {
+    pub node_labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub tolerations: Vec<Toleration>,
+    pub topology_name: Option<String>,
+}
+
+impl Flavor {
+    pub fn from_api(rf: &api::ResourceFlavor) -> Self {
+        Self {
+            node_labels: rf.spec.node_labels.clone().unwrap_or_default(),
+            taints: rf.spec.node_taints.clone().unwrap_or_default(),
+            tolerations: rf.spec.tolerations.clone().unwrap_or_default(),
+            topology_name: rf.spec.topology_name.clone(),
+        }
+    }
+}
+
+/// One resource group of a ClusterQueue: resources served by an ordered list of flavors.
+#[derive(Clone, Debug, Default)]
+pub struct Group {
+    pub resources: Vec<ResourceId>,
+    pub flavors: Vec<FlavorId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    #[default]
+    Never,
+    Any,
+    LowerPriority,
+    LowerOrNewerEqualPriority,
+}
+
+impl From<Option<api::PreemptionPolicy>> for Policy {
+    fn from(p: Option<api::PreemptionPolicy>) -> Self {
+        match p {
+            None | Some(api::PreemptionPolicy::Never) => Policy::Never,
+            Some(api::PreemptionPolicy::Any) => Policy::Any,
+            Some(api::PreemptionPolicy::LowerPriority) => Policy::LowerPriority,
+            Some(api::PreemptionPolicy::LowerOrNewerEqualPriority) => Policy::LowerOrNewerEqualPriority,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Preference {
+    /// Kueue's behaviour when `preference` is unset.
+    #[default]
+    Unset,
+    BorrowingOverPreemption,
+    PreemptionOverBorrowing,
+}
+
+/// A ClusterQueue's scheduling parameters.
+#[derive(Clone, Debug, Default)]
+pub struct CqSpec {
+    pub name: String,
+    pub cohort: Option<String>,
+    pub groups: Vec<Group>,
+    pub limits: Limits,
+    pub strict_fifo: bool,
+    pub namespace_selector: Option<LabelSelector>,
+    pub stop_on_borrow: bool,
+    pub stop_on_preempt: bool,
+    pub preference: Preference,
+    pub within_cq: Policy,
+    pub reclaim: Policy,
+    /// `Some(threshold)` when borrowWithinCohort is LowerPriority (threshold may be i32::MAX).
+    pub borrow_within_cohort: Option<i32>,
+    pub stop: api::StopPolicy,
+    /// Fair-sharing weight in milli (1000 = weight 1).
+    pub weight: i64,
+    /// Flavors referenced by the resource groups, in order.
+    pub flavor_names: Vec<String>,
+}
+
+impl CqSpec {
+    /// The resource group serving `r`, if any.
+    pub fn group_of(&self, r: ResourceId) -> Option<usize> {
+        self.groups.iter().position(|g| g.resources.contains(&r))
+    }
+
+    pub fn covers(&self, r: ResourceId) -> bool {
+        self.group_of(r).is_some()
+    }
+}
+
+/// A model-building error; it names the field like the API validation does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelError(pub String);
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, field: &str) -> Result<i64, ModelError> {
+    parse_milli(q).map_err(|e| ModelError(format!("{field}: {e}")))
+}
+
+fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
+    match fs.as_ref().and_then(|f| f.weight.as_ref()) {
+        Some(w) => quantity(w, &format!("{field}.fairSharing.weight")),
+        None => Ok(1000),
+    }
+}
+
+/// Reads resource groups into groups and per-(flavor, resource) limits.
+pub fn read_groups(
+    names: &mut Names,
+    rgs: &[api::ResourceGroup],
+) -> Result<(Vec<Group>, Limits, Vec<String>), ModelError> {
+    let mut groups = Vec::with_capacity(rgs.len());
+    let mut limits = Limits::default();
+    let mut flavor_names = Vec::new();
+    for (gi, rg) in rgs.iter().enumerate() {
+        let resources: Vec<ResourceId> = rg.covered_resources.iter().map(|r| names.resource(r)).collect();
+        let mut flavors = Vec::with_capacity(rg.flavors.len());
+        for (fi, fq) in rg.flavors.iter().enumerate() {
+            let f = names.flavor(&fq.name);
+            flavors.push(f);
+            flavor_names.push(fq.name.clone());
+            for (ri, rq) in fq.resources.iter().enumerate() {
+                let base = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
+                let r = names.resource(&rq.name);
+                let fr = names.fr(f, r);
+                let nominal = quantity(&rq.nominal_quota, &format!("{base}.nominalQuota"))?;
+                let borrowing = rq.borrowing_limit.as_ref().map(|q| quantity(q, &format!("{base}.borrowingLimit"))).transpose()?;
+                let lending = rq.lending_limit.as_ref().map(|q| quantity(q, &format!("{base}.lendingLimit"))).transpose()?;
+                limits.set(fr, nominal, borrowing, lending);
+            }
+        }
+        groups.push(Group { resources, flavors });
+    }
+    Ok((groups, limits, flavor_names))
+}
+
+impl CqSpec {
+    pub fn from_api(names: &mut Names, cq: &api::ClusterQueue) -> Result<Self, ModelError> {
+        let name = cq.metadata.name.clone().unwrap_or_default();
+        let s = &cq.spec;
+        let (groups, limits, flavor_names) = read_groups(names, &s.resource_groups)?;
+        let ff = s.flavor_fungibility.clone().unwrap_or_default();
+        let pre = s.preemption.clone().unwrap_or_default();
+        let borrow_within_cohort = pre.borrow_within_cohort.as_ref().and_then(|b| match b.policy {
+            Some(api::BorrowWithinCohortPolicy::LowerPriority) => Some(b.max_priority_threshold.unwrap_or(i32::MAX)),
+            _ => None,
+        });
+        Ok(Self {
+            name,
+            cohort: s.cohort_name.clone().filter(|c| !c.is_empty()),
+            groups,
+            limits,
+            strict_fifo: matches!(s.queueing_strategy, Some(api::QueueingStrategy::StrictFifo)),
+            namespace_selector: s.namespace_selector.clone(),
+            // Kueue's defaults: stop when borrowing fits, try the next flavor before preempting.
+            stop_on_borrow: !matches!(ff.when_can_borrow, Some(api::FlavorFungibilityPolicy::TryNextFlavor)),
+            stop_on_preempt: matches!(ff.when_can_preempt, Some(api::FlavorFungibilityPolicy::MayStopSearch)),
+            preference: match ff.preference {
+                None => Preference::Unset,
+                Some(api::FlavorFungibilityPreference::BorrowingOverPreemption) => Preference::BorrowingOverPreemption,
+                Some(api::FlavorFungibilityPreference::PreemptionOverBorrowing) => Preference::PreemptionOverBorrowing,
+            },
+            within_cq: pre.within_cluster_queue.into(),
+            reclaim: pre.reclaim_within_cohort.into(),
+            borrow_within_cohort,
+            stop: s.stop_policy.clone().unwrap_or_default(),
+            weight: weight(&s.fair_sharing, "spec")?,
+            flavor_names,
+        })
+    }
+}
+
+/// A Cohort object's own quota and parent.
+#[derive(Clone, Debug, Default)]
+pub struct CohortSpec {
+    pub parent: Option<String>,
+    pub limits: Limits,
+    pub weight: i64,
+}
+
+impl CohortSpec {
+    pub fn from_api(names: &mut Names, c: &api::Cohort) -> Result<Self, ModelError> {
+        let (_, limits, _) = read_groups(names, &c.spec.resource_groups)?;
+        Ok(Self {
+            parent: c.spec.parent_name.clone().filter(|p| !p.is_empty()),
+            limits,
+            weight: weight(&c.spec.fair_sharing, "spec")?,
+        })
+    }
+}
+
+/// One PodSet's demand and the scheduling constraints flavors are matched against.
+#[derive(Clone, Debug, Default)]
+pub struct PodSetReq {
+    pub name: String,
+    pub count: i32,
+    pub min_count: Option<i32>,
+    /// Per-pod requests in milli-units, by resource, sorted; zero requests dropped.
+    pub per_pod: Vec<(ResourceId, i64)>,
+    /// Only nodeSelector, affinity and tolerations are kept: what flavor matching reads.
+    pub constraints: PodSpec,
+    pub topology_request: Option<api::PodSetTopologyRequest>,
+}
+
+/// The immutable part of a Workload that scheduling reads.
+#[derive(Clone, Debug)]
+pub struct WorkloadSpec {
+    pub key: WorkloadKey,
+    pub queue_name: String,
+    pub priority: i32,
+    pub created: Millis,
+    pub active: bool,
+    pub pod_sets: Vec<PodSetReq>,
+    /// Equal for workloads that would get the same flavor-assignment answer.
+    pub shape: u64,
+}
+
+/// Kubernetes' effective pod request: containers summed, init containers maxed, plus overhead.
+fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, ModelError> {
+    fn container_requests(
+        c: &k8s_openapi::api::core::v1::Container,
+        field: &str,
+    ) -> Result<BTreeMap<String, i64>, ModelError> {
+        let mut out = BTreeMap::new();
+        if let Some(res) = &c.resources {
+            // A limit without a request means request == limit, as the API server defaults it.
+            if let Some(limits) = &res.limits {
+                for (k, q) in limits {
+                    out.insert(k.clone(), quantity(q, &format!("{field}.resources.limits[{k}]"))?);
+                }
+            }
+            if let Some(reqs) = &res.requests {
+                for (k, q) in reqs {
+                    out.insert(k.clone(), quantity(q, &format!("{field}.resources.requests[{k}]"))?);
+                }
+            }
+        }
+        Ok(out)
+    }
+    let mut total: BTreeMap<String, i64> = BTreeMap::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        for (k, v) in container_requests(c, &format!("{field}.containers[{i}]"))? {
+            *total.entry(k).or_default() += v;
+        }
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        for (k, v) in container_requests(c, &format!("{field}.initContainers[{i}]"))? {
+            let e = total.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    for (k, q) in spec.overhead.iter().flatten() {
+        *total.entry(k.clone()).or_default() += quantity(q, &format!("{field}.overhead[{k}]"))?;
+    }
+    Ok(total)
+}
+
+/// The priority a workload gets: explicit value, else its class, else the global default.
+pub struct PriorityLookup<'a> {
+    pub workload_classes: &'a BTreeMap<String, i32>,
+    pub pod_classes: &'a BTreeMap<String, (i32, bool)>,
+}
+
+impl PriorityLookup<'_> {
+    pub fn resolve(&self, wl: &api::Workload) -> i32 {
+        if let Some(p) = wl.spec.priority {
+            return p;
+        }
+        if let Some(r) = &wl.spec.priority_class_ref {
+            let found = if r.kind == "WorkloadPriorityClass" {
+                self.workload_classes.get(&r.name).copied()
+            } else {
+                self.pod_classes.get(&r.name).map(|(v, _)| *v)
+            };
+            if let Some(v) = found {
+                return v;
+            }
+        }
+        // A PodSet's pod priorityClassName counts when the Workload names none (Kueue does the same).
+        for ps in &wl.spec.pod_sets {
+            if let Some(name) = ps.template.spec.as_ref().and_then(|s| s.priority_class_name.as_ref()) {
+                if let Some((v, _)) = self.pod_classes.get(name) {
+                    return *v;
+                }
+            }
+        }
+        self.pod_classes.values().find(|(_, global)| *global).map(|(v, _)| *v).unwrap_or(0)
+    }
+}
+
+impl WorkloadSpec {
+    pub fn from_api(names: &mut Names, wl: &api::Workload, priority: i32, now: Millis) -> Result<Self, ModelError> {
+        let key = WorkloadKey::new(
+            wl.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            wl.metadata.name.clone().unwrap_or_default(),
+        );
+        let created = wl.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(now);
+        let mut pod_sets = Vec::with_capacity(wl.spec.pod_sets.len());
+        for (i, ps) in wl.spec.pod_sets.iter().enumerate() {
+            let field = format!("spec.podSets[{i}].template.spec");
+            let spec = ps.template.spec.clone().unwrap_or_default();
+            let mut per_pod: Vec<(ResourceId, i64)> = pod_requests(&spec, &field)?
+                .into_iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(k, v)| (names.resource(&k), v))
+                .collect();
+            per_pod.push((names.resource(PODS_RESOURCE), 1000));
+            per_pod.sort_unstable();
+            per_pod.dedup_by_key(|(r, _)| *r);
+            let constraints = PodSpec {
+                node_selector: spec.node_selector.clone(),
+                affinity: spec.affinity.clone(),
+                tolerations: spec.tolerations.clone(),
+                ..PodSpec::default()
+            };
+            pod_sets.push(PodSetReq {
+                name: ps.name.clone(),
+                count: ps.count.max(0),
+                min_count: ps.min_count,
+                per_pod,
+                constraints,
+                topology_request: ps.topology_request.clone(),
+            });
+        }
+        let shape = shape_hash(&wl.metadata.namespace, &pod_sets);
+        Ok(Self {
+            key,
+            queue_name: wl.spec.queue_name.clone().unwrap_or_default(),
+            priority,
+            created,
+            active: wl.spec.active.unwrap_or(true),
+            pod_sets,
+            shape,
+        })
+    }
+}
+
+/// A hash of everything the flavor assigner reads, so failures can be memoised per cycle.
+fn shape_hash(namespace: &Option<String>, pod_sets: &[PodSetReq]) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    namespace.hash(&mut h);
+    for ps in pod_sets {
+        ps.count.hash(&mut h);
+        ps.min_count.hash(&mut h);
+        ps.per_pod.hash(&mut h);
+        // Constraints have no Hash impl; their JSON is a faithful stand-in.
+        serde_json::to_string(&ps.constraints).unwrap_or_default().hash(&mut h);
+        serde_json::to_string(&ps.topology_request).unwrap_or_default().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The (flavor, resource) amounts in an admission, for restoring usage after a restart.
+pub fn admission_usage(
+    names: &mut Names,
+    admission: &api::Admission,
+) -> Result<Vec<(FrId, i64)>, ModelError> {
+    let mut out = Vec::new();
+    for (i, psa) in admission.pod_set_assignments.iter().enumerate() {
+        for (r, q) in &psa.resource_usage {
+            let Some(flavor) = psa.flavors.get(r) else { continue };
+            let (f, res) = (names.flavor(flavor), names.resource(r));
+            let fr = names.fr(f, res);
+            let v = quantity(q, &format!("status.admission.podSetAssignments[{i}].resourceUsage[{r}]"))?;
+            super::resources::add_amount(&mut out, fr, v);
+        }
+    }
+    Ok(out)
+}
+
+/// Label keys used by a group's flavors: the only keys flavor matching looks at.
+pub fn group_label_keys(group: &Group, flavors: &BTreeMap<FlavorId, Flavor>) -> BTreeSet<String> {
+    group.flavors.iter().filter_map(|f| flavors.get(f)).flat_map(|f| f.node_labels.keys().cloned()).collect()
+}

@@ -1,0 +1,287 @@
+//! Preemption: choosing the fewest, least valuable admitted workloads whose
+//! removal lets a pending workload fit. Classical (Kueue's withinClusterQueue,
+//! reclaimWithinCohort, borrowWithinCohort) and fair-sharing strategies.
+//!
+//! Candidates are removed from the live quota tree while searching and put back
+//! afterwards; add/remove are exact inverses, so the tree ends as it started.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::fair::weighted_share;
+use super::flavor::Assignment;
+use super::model::Policy;
+use super::queue::WlId;
+use super::quota::NodeId;
+use super::resources::FrAmounts;
+use super::state::{CqId, Engine, WlState};
+use super::{FairPreemptionStrategy, PreemptionReason};
+
+/// A chosen victim. `already_evicting` victims are waited for, not preempted again.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub id: WlId,
+    pub reason: PreemptionReason,
+    pub already_evicting: bool,
+}
+
+struct Candidate {
+    id: WlId,
+    cq: CqId,
+    node: NodeId,
+    usage: FrAmounts,
+    priority: i32,
+    evicting: bool,
+    admitted_seq: u64,
+    reason: PreemptionReason,
+}
+
+/// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
+/// Workloads in `excluded` (victims of earlier preemptors this cycle) are not taken.
+pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &HashSet<WlId>) -> Vec<Target> {
+    let node = eng.cqs[cq as usize].node;
+    let under_nominal = a.usage.iter().all(|&(fr, v)| eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr));
+    let mut cands = candidates(eng, wl, cq, a, under_nominal, excluded);
+    // Kueue's order: already evicting first, other ClusterQueues before our own,
+    // lower priority first, most recently admitted first.
+    cands.sort_by_key(|c| (!c.evicting, c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+    let removed = match &eng.config.fair_sharing {
+        Some(strategies) => {
+            let strategies = strategies.clone();
+            fair_search(eng, cq, a, cands, &strategies)
+        }
+        None => classical_search(eng, cq, a, cands, !under_nominal),
+    };
+    let targets = fill_back(eng, node, a, removed, eng.config.fair_sharing.is_some() || !under_nominal);
+    // Restore the tree: the caller decides what actually happens.
+    for t in &targets {
+        eng.tree.add_amounts(t.node, &t.usage);
+    }
+    targets
+        .into_iter()
+        .map(|c| Target { id: c.id, reason: c.reason, already_evicting: c.evicting })
+        .collect()
+}
+
+fn candidates(
+    eng: &Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    under_nominal: bool,
+    excluded: &HashSet<WlId>,
+) -> Vec<Candidate> {
+    let me = &eng.wl(wl).spec;
+    let (prio, created) = (me.priority, me.created);
+    let spec = &eng.cqs[cq as usize].spec;
+    let node = eng.cqs[cq as usize].node;
+    let needed = &a.preempt_frs;
+    let fair = eng.config.fair_sharing.is_some();
+    let mut out = Vec::new();
+    let mut consider = |c: CqId, allowed: &dyn Fn(i32, i64) -> bool, reason: PreemptionReason| {
+        for &id in &eng.cqs[c as usize].admitted {
+            if excluded.contains(&id) {
+                continue;
+            }
+            let w = eng.wl(id);
+            let (adm, evicting) = match &w.state {
+                WlState::Admitted(adm) => (adm, false),
+                WlState::Evicting(adm) => (adm, true),
+                _ => continue,
+            };
+            if !adm.usage.iter().any(|(fr, _)| needed.contains(fr)) {
+                continue;
+            }
+            if !evicting && !allowed(w.spec.priority, w.spec.created) {
+                continue;
+            }
+            out.push(Candidate {
+                id,
+                cq: c,
+                node: eng.cqs[c as usize].node,
+                usage: adm.usage.clone(),
+                priority: w.spec.priority,
+                evicting,
+                admitted_seq: adm.seq,
+                reason,
+            });
+        }
+    };
+    let within = spec.within_cq;
+    consider(
+        cq,
+        &|p, c| match within {
+            Policy::Never => false,
+            Policy::LowerPriority => p < prio,
+            Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
+            Policy::Any => true,
+        },
+        PreemptionReason::InClusterQueue,
+    );
+    if eng.tree.parent(node).is_none() {
+        return out;
+    }
+    let root = eng.tree.root(node);
+    let reclaim = spec.reclaim;
+    let bwc = spec.borrow_within_cohort;
+    for (c, other) in eng.cqs.iter().enumerate() {
+        let c = c as CqId;
+        if c == cq || other.deleted || eng.tree.root(other.node) != root {
+            continue;
+        }
+        // Only quota a ClusterQueue borrows can be reclaimed from it.
+        if !needed.iter().any(|&fr| eng.tree.is_borrowing(other.node, fr)) {
+            continue;
+        }
+        if fair {
+            let allowed = move |p: i32, _c: i64| match reclaim {
+                Policy::Never => false,
+                Policy::LowerPriority => p < prio,
+                _ => true,
+            };
+            consider(c, &allowed, PreemptionReason::InCohortFairSharing);
+        } else if under_nominal {
+            let allowed = move |p: i32, _c: i64| match reclaim {
+                Policy::Never => false,
+                Policy::LowerPriority => p < prio,
+                _ => true,
+            };
+            consider(c, &allowed, PreemptionReason::InCohortReclamation);
+        } else if let Some(threshold) = bwc {
+            let allowed = move |p: i32, _c: i64| p < prio && p <= threshold;
+            consider(c, &allowed, PreemptionReason::InCohortReclaimWhileBorrowing);
+        }
+    }
+    out
+}
+
+/// Whether the assignment fits `node` now; without `allow_borrowing` it must stay within nominal.
+fn fits(eng: &Engine, node: NodeId, a: &Assignment, allow_borrowing: bool) -> bool {
+    a.usage.iter().all(|&(fr, v)| {
+        v <= eng.tree.available(node, fr)
+            && (allow_borrowing || eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr))
+    })
+}
+
+fn classical_search(
+    eng: &mut Engine,
+    cq: CqId,
+    a: &Assignment,
+    cands: Vec<Candidate>,
+    allow_borrowing: bool,
+) -> Option<Vec<Candidate>> {
+    let node = eng.cqs[cq as usize].node;
+    let mut removed = Vec::new();
+    for c in cands {
+        // A ClusterQueue that stopped borrowing after earlier removals has nothing left to reclaim.
+        if c.cq != cq && !c.evicting && !a.preempt_frs.iter().any(|&fr| eng.tree.is_borrowing(c.node, fr)) {
+            continue;
+        }
+        eng.tree.remove_amounts(c.node, &c.usage);
+        removed.push(c);
+        if fits(eng, node, a, allow_borrowing) {
+            return Some(removed);
+        }
+    }
+    restore(eng, &removed);
+    None
+}
+
+fn fair_search(
+    eng: &mut Engine,
+    cq: CqId,
+    a: &Assignment,
+    cands: Vec<Candidate>,
+    strategies: &[FairPreemptionStrategy],
+) -> Option<Vec<Candidate>> {
+    let node = eng.cqs[cq as usize].node;
+    let mut removed = Vec::new();
+    let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| c.evicting);
+    for c in evicting {
+        eng.tree.remove_amounts(c.node, &c.usage);
+        removed.push(c);
+        if fits(eng, node, a, true) {
+            return Some(removed);
+        }
+    }
+    for &strategy in strategies {
+        let mut retry = Vec::new();
+        loop {
+            // Take from the ClusterQueue with the highest share first.
+            let mut by_cq: BTreeMap<CqId, usize> = BTreeMap::new();
+            for (i, c) in pool.iter().enumerate() {
+                by_cq.entry(c.cq).or_insert(i);
+            }
+            let Some((&target_cq, &idx)) = by_cq
+                .iter()
+                .max_by_key(|(c, _)| (weighted_share(eng, eng.cqs[**c as usize].node, &[]), std::cmp::Reverse(**c)))
+            else {
+                break;
+            };
+            let c = pool.remove(idx);
+            let allowed = if target_cq == cq {
+                true
+            } else {
+                let target_old = weighted_share(eng, c.node, &[]);
+                if target_old == 0 {
+                    false
+                } else {
+                    let preemptor_new = weighted_share(eng, node, &a.usage);
+                    let neg: Vec<_> = c.usage.iter().map(|&(f, v)| (f, -v)).collect();
+                    let target_new = weighted_share(eng, c.node, &neg);
+                    match strategy {
+                        FairPreemptionStrategy::LessThanOrEqualToFinalShare => preemptor_new <= target_new,
+                        FairPreemptionStrategy::LessThanInitialShare => preemptor_new < target_old,
+                    }
+                }
+            };
+            if !allowed {
+                retry.push(c);
+                continue;
+            }
+            eng.tree.remove_amounts(c.node, &c.usage);
+            removed.push(c);
+            if fits(eng, node, a, true) {
+                return Some(removed);
+            }
+        }
+        pool = retry;
+        pool.sort_by_key(|c| (c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+    }
+    restore(eng, &removed);
+    None
+}
+
+fn restore(eng: &mut Engine, removed: &[Candidate]) {
+    for c in removed.iter().rev() {
+        eng.tree.add_amounts(c.node, &c.usage);
+    }
+}
+
+/// Puts back every victim, newest choice first, that is not needed for the fit.
+/// Returns the victims still removed from the tree.
+fn fill_back(
+    eng: &mut Engine,
+    node: NodeId,
+    a: &Assignment,
+    removed: Option<Vec<Candidate>>,
+    allow_borrowing: bool,
+) -> Vec<Candidate> {
+    let Some(mut removed) = removed else { return vec![] };
+    if removed.len() > 1 {
+        let last = removed.len() - 1;
+        let mut keep = vec![true; removed.len()];
+        for i in (0..last).rev() {
+            let c = &removed[i];
+            eng.tree.add_amounts(c.node, &c.usage);
+            if fits(eng, node, a, allow_borrowing) {
+                keep[i] = false;
+            } else {
+                eng.tree.remove_amounts(c.node, &c.usage);
+            }
+        }
+        let mut it = keep.into_iter();
+        removed.retain(|_| it.next().unwrap_or(true));
+    }
+    // The tree still lacks the kept victims; find_targets adds them back.
+    removed
+}

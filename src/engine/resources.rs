@@ -1,0 +1,103 @@
+//! Fixed-point resource vectors indexed by interned (flavor, resource) pairs.
+
+use super::intern::Interner;
+
+/// Interned resource name (cpu, memory, nvidia.com/gpu, ...).
+pub type ResourceId = u32;
+/// Interned ResourceFlavor name; a name gets an id as soon as anything refers to it.
+pub type FlavorId = u32;
+/// Interned (flavor, resource) pair: the unit of quota accounting.
+pub type FrId = u32;
+
+/// Name tables shared by every part of the engine.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    pub resources: Interner<String>,
+    pub flavors: Interner<String>,
+    pub frs: Interner<(FlavorId, ResourceId)>,
+}
+
+impl Names {
+    pub fn resource(&mut self, name: &str) -> ResourceId {
+        self.resources.intern(&name.to_string())
+    }
+    pub fn flavor(&mut self, name: &str) -> FlavorId {
+        self.flavors.intern(&name.to_string())
+    }
+    pub fn fr(&mut self, flavor: FlavorId, resource: ResourceId) -> FrId {
+        self.frs.intern(&(flavor, resource))
+    }
+    pub fn fr_parts(&self, fr: FrId) -> (FlavorId, ResourceId) {
+        *self.frs.value(fr)
+    }
+    pub fn resource_name(&self, id: ResourceId) -> &str {
+        self.resources.value(id)
+    }
+    pub fn flavor_name(&self, id: FlavorId) -> &str {
+        self.flavors.value(id)
+    }
+    /// "flavor/resource", for messages.
+    pub fn fr_name(&self, fr: FrId) -> String {
+        let (f, r) = self.fr_parts(fr);
+        format!("{}/{}", self.flavor_name(f), self.resource_name(r))
+    }
+}
+
+/// A dense vector of milli-unit amounts indexed by [`FrId`]; missing entries read as 0.
+#[derive(Clone, Debug, Default)]
+pub struct FrVec(Vec<i64>);
+
+/// Equality by value: trailing zeros (never-touched entries) do not matter.
+impl PartialEq for FrVec {
+    fn eq(&self, other: &Self) -> bool {
+        let n = self.0.len().max(other.0.len()) as FrId;
+        (0..n).all(|i| self.get(i) == other.get(i))
+    }
+}
+
+impl Eq for FrVec {}
+
+impl FrVec {
+    #[inline]
+    pub fn get(&self, fr: FrId) -> i64 {
+        self.0.get(fr as usize).copied().unwrap_or(0)
+    }
+
+    #[inline]
+    pub fn add(&mut self, fr: FrId, v: i64) {
+        let i = fr as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = self.0[i].saturating_add(v);
+    }
+
+    #[inline]
+    pub fn set(&mut self, fr: FrId, v: i64) {
+        let i = fr as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = v;
+    }
+
+    /// Non-zero entries in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (FrId, i64)> + '_ {
+        self.0.iter().enumerate().filter(|(_, v)| **v != 0).map(|(i, v)| (i as FrId, *v))
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.0.iter().all(|v| *v == 0)
+    }
+}
+
+/// A sparse list of (fr, amount), used for one workload's usage: short and cache-friendly.
+pub type FrAmounts = Vec<(FrId, i64)>;
+
+/// Adds `v` at `fr` in a sparse list, keeping it sorted by fr.
+pub fn add_amount(list: &mut FrAmounts, fr: FrId, v: i64) {
+    match list.binary_search_by_key(&fr, |(f, _)| *f) {
+        Ok(i) => list[i].1 = list[i].1.saturating_add(v),
+        Err(i) => list.insert(i, (fr, v)),
+    }
+}

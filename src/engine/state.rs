@@ -1,0 +1,652 @@
+//! The engine's state and how events change it. Scheduling lives in `cycle`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cmp::Reverse;
+
+use super::model::{CohortSpec, CqSpec, Flavor, ModelError, PriorityLookup, WorkloadSpec};
+use super::queue::{ClusterQueueQueue, QueueKey, WlId};
+use super::quota::{NodeId, QuotaTree};
+use super::resources::{FlavorId, FrAmounts, Names};
+use super::{
+    ClusterQueueReport, Decision, EngineConfig, Event, FlavorResourceUsage, Millis, PendingReason, WorkloadKey,
+    WorkloadState,
+};
+use crate::api::{self, StopPolicy};
+
+/// Dense id of a ClusterQueue; stable for the engine's lifetime (a deleted one keeps its id).
+pub type CqId = u32;
+
+/// An engine error: an object the engine cannot use, named with its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("{kind} {name:?}: {message}")]
+    Invalid { kind: &'static str, name: String, message: String },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Admitted {
+    pub cq: CqId,
+    pub usage: FrAmounts,
+    pub admission: api::Admission,
+    /// Admission order, so "most recently admitted first" is well defined.
+    pub seq: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum WlState {
+    Pending,
+    Admitted(Admitted),
+    Evicting(Admitted),
+    Finished,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Wl {
+    pub spec: WorkloadSpec,
+    pub state: WlState,
+    /// The ClusterQueue it is queued in, while pending.
+    pub cq: Option<CqId>,
+    pub qkey: Option<QueueKey>,
+    pub seq: u64,
+    /// Last reported pending reason, to emit `Pending` only on change.
+    pub pending: Option<(PendingReason, String)>,
+    /// Flavor-search resume points and the quota generation they are valid for.
+    pub resume: Vec<Vec<Option<usize>>>,
+    pub resume_gen: u64,
+    /// Victims this workload waits for after preempting them.
+    pub waiting_for: Vec<WlId>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cq {
+    pub spec: CqSpec,
+    pub deleted: bool,
+    pub node: NodeId,
+    pub queue: ClusterQueueQueue,
+    pub admitted: BTreeSet<WlId>,
+    /// Why it cannot admit: missing flavor, stop policy, cohort cycle.
+    pub inactive: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct LocalQueueInfo {
+    pub cluster_queue: String,
+    pub stop: StopPolicy,
+}
+
+/// The admission engine. See the module docs of [`crate::engine`].
+#[derive(Clone, Debug)]
+pub struct Engine {
+    pub(crate) config: EngineConfig,
+    pub(crate) names: Names,
+    pub(crate) now: Millis,
+    pub(crate) seq: u64,
+    pub(crate) flavors: BTreeMap<FlavorId, Flavor>,
+    pub(crate) cohort_specs: BTreeMap<String, CohortSpec>,
+    pub(crate) local_queues: BTreeMap<(String, String), LocalQueueInfo>,
+    pub(crate) namespaces: HashMap<String, BTreeMap<String, String>>,
+    pub(crate) workload_classes: BTreeMap<String, i32>,
+    pub(crate) pod_classes: BTreeMap<String, (i32, bool)>,
+    pub(crate) tree: QuotaTree,
+    pub(crate) cqs: Vec<Cq>,
+    pub(crate) cq_index: HashMap<String, CqId>,
+    /// Cohort name -> node, rebuilt with the tree.
+    pub(crate) cohort_nodes: BTreeMap<String, NodeId>,
+    /// Fair-sharing weight (milli) and display name per node.
+    pub(crate) node_weight: Vec<i64>,
+    pub(crate) node_name: Vec<String>,
+    pub(crate) wls: Vec<Option<Wl>>,
+    pub(crate) free_ids: Vec<WlId>,
+    pub(crate) wl_index: HashMap<WorkloadKey, WlId>,
+    /// Pending workloads without a usable ClusterQueue (missing or inactive queue).
+    pub(crate) unqueued: BTreeSet<WlId>,
+    /// Bumped whenever quota is freed or changed; invalidates flavor-search resume points.
+    pub(crate) quota_gen: u64,
+    pub(crate) outbox: Vec<Decision>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        Self {
+            config,
+            names: Names::default(),
+            now: 0,
+            seq: 0,
+            flavors: BTreeMap::new(),
+            cohort_specs: BTreeMap::new(),
+            local_queues: BTreeMap::new(),
+            namespaces: HashMap::new(),
+            workload_classes: BTreeMap::new(),
+            pod_classes: BTreeMap::new(),
+            tree: QuotaTree::default(),
+            cqs: Vec::new(),
+            cq_index: HashMap::new(),
+            cohort_nodes: BTreeMap::new(),
+            node_weight: Vec::new(),
+            node_name: Vec::new(),
+            wls: Vec::new(),
+            free_ids: Vec::new(),
+            wl_index: HashMap::new(),
+            unqueued: BTreeSet::new(),
+            quota_gen: 0,
+            outbox: Vec::new(),
+        }
+    }
+
+    /// Applies one event observed at `now`.
+    pub fn apply(&mut self, now: Millis, event: Event) -> Result<(), EngineError> {
+        self.now = self.now.max(now);
+        match event {
+            Event::ResourceFlavorUpserted(rf) => {
+                let id = self.names.flavor(&rf.metadata.name.clone().unwrap_or_default());
+                self.flavors.insert(id, Flavor::from_api(&rf));
+                self.rebuild();
+            }
+            Event::ResourceFlavorDeleted(name) => {
+                if let Some(id) = self.names.flavors.get(&name) {
+                    self.flavors.remove(&id);
+                }
+                self.rebuild();
+            }
+            Event::ClusterQueueUpserted(cq) => {
+                let name = cq.metadata.name.clone().unwrap_or_default();
+                let spec = CqSpec::from_api(&mut self.names, &cq).map_err(|e| invalid("ClusterQueue", &name, e))?;
+                let id = match self.cq_index.get(&name) {
+                    Some(&id) => id,
+                    None => {
+                        self.cqs.push(Cq::default());
+                        let id = (self.cqs.len() - 1) as CqId;
+                        self.cq_index.insert(name.clone(), id);
+                        id
+                    }
+                };
+                let was_draining = self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain;
+                let c = &mut self.cqs[id as usize];
+                c.spec = spec;
+                c.deleted = false;
+                self.rebuild();
+                if !was_draining && self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain {
+                    self.drain(id, "ClusterQueueStopped", "The ClusterQueue is stopped");
+                }
+            }
+            Event::ClusterQueueDeleted(name) => {
+                if let Some(&id) = self.cq_index.get(&name) {
+                    self.cqs[id as usize].deleted = true;
+                    self.rebuild();
+                }
+            }
+            Event::CohortUpserted(c) => {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                let spec = CohortSpec::from_api(&mut self.names, &c).map_err(|e| invalid("Cohort", &name, e))?;
+                self.cohort_specs.insert(name, spec);
+                self.rebuild();
+            }
+            Event::CohortDeleted(name) => {
+                self.cohort_specs.remove(&name);
+                self.rebuild();
+            }
+            Event::LocalQueueUpserted(lq) => {
+                let key = (lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default());
+                let info = LocalQueueInfo {
+                    cluster_queue: lq.spec.cluster_queue.clone(),
+                    stop: lq.spec.stop_policy.clone().unwrap_or_default(),
+                };
+                let draining = info.stop == StopPolicy::HoldAndDrain
+                    && self.local_queues.get(&key).is_none_or(|old| old.stop != StopPolicy::HoldAndDrain);
+                self.local_queues.insert(key.clone(), info);
+                self.requeue_all();
+                if draining {
+                    self.drain_local_queue(&key);
+                }
+            }
+            Event::LocalQueueDeleted { namespace, name } => {
+                self.local_queues.remove(&(namespace, name));
+                self.requeue_all();
+            }
+            Event::WorkloadPriorityClassUpserted(wpc) => {
+                self.workload_classes.insert(wpc.metadata.name.clone().unwrap_or_default(), wpc.value);
+            }
+            Event::WorkloadPriorityClassDeleted(name) => {
+                self.workload_classes.remove(&name);
+            }
+            Event::PriorityClassUpserted { name, value, global_default } => {
+                self.pod_classes.insert(name, (value, global_default));
+            }
+            Event::PriorityClassDeleted(name) => {
+                self.pod_classes.remove(&name);
+            }
+            Event::NamespaceUpserted { name, labels } => {
+                self.namespaces.insert(name, labels);
+                self.revive_all();
+            }
+            Event::NamespaceDeleted(name) => {
+                self.namespaces.remove(&name);
+            }
+            Event::WorkloadUpserted(wl) => self.upsert_workload(&wl)?,
+            Event::WorkloadFinished(key) => self.release(&key, true),
+            Event::WorkloadDeleted(key) => {
+                self.release(&key, true);
+                if let Some(id) = self.wl_index.remove(&key) {
+                    self.dequeue(id);
+                    self.wls[id as usize] = None;
+                    self.free_ids.push(id);
+                }
+            }
+            Event::WorkloadEvicted(key) => self.release(&key, false),
+        }
+        Ok(())
+    }
+
+    fn upsert_workload(&mut self, wl: &api::Workload) -> Result<(), EngineError> {
+        let name = format!(
+            "{}/{}",
+            wl.metadata.namespace.clone().unwrap_or_default(),
+            wl.metadata.name.clone().unwrap_or_default()
+        );
+        let priority = PriorityLookup { workload_classes: &self.workload_classes, pod_classes: &self.pod_classes }.resolve(wl);
+        let spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now).map_err(|e| invalid("Workload", &name, e))?;
+        let finished = wl.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == api::constants::WORKLOAD_FINISHED && c.status == "True")
+        });
+        if let Some(&id) = self.wl_index.get(&spec.key) {
+            let w = self.wls[id as usize].as_mut().expect("index points at a live slot");
+            match &w.state {
+                WlState::Pending => {
+                    // Priority or activation may change while pending: re-key it.
+                    self.dequeue(id);
+                    let w = self.wls[id as usize].as_mut().expect("index points at a live slot");
+                    w.spec = spec;
+                    self.enqueue(id);
+                }
+                WlState::Admitted(_) if !spec.active => {
+                    w.spec.active = false;
+                    self.evict(id, "Deactivated", "The workload is deactivated");
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        self.seq += 1;
+        let w = Wl {
+            spec,
+            state: WlState::Pending,
+            cq: None,
+            qkey: None,
+            seq: self.seq,
+            pending: None,
+            resume: vec![],
+            resume_gen: 0,
+            waiting_for: vec![],
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.wls[id as usize] = Some(w);
+                id
+            }
+            None => {
+                self.wls.push(Some(w));
+                (self.wls.len() - 1) as WlId
+            }
+        };
+        let key = self.wl(id).spec.key.clone();
+        self.wl_index.insert(key, id);
+        if finished {
+            self.wl_mut(id).state = WlState::Finished;
+            return Ok(());
+        }
+        let admission = wl.status.as_ref().and_then(|s| s.admission.clone());
+        if let Some(adm) = admission {
+            // Restart recovery: the API says it holds quota, so it does, even over quota.
+            if let Some(&cq) = self.cq_index.get(&adm.cluster_queue) {
+                let usage = super::model::admission_usage(&mut self.names, &adm).map_err(|e| invalid("Workload", &name, e))?;
+                self.seq += 1;
+                let a = Admitted { cq, usage, admission: adm, seq: self.seq };
+                let node = self.cqs[cq as usize].node;
+                self.tree.add_amounts(node, &a.usage);
+                self.cqs[cq as usize].admitted.insert(id);
+                self.wl_mut(id).state = WlState::Admitted(a);
+                return Ok(());
+            }
+        }
+        self.enqueue(id);
+        Ok(())
+    }
+
+    pub(crate) fn wl(&self, id: WlId) -> &Wl {
+        self.wls[id as usize].as_ref().expect("workload ids in queues and sets are live")
+    }
+
+    pub(crate) fn wl_mut(&mut self, id: WlId) -> &mut Wl {
+        self.wls[id as usize].as_mut().expect("workload ids in queues and sets are live")
+    }
+
+    /// Resolves LocalQueue -> ClusterQueue and puts a pending workload in its queue,
+    /// or in `unqueued` with the reason it cannot be queued.
+    pub(crate) fn enqueue(&mut self, id: WlId) {
+        let w = self.wl(id);
+        let ns = w.spec.key.namespace.clone();
+        let lq_name = w.spec.queue_name.clone();
+        let active = w.spec.active;
+        let target: Result<CqId, (PendingReason, String)> = if !active {
+            Err((PendingReason::Inactive, "The workload is deactivated (spec.active is false)".into()))
+        } else if lq_name.is_empty() {
+            Err((PendingReason::Inadmissible, "The workload has no queue name (spec.queueName is empty)".into()))
+        } else {
+            match self.local_queues.get(&(ns.clone(), lq_name.clone())) {
+                None => Err((PendingReason::Inadmissible, format!("LocalQueue {lq_name} doesn't exist in namespace {ns}"))),
+                Some(lq) if lq.stop != StopPolicy::None => {
+                    Err((PendingReason::Stopped, format!("LocalQueue {lq_name} is stopped (stopPolicy {:?})", lq.stop)))
+                }
+                Some(lq) => match self.cq_index.get(&lq.cluster_queue) {
+                    Some(&c) if !self.cqs[c as usize].deleted => Ok(c),
+                    _ => Err((PendingReason::Inadmissible, format!("ClusterQueue {} doesn't exist", lq.cluster_queue))),
+                },
+            }
+        };
+        match target {
+            Ok(c) => {
+                let key: QueueKey = (Reverse(w.spec.priority), w.spec.created, w.seq, id);
+                self.unqueued.remove(&id);
+                self.cqs[c as usize].queue.push(key);
+                let w = self.wl_mut(id);
+                w.cq = Some(c);
+                w.qkey = Some(key);
+            }
+            Err((reason, message)) => {
+                self.unqueued.insert(id);
+                self.set_pending(id, reason, message);
+            }
+        }
+    }
+
+    pub(crate) fn dequeue(&mut self, id: WlId) {
+        self.unqueued.remove(&id);
+        let w = self.wl_mut(id);
+        let (cq, key) = (w.cq.take(), w.qkey.take());
+        if let (Some(c), Some(k)) = (cq, key) {
+            self.cqs[c as usize].queue.remove(&k);
+        }
+    }
+
+    /// Records a pending reason and emits a decision only when it changed.
+    pub(crate) fn set_pending(&mut self, id: WlId, reason: PendingReason, message: String) {
+        let w = self.wl_mut(id);
+        if w.pending.as_ref().is_some_and(|(r, m)| *r == reason && *m == message) {
+            return;
+        }
+        w.pending = Some((reason, message.clone()));
+        let key = w.spec.key.clone();
+        self.outbox.push(Decision::Pending { workload: key, reason, message });
+    }
+
+    /// Re-resolves every pending workload's queue: LocalQueues or ClusterQueues changed.
+    pub(crate) fn requeue_all(&mut self) {
+        let pending: Vec<WlId> = (0..self.wls.len() as WlId)
+            .filter(|&id| self.wls[id as usize].as_ref().is_some_and(|w| matches!(w.state, WlState::Pending)))
+            .collect();
+        for id in pending {
+            self.dequeue(id);
+            self.enqueue(id);
+        }
+    }
+
+    pub(crate) fn revive_all(&mut self) {
+        self.quota_gen += 1;
+        for c in &mut self.cqs {
+            c.queue.revive();
+        }
+    }
+
+    /// Revives parked workloads of every ClusterQueue sharing quota with `cq`.
+    pub(crate) fn revive_cohort_of(&mut self, cq: CqId) {
+        self.quota_gen += 1;
+        let root = self.tree.root(self.cqs[cq as usize].node);
+        for c in &mut self.cqs {
+            if !c.deleted && self.tree.root(c.node) == root {
+                c.queue.revive();
+            }
+        }
+    }
+
+    /// Releases an admitted or evicting workload's quota. `done` = finished or
+    /// deleted; otherwise it was evicted and goes back to its queue.
+    fn release(&mut self, key: &WorkloadKey, done: bool) {
+        let Some(&id) = self.wl_index.get(key) else { return };
+        let state = std::mem::replace(&mut self.wl_mut(id).state, WlState::Pending);
+        match state {
+            WlState::Admitted(a) | WlState::Evicting(a) => {
+                let node = self.cqs[a.cq as usize].node;
+                self.tree.remove_amounts(node, &a.usage);
+                self.cqs[a.cq as usize].admitted.remove(&id);
+                self.revive_cohort_of(a.cq);
+                if done {
+                    self.wl_mut(id).state = WlState::Finished;
+                } else {
+                    let w = self.wl_mut(id);
+                    w.pending = None;
+                    self.enqueue(id);
+                }
+            }
+            WlState::Pending => {
+                if done {
+                    self.dequeue(id);
+                    self.wl_mut(id).state = WlState::Finished;
+                }
+            }
+            WlState::Finished => self.wl_mut(id).state = WlState::Finished,
+        }
+    }
+
+    /// Marks an admitted workload as evicting; it keeps its quota until the shell
+    /// reports [`Event::WorkloadEvicted`].
+    pub(crate) fn evict(&mut self, id: WlId, reason: &str, message: &str) {
+        let w = self.wl_mut(id);
+        if !matches!(w.state, WlState::Admitted(_)) {
+            return;
+        }
+        if let WlState::Admitted(a) = std::mem::replace(&mut w.state, WlState::Finished) {
+            w.state = WlState::Evicting(a);
+        }
+        let key = w.spec.key.clone();
+        self.outbox.push(Decision::Evict { workload: key, reason: reason.into(), message: message.into() });
+    }
+
+    fn drain(&mut self, cq: CqId, reason: &str, message: &str) {
+        let ids: Vec<WlId> = self.cqs[cq as usize].admitted.iter().copied().collect();
+        for id in ids {
+            if matches!(self.wl(id).state, WlState::Admitted(_)) {
+                self.evict(id, reason, message);
+            }
+        }
+    }
+
+    fn drain_local_queue(&mut self, key: &(String, String)) {
+        let ids: Vec<WlId> = self
+            .wls
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| w.as_ref().map(|w| (i as WlId, w)))
+            .filter(|(_, w)| {
+                matches!(w.state, WlState::Admitted(_)) && w.spec.key.namespace == key.0 && w.spec.queue_name == key.1
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for id in ids {
+            self.evict(id, "LocalQueueStopped", "The LocalQueue is stopped");
+        }
+    }
+
+    /// Rebuilds the quota tree from the current ClusterQueues and Cohorts and
+    /// re-charges the usage of every admitted workload.
+    pub(crate) fn rebuild(&mut self) {
+        let mut tree = QuotaTree::default();
+        let mut cohort_nodes: BTreeMap<String, NodeId> = BTreeMap::new();
+        let mut weights = Vec::new();
+        let mut node_names = Vec::new();
+        // Every cohort named by a Cohort object, a parent reference or a ClusterQueue exists.
+        let mut names: BTreeSet<String> = self.cohort_specs.keys().cloned().collect();
+        names.extend(self.cohort_specs.values().filter_map(|c| c.parent.clone()));
+        names.extend(self.cqs.iter().filter(|c| !c.deleted).filter_map(|c| c.spec.cohort.clone()));
+        for n in &names {
+            let spec = self.cohort_specs.get(n);
+            let id = tree.add_node(spec.map(|s| s.limits.clone()).unwrap_or_default());
+            weights.push(spec.map(|s| s.weight).unwrap_or(1000));
+            node_names.push(n.clone());
+            cohort_nodes.insert(n.clone(), id);
+        }
+        let mut in_cycle: BTreeSet<String> = BTreeSet::new();
+        for n in &names {
+            let Some(parent) = self.cohort_specs.get(n).and_then(|s| s.parent.clone()) else { continue };
+            // Follow the chain: a parent chain that returns to `n` is a cycle; Kueue
+            // marks such cohorts' ClusterQueues inactive, and so do we.
+            let mut seen = BTreeSet::from([n.clone()]);
+            let mut cur = Some(parent.clone());
+            let mut cyclic = false;
+            while let Some(c) = cur {
+                if !seen.insert(c.clone()) {
+                    cyclic = true;
+                    break;
+                }
+                cur = self.cohort_specs.get(&c).and_then(|s| s.parent.clone());
+            }
+            if cyclic {
+                in_cycle.insert(n.clone());
+            } else {
+                tree.set_parent(cohort_nodes[n], cohort_nodes[&parent]);
+            }
+        }
+        let flavors_known: BTreeSet<String> =
+            self.flavors.keys().map(|id| self.names.flavor_name(*id).to_string()).collect();
+        for c in &mut self.cqs {
+            if c.deleted {
+                c.node = NodeId::MAX;
+                continue;
+            }
+            c.node = tree.add_node(c.spec.limits.clone());
+            weights.push(c.spec.weight);
+            node_names.push(c.spec.name.clone());
+            if let Some(cohort) = &c.spec.cohort {
+                tree.set_parent(c.node, cohort_nodes[cohort]);
+            }
+            let missing: Vec<&String> = c
+                .spec
+                .flavor_names
+                .iter()
+                .filter(|f| !flavors_known.contains(*f))
+                .collect();
+            c.inactive = if !missing.is_empty() {
+                Some(format!(
+                    "ClusterQueue {} is inactive: ResourceFlavor {} not found",
+                    c.spec.name,
+                    missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            } else if c.spec.stop != StopPolicy::None {
+                Some(format!("ClusterQueue {} is stopped (stopPolicy {:?})", c.spec.name, c.spec.stop))
+            } else if c.spec.cohort.as_ref().is_some_and(|co| cohort_in_cycle(&self.cohort_specs, co, &in_cycle)) {
+                Some(format!("ClusterQueue {} is inactive: its cohort is part of a cycle", c.spec.name))
+            } else {
+                None
+            };
+        }
+        tree.compute_subtree_quota();
+        self.tree = tree;
+        self.cohort_nodes = cohort_nodes;
+        self.node_weight = weights;
+        self.node_name = node_names;
+        // Re-charge usage; a workload whose ClusterQueue is gone keeps running uncounted.
+        for id in 0..self.wls.len() {
+            let Some(w) = &self.wls[id] else { continue };
+            if let WlState::Admitted(a) | WlState::Evicting(a) = &w.state {
+                let c = &self.cqs[a.cq as usize];
+                if !c.deleted {
+                    let node = c.node;
+                    let usage = a.usage.clone();
+                    self.tree.add_amounts(node, &usage);
+                }
+            }
+        }
+        self.requeue_all();
+        self.revive_all();
+    }
+
+
+    /// Where a workload stands.
+    pub fn workload_state(&self, key: &WorkloadKey) -> Option<WorkloadState> {
+        let w = self.wl(*self.wl_index.get(key)?);
+        Some(match &w.state {
+            WlState::Pending => {
+                let (reason, message) = w.pending.clone().unwrap_or((
+                    PendingReason::WaitingForQuota,
+                    "The workload has not been evaluated by a scheduling cycle yet".into(),
+                ));
+                WorkloadState::Pending { reason, message }
+            }
+            WlState::Admitted(a) => WorkloadState::Admitted { admission: a.admission.clone() },
+            WlState::Evicting(a) => WorkloadState::Evicting { admission: a.admission.clone() },
+            WlState::Finished => WorkloadState::Finished,
+        })
+    }
+
+    /// Names of the ClusterQueues the engine knows, sorted.
+    pub fn cluster_queue_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.cqs.iter().filter(|c| !c.deleted).map(|c| c.spec.name.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// A ClusterQueue's counts, usage per (flavor, resource) and share.
+    pub fn cluster_queue_report(&self, name: &str) -> Option<ClusterQueueReport> {
+        let &id = self.cq_index.get(name)?;
+        let c = &self.cqs[id as usize];
+        if c.deleted {
+            return None;
+        }
+        let mut usage = BTreeMap::new();
+        let frs: BTreeSet<u32> = c.spec.limits.frs().chain(self.tree.nodes[c.node as usize].usage.iter().map(|(f, _)| f)).collect();
+        for fr in frs {
+            let (f, r) = self.names.fr_parts(fr);
+            let total = self.tree.usage(c.node, fr);
+            let borrowed = (total - self.tree.subtree_quota(c.node, fr)).max(0);
+            usage.insert(
+                (self.names.flavor_name(f).to_string(), self.names.resource_name(r).to_string()),
+                FlavorResourceUsage { total, borrowed },
+            );
+        }
+        Some(ClusterQueueReport {
+            pending: c.queue.len(),
+            admitted: c.admitted.len(),
+            usage,
+            weighted_share: super::fair::weighted_share(self, c.node, &[]),
+            active: c.inactive.is_none(),
+            inactive_reason: c.inactive.clone(),
+        })
+    }
+
+    /// Number of workloads waiting in queues or for a queue.
+    pub fn pending_count(&self) -> usize {
+        self.cqs.iter().map(|c| c.queue.len()).sum::<usize>() + self.unqueued.len()
+    }
+}
+
+/// Whether `cohort` or one of its ancestors sits on a parent cycle.
+fn cohort_in_cycle(specs: &BTreeMap<String, CohortSpec>, cohort: &str, in_cycle: &BTreeSet<String>) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut cur = Some(cohort.to_string());
+    while let Some(c) = cur {
+        if in_cycle.contains(&c) || !seen.insert(c.clone()) {
+            return true;
+        }
+        cur = specs.get(&c).and_then(|s| s.parent.clone());
+    }
+    false
+}
+
+fn invalid(kind: &'static str, name: &str, e: ModelError) -> EngineError {
+    EngineError::Invalid { kind, name: name.to_string(), message: e.0 }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new(EngineConfig::default())
+    }
+}

@@ -1,0 +1,7 @@
+//! kuota: a Kueue-compatible admission, quota and gang-placement engine.
+//!
+//! The crate is a pure, deterministic engine core (`engine`) wrapped by thin
+//! shells (`sim` today; webhook and controller later). See docs/architecture.md.
+
+pub mod api;
+pub mod engine;

@@ -1,0 +1,426 @@
+//! What a simulation run measured: per ClusterQueue, per workload class and in
+//! total. Everything here except [`Timing`] is a pure function of the scenario
+//! and the seed, so two runs can be compared with [`Report::without_timing`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::api::quantity::format_milli_string;
+use crate::engine::Millis;
+
+/// Header line of the terminal report (CI looks for it).
+pub const REPORT_HEADER: &str = "kuota simulation report";
+
+/// Full result of one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub eviction_delay_ms: Millis,
+    pub totals: Totals,
+    pub cluster_queues: Vec<ClusterQueueStats>,
+    pub classes: Vec<ClassStats>,
+    /// Workloads still pending at the end, grouped by the engine's reason and message.
+    pub never_admitted: Vec<PendingGroup>,
+    /// Engine behaviour the simulator could not make sense of (see docs/simulator.md).
+    pub anomalies: Vec<String>,
+    /// Measured, not simulated: varies between runs and machines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+}
+
+/// Run-wide numbers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub workloads: u64,
+    /// Admissions, counting re-admissions after preemption.
+    pub admissions: u64,
+    pub finished: u64,
+    pub preemptions: u64,
+    /// Evictions that were not preemptions (stop policy, deactivation).
+    pub evictions: u64,
+    /// Workloads the engine refused to take in (invalid objects).
+    pub rejected: u64,
+    /// Virtual time of the last completion (ms); the whole run if none finished.
+    pub makespan_ms: Millis,
+    /// Lower bound on the makespan: total work ÷ total nominal capacity, for the binding resource (ms).
+    pub capacity_bound_ms: Option<Millis>,
+    /// The resource that sets `capacityBoundMs`.
+    pub binding_resource: Option<String>,
+    /// Time-weighted used ÷ total nominal quota over the makespan, per resource.
+    pub utilization: BTreeMap<String, f64>,
+    pub time_to_admission: Distribution,
+    /// All decisions returned by the engine (admit, preempt, evict, pending).
+    pub decisions: u64,
+    pub cycles: u64,
+    /// Events handed to `Engine::apply`, cluster objects included.
+    pub events: u64,
+    /// The run hit `SimConfig::max_batches` before the queue drained.
+    pub truncated: bool,
+}
+
+/// Mean and percentiles (nearest rank) of a set of durations, in ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Distribution {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: Millis,
+    pub p90_ms: Millis,
+    pub max_ms: Millis,
+}
+
+impl Distribution {
+    pub fn from_values(mut v: Vec<Millis>) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_unstable();
+        let n = v.len();
+        let sum: i128 = v.iter().map(|&x| i128::from(x)).sum();
+        // Nearest-rank percentile: the smallest value with at least p% of values <= it.
+        let rank = |p: usize| v[(n * p).div_ceil(100).clamp(1, n) - 1];
+        Self {
+            count: n as u64,
+            mean_ms: sum as f64 / n as f64,
+            p50_ms: rank(50),
+            p90_ms: rank(90),
+            max_ms: v[n - 1],
+        }
+    }
+}
+
+/// One ClusterQueue.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueStats {
+    pub name: String,
+    pub cohort: Option<String>,
+    /// Workloads submitted to it.
+    pub workloads: u64,
+    pub admissions: u64,
+    pub finished: u64,
+    /// Its workloads that were preempted (as victims).
+    pub preempted: u64,
+    /// Preemptions issued on behalf of its workloads.
+    pub preemptions_issued: u64,
+    pub evicted: u64,
+    pub time_to_admission: Distribution,
+    /// Per resource, summed over flavors.
+    pub resources: BTreeMap<String, ResourceStats>,
+}
+
+/// Quota use of one resource in one ClusterQueue over the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceStats {
+    /// Nominal quota, milli-units.
+    pub nominal_milli: i64,
+    /// Time-weighted used ÷ nominal over the makespan (above 1 when borrowing); `None` without nominal quota.
+    pub utilization: Option<f64>,
+    /// Share of its usage (time-weighted) that was borrowed from the cohort.
+    pub borrowed_share: Option<f64>,
+    /// Highest usage seen, milli-units.
+    pub peak_milli: i64,
+}
+
+/// One workload class (template `className`), across all queues.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassStats {
+    pub class: String,
+    pub workloads: u64,
+    pub admissions: u64,
+    pub finished: u64,
+    pub preempted: u64,
+    pub time_to_admission: Distribution,
+}
+
+/// Workloads that ended the run pending for the same reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingGroup {
+    pub reason: String,
+    pub message: String,
+    pub count: u64,
+    /// The first such workload, `namespace/name`.
+    pub example: String,
+}
+
+/// Wall-clock measurements; excluded from determinism comparisons.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timing {
+    /// Time spent inside `Engine::apply` and `Engine::schedule` only (ms).
+    pub engine_ms: f64,
+    /// `totals.decisions` ÷ engine time.
+    pub decisions_per_second: f64,
+    /// Admissions ÷ engine time.
+    pub admissions_per_second: f64,
+}
+
+impl Report {
+    /// The report with measured fields removed: equal for equal inputs.
+    pub fn without_timing(&self) -> Self {
+        Self { timing: None, ..self.clone() }
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing plain structs of numbers and strings cannot fail; the
+        // fallback keeps that promise without a panic path.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// Human-readable tables.
+    pub fn render_table(&self) -> String {
+        let mut out = String::new();
+        let t = &self.totals;
+        let _ = writeln!(out, "{REPORT_HEADER}: {} (seed {}, eviction delay {})", self.scenario, self.seed, duration(self.eviction_delay_ms));
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "workloads {}  admissions {}  finished {}  preemptions {}  evictions {}  never admitted {}{}",
+            t.workloads,
+            t.admissions,
+            t.finished,
+            t.preemptions,
+            t.evictions,
+            self.never_admitted.iter().map(|g| g.count).sum::<u64>(),
+            if t.rejected > 0 { format!("  rejected {}", t.rejected) } else { String::new() }
+        );
+        let bound = match (t.capacity_bound_ms, &t.binding_resource) {
+            (Some(b), Some(r)) if b > 0 => {
+                format!("  capacity bound {} ({r}; makespan is {:.2}x the bound)", duration(b), t.makespan_ms as f64 / b as f64)
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "makespan {}{bound}", duration(t.makespan_ms));
+        let util: Vec<String> = t.utilization.iter().map(|(r, u)| format!("{r} {}", pct(Some(*u)))).collect();
+        if !util.is_empty() {
+            let _ = writeln!(out, "cluster utilization of nominal quota: {}", util.join(", "));
+        }
+        let d = &t.time_to_admission;
+        let _ = writeln!(
+            out,
+            "time to admission: mean {}  p50 {}  p90 {}  max {}",
+            duration(d.mean_ms.round() as Millis),
+            duration(d.p50_ms),
+            duration(d.p90_ms),
+            duration(d.max_ms)
+        );
+        match &self.timing {
+            Some(tm) => {
+                let _ = writeln!(
+                    out,
+                    "engine: {} decisions in {} cycles, {} events; {:.1} ms engine time, {} decisions/s",
+                    t.decisions,
+                    t.cycles,
+                    t.events,
+                    tm.engine_ms,
+                    si(tm.decisions_per_second)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "engine: {} decisions in {} cycles, {} events", t.decisions, t.cycles, t.events);
+            }
+        }
+        if t.truncated {
+            let _ = writeln!(out, "WARNING: stopped at the batch limit before the run drained; numbers cover the run so far");
+        }
+
+        let _ = writeln!(out);
+        let mut cq = Table::new(&[
+            "ClusterQueue", "cohort", "wl", "admit", "preempted", "wait mean", "p50", "p90", "utilization", "borrowed",
+        ]);
+        for c in &self.cluster_queues {
+            let util: Vec<String> = c.resources.iter().map(|(r, s)| format!("{}={}", short(r), pct(s.utilization))).collect();
+            let borrowed: Vec<String> =
+                c.resources.iter().map(|(r, s)| format!("{}={}", short(r), pct(s.borrowed_share))).collect();
+            cq.row(vec![
+                c.name.clone(),
+                c.cohort.clone().unwrap_or_else(|| "-".into()),
+                c.workloads.to_string(),
+                c.admissions.to_string(),
+                c.preempted.to_string(),
+                duration(c.time_to_admission.mean_ms.round() as Millis),
+                duration(c.time_to_admission.p50_ms),
+                duration(c.time_to_admission.p90_ms),
+                util.join(" "),
+                borrowed.join(" "),
+            ]);
+        }
+        out.push_str(&cq.render());
+
+        let _ = writeln!(out);
+        let mut cls = Table::new(&["class", "wl", "admit", "finished", "preempted", "wait mean", "p50", "p90", "max"]);
+        for c in &self.classes {
+            let d = &c.time_to_admission;
+            cls.row(vec![
+                c.class.clone(),
+                c.workloads.to_string(),
+                c.admissions.to_string(),
+                c.finished.to_string(),
+                c.preempted.to_string(),
+                duration(d.mean_ms.round() as Millis),
+                duration(d.p50_ms),
+                duration(d.p90_ms),
+                duration(d.max_ms),
+            ]);
+        }
+        out.push_str(&cls.render());
+
+        if !self.never_admitted.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "never admitted:");
+            for g in &self.never_admitted {
+                let _ = writeln!(out, "  {} x {}: {} (e.g. {})", g.count, g.reason, g.message, g.example);
+            }
+        }
+        if !self.anomalies.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "engine anomalies ({}):", self.anomalies.len());
+            for a in &self.anomalies {
+                let _ = writeln!(out, "  {a}");
+            }
+        }
+        out
+    }
+}
+
+/// Abbreviates well-known resource names so the table stays narrow.
+fn short(resource: &str) -> &str {
+    match resource {
+        "nvidia.com/gpu" => "gpu",
+        "memory" => "mem",
+        other => other,
+    }
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(x) => format!("{:.0}%", x * 100.0),
+        None => "-".into(),
+    }
+}
+
+/// 1234 -> "1.2k".
+fn si(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Compact virtual duration: 850ms, 12.5s, 7m05s, 2h03m.
+pub fn duration(ms: Millis) -> String {
+    if ms < 0 {
+        return format!("-{}", duration(ms.saturating_neg()));
+    }
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        let s = ms / 1000;
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        let m = ms / 60_000;
+        format!("{}h{:02}m", m / 60, m % 60)
+    }
+}
+
+/// Milli-units as a quantity string (for messages).
+pub fn quantity(milli: i64) -> String {
+    format_milli_string(milli)
+}
+
+/// Left-aligned text columns, right-aligned numbers; widths fit the content.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Self {
+        Self { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+    }
+
+    fn row(&mut self, r: Vec<String>) {
+        self.rows.push(r);
+    }
+
+    fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut width: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let numeric = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') && !s.contains('=');
+        let mut out = String::new();
+        let line = |cells: &[String], out: &mut String| {
+            let mut l = String::new();
+            for (i, c) in cells.iter().enumerate().take(cols) {
+                if i > 0 {
+                    l.push_str("  ");
+                }
+                let pad = width[i].saturating_sub(c.chars().count());
+                if numeric(c) && i > 0 {
+                    l.push_str(&" ".repeat(pad));
+                    l.push_str(c);
+                } else {
+                    l.push_str(c);
+                    l.push_str(&" ".repeat(pad));
+                }
+            }
+            out.push_str(l.trim_end());
+            out.push('\n');
+        };
+        line(&self.header, &mut out);
+        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+        line(&rule, &mut out);
+        for r in &self.rows {
+            line(r, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_nearest_rank() {
+        let d = Distribution::from_values((1..=10).collect());
+        assert_eq!((d.p50_ms, d.p90_ms, d.max_ms, d.count), (5, 9, 10, 10));
+        assert!((d.mean_ms - 5.5).abs() < 1e-9);
+        assert_eq!(Distribution::from_values(vec![]).count, 0);
+        assert_eq!(Distribution::from_values(vec![7]).p90_ms, 7);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration(850), "850ms");
+        assert_eq!(duration(12_500), "12.5s");
+        assert_eq!(duration(425_000), "7m05s");
+        assert_eq!(duration(7_380_000), "2h03m");
+    }
+
+    #[test]
+    fn table_aligns() {
+        let mut t = Table::new(&["name", "n"]);
+        t.row(vec!["a".into(), "10".into()]);
+        t.row(vec!["bbb".into(), "2".into()]);
+        assert_eq!(t.render(), "name   n\n----  --\na     10\nbbb    2\n");
+    }
+}

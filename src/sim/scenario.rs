@@ -1,0 +1,482 @@
+//! A scenario: Kueue manifests for the cluster plus a generator config for the
+//! workloads, loaded from a directory or from the built-in demo.
+//!
+//! Directory layout: `generator.yaml` (or `.yml`) is the workload generator;
+//! every other `*.yaml`/`*.yml` file holds manifests, read in file-name order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::SimError;
+use super::generator::{CLASS_LABEL, ExistingObjects, GeneratorConfig, RUNNING_TIME_LABEL, SimWorkload};
+use crate::api;
+use crate::api::manifest::{self, Manifest};
+use crate::api::quantity::parse_milli;
+use crate::engine::{Event, Millis, WorkloadKey};
+
+/// The built-in demo, embedded so `kuota` works from any directory.
+const DEMO_CLUSTER: &str = include_str!("../../examples/demo/cluster.yaml");
+const DEMO_GENERATOR: &str = include_str!("../../examples/demo/generator.yaml");
+
+/// File names recognised as the generator config.
+const GENERATOR_FILES: [&str; 2] = ["generator.yaml", "generator.yml"];
+
+/// Kubernetes sets this label on every namespace; selectors may use it.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// A named YAML text (a file, or an embedded one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: String,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        Self { name: name.into(), text: text.into() }
+    }
+
+    pub fn read(path: &Path) -> Result<Self, SimError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SimError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        Ok(Self::new(path.display().to_string(), text))
+    }
+
+    fn is_generator(&self) -> bool {
+        let base = Path::new(&self.name).file_name().and_then(|n| n.to_str()).unwrap_or("");
+        GENERATOR_FILES.contains(&base)
+    }
+}
+
+/// Cluster manifests and an optional generator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    pub name: String,
+    pub manifests: Vec<SourceFile>,
+    pub generator: Option<SourceFile>,
+}
+
+/// What the simulator needs to know about a ClusterQueue up front.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CqInfo {
+    pub cohort: Option<String>,
+    /// Nominal quota per resource, milli-units, summed over flavors.
+    pub nominal: BTreeMap<String, i64>,
+}
+
+/// A scenario resolved into engine events and workloads.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub name: String,
+    /// Cluster objects in dependency order, each with a label for errors.
+    pub setup: Vec<(String, Event)>,
+    /// Sorted by arrival.
+    pub workloads: Vec<SimWorkload>,
+    pub cluster_queues: BTreeMap<String, CqInfo>,
+    /// Total nominal quota per resource (ClusterQueues and Cohorts), milli-units.
+    pub capacity: BTreeMap<String, i64>,
+}
+
+impl Scenario {
+    /// The built-in demo (`examples/demo/`).
+    pub fn demo() -> Self {
+        Self {
+            name: "demo".to_string(),
+            manifests: vec![SourceFile::new("examples/demo/cluster.yaml", DEMO_CLUSTER)],
+            generator: Some(SourceFile::new("examples/demo/generator.yaml", DEMO_GENERATOR)),
+        }
+    }
+
+    /// Loads a scenario directory.
+    pub fn from_dir(dir: &Path) -> Result<Self, SimError> {
+        let io = |e: std::io::Error| SimError::Io { path: dir.display().to_string(), message: e.to_string() };
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            let yaml = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "yaml" || e == "yml");
+            if yaml && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        let mut scenario = Self {
+            name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("scenario").to_string(),
+            manifests: Vec::new(),
+            generator: None,
+        };
+        for p in paths {
+            let f = SourceFile::read(&p)?;
+            if f.is_generator() {
+                scenario.generator = Some(f);
+            } else {
+                scenario.manifests.push(f);
+            }
+        }
+        if scenario.manifests.is_empty() && scenario.generator.is_none() {
+            return Err(SimError::Scenario {
+                source_name: dir.display().to_string(),
+                message: "no .yaml files (expected manifests and a generator.yaml)".to_string(),
+            });
+        }
+        Ok(scenario)
+    }
+
+    /// Loads every manifest, generates the workloads and orders the cluster
+    /// objects so that references resolve (flavors, classes, namespaces,
+    /// cohorts, ClusterQueues, LocalQueues).
+    pub fn plan(&self, seed: u64) -> Result<Plan, SimError> {
+        let mut objs = Objects::default();
+        for f in &self.manifests {
+            let loaded = manifest::load_str(&f.name, &f.text)
+                .map_err(|e| SimError::Manifest { source_name: f.name.clone(), message: e.to_string() })?;
+            for m in loaded {
+                objs.add(&f.name, m)?;
+            }
+        }
+
+        let existing = ExistingObjects {
+            cluster_queues: objs.cluster_queues.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect(),
+            local_queues: objs
+                .local_queues
+                .iter()
+                .map(|(_, lq)| {
+                    (
+                        (lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default()),
+                        lq.spec.cluster_queue.clone(),
+                    )
+                })
+                .collect(),
+            flavors: objs.flavors.iter().filter_map(|(_, f)| f.metadata.name.clone()).collect(),
+        };
+        let mut workloads = objs.manifest_workloads(&existing)?;
+        if let Some(g) = &self.generator {
+            let cfg = GeneratorConfig::from_yaml(&g.name, &g.text)?;
+            let generated = cfg.generate(&g.name, &existing, seed)?;
+            let src = || format!("{} (generated)", g.name);
+            objs.flavors.extend(generated.flavors.into_iter().map(|o| (src(), o)));
+            objs.cluster_queues.extend(generated.cluster_queues.into_iter().map(|o| (src(), o)));
+            objs.local_queues.extend(generated.local_queues.into_iter().map(|o| (src(), o)));
+            objs.namespaces.extend(generated.namespaces.into_iter().map(|n| (n, BTreeMap::new())));
+            workloads.extend(generated.workloads);
+        }
+        // Stable: manifest workloads (arrival 0) stay ahead of generated ones at 0.
+        workloads.sort_by_key(|w| w.arrival);
+        let mut seen = BTreeSet::new();
+        for w in &workloads {
+            if !seen.insert(&w.key) {
+                return Err(SimError::Scenario {
+                    source_name: self.name.clone(),
+                    message: format!("workload {} is defined twice", w.key),
+                });
+            }
+            objs.namespaces.entry(w.key.namespace.clone()).or_default();
+        }
+
+        let mut cluster_queues = BTreeMap::new();
+        let mut capacity: BTreeMap<String, i64> = BTreeMap::new();
+        for (src, cq) in &objs.cluster_queues {
+            let name = cq.metadata.name.clone().unwrap_or_default();
+            let nominal = nominal_per_resource(&cq.spec.resource_groups)
+                .map_err(|message| SimError::Manifest { source_name: src.clone(), message: format!("ClusterQueue {name}: {message}") })?;
+            for (r, m) in &nominal {
+                *capacity.entry(r.clone()).or_default() += m;
+            }
+            cluster_queues.insert(name, CqInfo { cohort: cq.spec.cohort().map(str::to_string), nominal });
+        }
+        for (src, c) in &objs.cohorts {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let nominal = nominal_per_resource(&c.spec.resource_groups)
+                .map_err(|message| SimError::Manifest { source_name: src.clone(), message: format!("Cohort {name}: {message}") })?;
+            for (r, m) in nominal {
+                *capacity.entry(r).or_default() += m;
+            }
+        }
+
+        Ok(Plan { name: self.name.clone(), setup: objs.into_events(), workloads, cluster_queues, capacity })
+    }
+}
+
+/// Sums nominal quotas per resource over all flavors.
+fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String, i64>, String> {
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for g in groups {
+        for f in &g.flavors {
+            for r in &f.resources {
+                let m = parse_milli(&r.nominal_quota)
+                    .map_err(|e| format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name))?;
+                let e = out.entry(r.name.clone()).or_default();
+                *e = e.saturating_add(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Cluster objects by kind, each with the file it came from.
+#[derive(Default)]
+struct Objects {
+    flavors: Vec<(String, api::ResourceFlavor)>,
+    priority_classes: Vec<(String, api::WorkloadPriorityClass)>,
+    cohorts: Vec<(String, api::Cohort)>,
+    cluster_queues: Vec<(String, api::ClusterQueue)>,
+    local_queues: Vec<(String, api::LocalQueue)>,
+    workloads: Vec<(String, api::Workload)>,
+    /// name -> labels.
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Objects {
+    fn add(&mut self, src: &str, m: Manifest) -> Result<(), SimError> {
+        let s = src.to_string();
+        match m {
+            Manifest::ResourceFlavor(o) => self.flavors.push((s, o)),
+            Manifest::WorkloadPriorityClass(o) => self.priority_classes.push((s, o)),
+            Manifest::Cohort(o) => self.cohorts.push((s, o)),
+            Manifest::ClusterQueue(o) => self.cluster_queues.push((s, o)),
+            Manifest::LocalQueue(o) => {
+                if let Some(ns) = &o.metadata.namespace {
+                    self.namespaces.entry(ns.clone()).or_default();
+                }
+                self.local_queues.push((s, o));
+            }
+            Manifest::Workload(o) => self.workloads.push((s, o)),
+            other => {
+                return Err(SimError::Manifest {
+                    source_name: s,
+                    message: format!("{} objects are not simulated yet", manifest_kind(&other)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Workloads written as manifests: they arrive at time 0 and run for the
+    /// time in their runtime label (the label Kueue's perf runner uses).
+    fn manifest_workloads(&self, existing: &ExistingObjects) -> Result<Vec<SimWorkload>, SimError> {
+        let mut out = Vec::new();
+        for (src, wl) in &self.workloads {
+            let namespace = wl.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+            let name = wl.metadata.name.clone().unwrap_or_default();
+            let err = |message: String| SimError::Manifest { source_name: src.clone(), message: format!("Workload {namespace}/{name}: {message}") };
+            let labels = wl.metadata.labels.clone().unwrap_or_default();
+            let runtime: Millis = labels
+                .get(RUNNING_TIME_LABEL)
+                .ok_or_else(|| err(format!("set label {RUNNING_TIME_LABEL} to its runtime in ms")))?
+                .parse()
+                .map_err(|e| err(format!("label {RUNNING_TIME_LABEL}: {e}")))?;
+            if runtime < 0 {
+                return Err(err(format!("label {RUNNING_TIME_LABEL}: must not be negative")));
+            }
+            let cluster_queue = wl
+                .spec
+                .queue()
+                .and_then(|q| existing.local_queues.get(&(namespace.clone(), q.to_string())))
+                .cloned()
+                .unwrap_or_default();
+            let mut total_requests: BTreeMap<String, i64> = BTreeMap::new();
+            for ps in &wl.spec.pod_sets {
+                let containers = ps.template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+                for c in containers {
+                    let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+                    for (r, q) in reqs.into_iter().flatten() {
+                        let m = parse_milli(q).map_err(|e| err(format!("pod set {} request {r}: {e}", ps.name)))?;
+                        let e = total_requests.entry(r.clone()).or_default();
+                        *e = e.saturating_add(m.saturating_mul(i64::from(ps.count)));
+                    }
+                }
+            }
+            let mut object = wl.clone();
+            object.metadata.namespace = Some(namespace.clone());
+            out.push(SimWorkload {
+                key: WorkloadKey::new(namespace, name),
+                class: labels.get(CLASS_LABEL).cloned().unwrap_or_else(|| "manifest".to_string()),
+                cluster_queue,
+                arrival: 0,
+                runtime,
+                total_requests,
+                object,
+            });
+        }
+        Ok(out)
+    }
+
+    fn into_events(self) -> Vec<(String, Event)> {
+        let mut ev = Vec::new();
+        let label = |src: &str, kind: &str, name: &Option<String>| {
+            format!("{kind} {} ({src})", name.as_deref().unwrap_or(""))
+        };
+        for (s, o) in self.flavors {
+            ev.push((label(&s, "ResourceFlavor", &o.metadata.name), Event::ResourceFlavorUpserted(o)));
+        }
+        for (s, o) in self.priority_classes {
+            ev.push((label(&s, "WorkloadPriorityClass", &o.metadata.name), Event::WorkloadPriorityClassUpserted(o)));
+        }
+        for (name, mut labels) in self.namespaces {
+            labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
+            ev.push((format!("Namespace {name}"), Event::NamespaceUpserted { name, labels }));
+        }
+        for (s, o) in self.cohorts {
+            ev.push((label(&s, "Cohort", &o.metadata.name), Event::CohortUpserted(o)));
+        }
+        for (s, o) in self.cluster_queues {
+            ev.push((label(&s, "ClusterQueue", &o.metadata.name), Event::ClusterQueueUpserted(o)));
+        }
+        for (s, o) in self.local_queues {
+            ev.push((label(&s, "LocalQueue", &o.metadata.name), Event::LocalQueueUpserted(o)));
+        }
+        ev
+    }
+}
+
+fn manifest_kind(m: &Manifest) -> String {
+    // Debug output starts with the variant name; enough for a message.
+    format!("{m:?}").split(['(', ' ', '{']).next().unwrap_or("these").to_string()
+}
+
+/// One finding of [`check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub error: bool,
+    pub file: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let level = if self.error { "error" } else { "warning" };
+        write!(f, "{level}: {}: {}", self.file, self.message)
+    }
+}
+
+/// Loads and validates manifest files (and generator configs, recognised by
+/// name). Load errors are errors; references to objects defined in none of
+/// the files are warnings, since they may exist in the cluster.
+pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut objs = Objects::default();
+    let mut kinds: Vec<(String, Manifest)> = Vec::new();
+    for f in files {
+        if f.is_generator() {
+            if let Err(e) = GeneratorConfig::from_yaml(&f.name, &f.text) {
+                out.push(Diagnostic { error: true, file: f.name.clone(), message: strip_source(&e.to_string(), &f.name) });
+            }
+            continue;
+        }
+        match manifest::load_str(&f.name, &f.text) {
+            Ok(ms) => kinds.extend(ms.into_iter().map(|m| (f.name.clone(), m))),
+            Err(e) => out.push(Diagnostic { error: true, file: f.name.clone(), message: strip_source(&e.to_string(), &f.name) }),
+        }
+    }
+    for (src, m) in kinds {
+        match m {
+            Manifest::ResourceFlavor(_)
+            | Manifest::WorkloadPriorityClass(_)
+            | Manifest::Cohort(_)
+            | Manifest::ClusterQueue(_)
+            | Manifest::LocalQueue(_)
+            | Manifest::Workload(_) => {
+                // Cannot fail for these kinds.
+                let _ = objs.add(&src, m);
+            }
+            _ => {}
+        }
+    }
+    let flavors: BTreeSet<String> = objs.flavors.iter().filter_map(|(_, f)| f.metadata.name.clone()).collect();
+    let cqs: BTreeSet<String> = objs.cluster_queues.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect();
+    let cohorts: BTreeSet<String> = objs.cohorts.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect();
+    let lqs: BTreeSet<(String, String)> = objs
+        .local_queues
+        .iter()
+        .map(|(_, l)| (l.metadata.namespace.clone().unwrap_or_default(), l.metadata.name.clone().unwrap_or_default()))
+        .collect();
+    let warn = |file: &str, message: String| Diagnostic { error: false, file: file.to_string(), message };
+    for (src, cq) in &objs.cluster_queues {
+        let name = cq.metadata.name.as_deref().unwrap_or("");
+        for g in &cq.spec.resource_groups {
+            for f in &g.flavors {
+                if !flavors.contains(&f.name) {
+                    out.push(warn(src, format!("ClusterQueue {name}: ResourceFlavor {:?} is not defined in these files; the queue stays inactive until it exists", f.name)));
+                }
+            }
+        }
+        if let Some(c) = cq.spec.cohort()
+            && !cohorts.contains(c)
+            && !objs.cluster_queues.iter().any(|(_, o)| o.metadata.name.as_deref() != Some(name) && o.spec.cohort() == Some(c))
+        {
+            out.push(warn(src, format!("ClusterQueue {name}: cohort {c:?} has no other member or Cohort object here, so there is nothing to borrow")));
+        }
+    }
+    for (src, lq) in &objs.local_queues {
+        if !cqs.contains(&lq.spec.cluster_queue) {
+            out.push(warn(
+                src,
+                format!(
+                    "LocalQueue {}/{}: ClusterQueue {:?} is not defined in these files",
+                    lq.metadata.namespace.as_deref().unwrap_or(""),
+                    lq.metadata.name.as_deref().unwrap_or(""),
+                    lq.spec.cluster_queue
+                ),
+            ));
+        }
+    }
+    for (src, wl) in &objs.workloads {
+        let ns = wl.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        if let Some(q) = wl.spec.queue()
+            && !lqs.contains(&(ns.clone(), q.to_string()))
+        {
+            out.push(warn(
+                src,
+                format!("Workload {ns}/{}: LocalQueue {q:?} is not defined in namespace {ns} in these files", wl.metadata.name.as_deref().unwrap_or("")),
+            ));
+        }
+    }
+    out
+}
+
+/// Loader errors may already start with the file name; avoid printing it twice.
+fn strip_source(msg: &str, file: &str) -> String {
+    msg.strip_prefix(file).map(|m| m.trim_start_matches([':', ' ']).to_string()).unwrap_or_else(|| msg.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_plans() {
+        let plan = Scenario::demo().plan(1).expect("demo is valid");
+        assert!(plan.workloads.len() >= 200, "{} workloads", plan.workloads.len());
+        assert_eq!(plan.cluster_queues.len(), 4);
+        assert!(plan.capacity.get("nvidia.com/gpu").is_some_and(|&g| g > 0));
+        assert!(plan.setup.iter().any(|(_, e)| matches!(e, Event::LocalQueueUpserted(_))));
+    }
+
+    #[test]
+    fn demo_directory_matches_embedded_copy() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
+        let s = Scenario::from_dir(&dir).expect("loads");
+        assert_eq!(s.manifests.len(), 1);
+        assert_eq!(s.manifests[0].text, DEMO_CLUSTER);
+        assert_eq!(s.generator.as_ref().map(|g| g.text.as_str()), Some(DEMO_GENERATOR));
+    }
+
+    #[test]
+    fn check_warns_on_dangling_references() {
+        let yaml = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: ns}
+spec: {clusterQueue: missing}
+"#;
+        let d = check(&[SourceFile::new("a.yaml", yaml)]);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(!d[0].error);
+        assert!(d[0].message.contains("missing"));
+    }
+
+    #[test]
+    fn check_reports_errors_with_file() {
+        let d = check(&[SourceFile::new("bad.yaml", "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: x}\nspec: {bogus: 1}\n")]);
+        assert!(d.iter().any(|d| d.error && d.file == "bad.yaml"), "{d:?}");
+    }
+}

@@ -1,0 +1,240 @@
+//! The YAML schema of `tests/scenarios/*.yaml` (documented in tests/scenarios/README.md).
+//!
+//! Every struct denies unknown fields, and files are parsed through
+//! `serde_path_to_error`, so a typo fails with the file and the path of the field.
+//! Shorthands (a bare string instead of a map) go through `TryFrom<Value>` so that
+//! a typo inside the long form still names the field.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_yaml::Value;
+use std::collections::BTreeMap;
+
+/// One scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Must equal the file name without `.yaml`.
+    pub name: String,
+    /// Why the case matters and which Kueue doc or test it mirrors.
+    pub description: String,
+    #[serde(default)]
+    pub config: Config,
+    /// Manifests applied at time 0, before the first step.
+    #[serde(default)]
+    pub objects: String,
+    pub steps: Vec<Step>,
+}
+
+/// Kueue Configuration fields that shape scheduling, plus runner switches.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    pub fair_sharing: Option<FairSharingConfig>,
+    /// Report `WorkloadEvicted` for every evicting workload before each cycle (default true).
+    pub auto_complete_evictions: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FairSharingConfig {
+    pub enable: bool,
+    /// Kueue's default is `[LessThanOrEqualToFinalShare, LessThanInitialShare]`.
+    pub preemption_strategies: Option<Vec<Strategy>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub enum Strategy {
+    LessThanOrEqualToFinalShare,
+    LessThanInitialShare,
+}
+
+/// One step: exactly one action (`expect-load-error` goes with `apply`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Step {
+    /// Virtual time in ms; defaults to the previous step's time; never goes back.
+    pub at: Option<i64>,
+    pub apply: Option<String>,
+    pub expect_load_error: Option<LoadErrorExpect>,
+    /// Number of scheduling cycles to run.
+    pub schedule: Option<u32>,
+    pub expect: Option<Expect>,
+    /// Workloads (or Jobs) whose pods completed.
+    pub finish: Option<Vec<String>>,
+    /// `ns/name` of a Workload or Job, or `Kind/name`, `Kind/ns/name` for other objects.
+    pub delete: Option<Vec<String>>,
+    /// Evicted workloads whose pods are gone.
+    pub evict_complete: Option<Vec<String>>,
+}
+
+impl Step {
+    /// Checks that the step has exactly one action.
+    pub fn validate(&self) -> Result<(), String> {
+        let actions = [
+            self.apply.is_some(),
+            self.schedule.is_some(),
+            self.expect.is_some(),
+            self.finish.is_some(),
+            self.delete.is_some(),
+            self.evict_complete.is_some(),
+        ];
+        match actions.iter().filter(|a| **a).count() {
+            1 => {}
+            0 => return Err("step has no action (apply, schedule, expect, finish, delete, evict-complete)".into()),
+            _ => return Err("step has more than one action; split it".into()),
+        }
+        if self.expect_load_error.is_some() && self.apply.is_none() {
+            return Err("expect-load-error needs an apply in the same step".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadErrorExpect {
+    /// Substring(s) the load error must contain (the file name is always required too).
+    pub contains: OneOrMany,
+}
+
+/// A string or a list of strings; every one must be a substring.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// What must hold after the previous steps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Only check the listed workloads / CQ entries, and skip the "nothing else
+    /// was preempted or evicted" checks.
+    #[serde(default)]
+    pub partial: bool,
+    /// Exactly the workloads in state Admitted (not evicting, not finished).
+    pub admitted: Option<BTreeMap<String, Admitted>>,
+    /// Exactly the workloads in state Pending.
+    pub pending: Option<BTreeMap<String, Pending>>,
+    /// Exactly the workloads preempted or evicted that still hold quota.
+    pub evicting: Option<Vec<String>>,
+    /// Workloads whose pods completed.
+    pub finished: Option<Vec<String>>,
+    /// Victims of `Preempt` decisions since the previous expect (list, or map to reason).
+    pub preempted: Option<Preempted>,
+    /// Workloads of `Evict` decisions (stopPolicy, deactivation) since the previous expect.
+    pub evicted: Option<Vec<String>>,
+    /// ClusterQueue -> `flavor/resource` -> usage.
+    pub usage: Option<BTreeMap<String, BTreeMap<String, Usage>>>,
+}
+
+/// `cq-name` or `{clusterQueue, flavors: {podset: {resource: flavor}}, count: {podset: n}}`.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+pub struct Admitted(pub AdmittedFields);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdmittedFields {
+    pub cluster_queue: Option<String>,
+    pub flavors: Option<BTreeMap<String, BTreeMap<String, String>>>,
+    pub count: Option<BTreeMap<String, i32>>,
+}
+
+impl TryFrom<Value> for Admitted {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        str_or(v, |cq| AdmittedFields { cluster_queue: Some(cq), ..Default::default() }).map(Admitted)
+    }
+}
+
+/// `Reason` or `{reason, message}`; `message` is one or several substrings.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+pub struct Pending(pub PendingFields);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingFields {
+    pub reason: Option<String>,
+    pub message: Option<OneOrMany>,
+}
+
+impl TryFrom<Value> for Pending {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        str_or(v, |r| PendingFields { reason: Some(r), message: None }).map(Pending)
+    }
+}
+
+/// `"6"` (total) or `{total, borrowed}`.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+pub struct Usage(pub UsageFields);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageFields {
+    pub total: Option<Value>,
+    pub borrowed: Option<Value>,
+}
+
+impl TryFrom<Value> for Usage {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            v @ (Value::String(_) | Value::Number(_)) => Ok(Usage(UsageFields { total: Some(v), borrowed: None })),
+            other => serde_yaml::from_value(other).map(Usage).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// `[ns/wl, ...]` or `{ns/wl: Reason, ...}`.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+pub struct Preempted(pub BTreeMap<String, Option<String>>);
+
+impl TryFrom<Value> for Preempted {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::Sequence(_) => serde_yaml::from_value::<Vec<String>>(v)
+                .map(|l| Preempted(l.into_iter().map(|k| (k, None)).collect()))
+                .map_err(|e| e.to_string()),
+            other => serde_yaml::from_value::<BTreeMap<String, String>>(other)
+                .map(|m| Preempted(m.into_iter().map(|(k, r)| (k, Some(r))).collect()))
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+fn str_or<T: DeserializeOwned>(v: Value, short: impl FnOnce(String) -> T) -> Result<T, String> {
+    match v {
+        Value::String(s) => Ok(short(s)),
+        other => serde_yaml::from_value(other).map_err(|e| e.to_string()),
+    }
+}
+
+/// Parses a scenario file; the error names the path of the offending field.
+pub fn parse(text: &str) -> Result<Scenario, String> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        format!("at `{path}`: {}", e.into_inner())
+    })?;
+    for (i, step) in sc.steps.iter().enumerate() {
+        step.validate().map_err(|e| format!("at `steps[{i}]`: {e}"))?;
+    }
+    Ok(sc)
+}
