@@ -39,6 +39,7 @@ impl Engine {
     /// Runs one scheduling cycle at `now` and returns the decisions to carry out.
     pub fn schedule(&mut self, now: Millis) -> Vec<Decision> {
         self.now = self.now.max(now);
+        self.inventory.ensure_trees();
         self.park_inactive();
         let n = self.cqs.len();
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
@@ -91,10 +92,11 @@ impl Engine {
             }
             let reason =
                 if cq.spec.stop != api::StopPolicy::None { PendingReason::Stopped } else { PendingReason::Inadmissible };
-            let keys: Vec<QueueKey> = cq.queue.iter().copied().collect();
+            let keys: Vec<QueueKey> = cq.queue.active().copied().collect();
             for k in keys {
                 self.set_pending(k.3, reason, msg.clone());
-                self.cqs[c].queue.park(k);
+                let shape = self.wl(k.3).spec.shape;
+                self.cqs[c].queue.park(k, shape);
             }
         }
     }
@@ -120,13 +122,15 @@ impl Engine {
             }
             if let Some(ns_msg) = self.namespace_mismatch(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);
-                self.cqs[c as usize].queue.park(key);
+                let shape = self.wl(id).spec.shape;
+                self.cqs[c as usize].queue.park(key, shape);
                 continue;
             }
             if !strict {
-                if let Some((reason, msg)) = failed.get(&(c, self.wl(id).spec.shape)).cloned() {
+                let shape = self.wl(id).spec.shape;
+                if let Some((reason, msg)) = failed.get(&(c, shape)).cloned() {
                     self.set_pending(id, reason, msg);
-                    self.cqs[c as usize].queue.park(key);
+                    self.cqs[c as usize].queue.park(key, shape);
                     continue;
                 }
             }
@@ -157,7 +161,7 @@ impl Engine {
                 "Workload namespace doesn't match ClusterQueue selector: ClusterQueue {} has no namespaceSelector, which selects no namespace (set namespaceSelector: {{}} to allow all)",
                 cq.name
             )),
-            Some(sel) if !api::selector::selector_matches(sel, labels) => Some(format!(
+            Some(sel) if !api::selector::label_selector_matches(sel, labels) => Some(format!(
                 "Workload namespace doesn't match ClusterQueue selector: namespace {ns} is not selected by ClusterQueue {}",
                 cq.name
             )),
@@ -177,11 +181,15 @@ impl Engine {
                     || self.config.fair_sharing.is_some()));
         let assigner = Assigner {
             names: &self.names,
+            pods: self.pods,
+            group_keys: &cq.group_keys,
             flavors: &self.flavors,
             tree: &self.tree,
             cq: &cq.spec,
             node: cq.node,
             can_preempt,
+            inventory: &self.inventory,
+            strategy: self.config.placement,
         };
         let resume = (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
         assigner.assign(&w.spec, counts, resume)
@@ -214,10 +222,14 @@ impl Engine {
         let (c, id) = (h.cq, h.id);
         let a = &h.assignment;
         match a.mode() {
-            Mode::Fit => {
-                self.admit(c, id, a);
-                return Outcome::Admitted;
-            }
+            Mode::Fit => match self.admit(c, id, a) {
+                Ok(()) => return Outcome::Admitted,
+                Err(why) => {
+                    // Each PodSet fits alone but the gang does not fit together.
+                    let message = format!("couldn't place the gang: {why}");
+                    return self.park(c, id, a, PendingReason::TopologyPlacementFailed, message, failed);
+                }
+            },
             Mode::Preempt => {
                 let root = self.tree.root(self.cqs[c as usize].node);
                 let overlaps = preempting
@@ -243,20 +255,38 @@ impl Engine {
             Mode::Wait | Mode::NoFit => {}
         }
         if let Some(partial) = self.try_partial(c, id, a) {
-            self.admit(c, id, &partial);
-            return Outcome::Admitted;
+            if self.admit(c, id, &partial).is_ok() {
+                return Outcome::Admitted;
+            }
         }
         let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
-        let message = a.message.clone();
+        let mut message = a.message.clone();
+        if a.mode() == Mode::Preempt {
+            message.push_str("; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy");
+        }
+        self.park(c, id, a, reason, message, failed)
+    }
+
+    /// Leaves a workload pending with a reason; BestEffortFIFO parks it until quota frees.
+    fn park(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+        reason: PendingReason,
+        message: String,
+        failed: &mut HashMap<(CqId, u64), (PendingReason, String)>,
+    ) -> Outcome {
+        let gen_now = self.quota_gen;
         let w = self.wl_mut(id);
         w.resume = a.last_tried.clone();
-        let gen_now = self.quota_gen;
-        self.wl_mut(id).resume_gen = gen_now;
+        w.resume_gen = gen_now;
         self.set_pending(id, reason, message.clone());
         if !self.cqs[c as usize].spec.strict_fifo {
-            failed.insert((c, self.wl(id).spec.shape), (reason, message));
+            let shape = self.wl(id).spec.shape;
+            failed.insert((c, shape), (reason, message));
             if let Some(k) = self.wl(id).qkey {
-                self.cqs[c as usize].queue.park(k);
+                self.cqs[c as usize].queue.park(k, shape);
             }
         }
         Outcome::Blocked
@@ -315,21 +345,36 @@ impl Engine {
         );
     }
 
-    fn admit(&mut self, c: CqId, id: WlId, a: &Assignment) {
+    /// Places the gang and reserves its quota; on a placement failure nothing is
+    /// reserved and the reason is returned.
+    fn admit(&mut self, c: CqId, id: WlId, a: &Assignment) -> Result<(), String> {
+        let needs = super::topology::needs(&self.names, &self.inventory, &self.wl(id).spec, a);
+        let placed = super::topology::place_all(&self.names, &mut self.inventory, id, &needs, self.config.placement)?;
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.seq += 1;
-        let admission = self.admission(c, id, a);
+        let mut admission = self.admission(c, id, a);
+        let mut placement = Vec::with_capacity(placed.len());
+        for (ps, p, nodes) in placed {
+            if let Some(psa) = admission.pod_set_assignments.get_mut(ps) {
+                psa.topology_assignment = Some(crate::placement::topology_assignment(&self.inventory, &p.flavor, &nodes));
+            }
+            placement.push(p);
+        }
         let seq = self.seq;
         self.dequeue(id);
+        // The next parked workload of the same shape may fit too.
+        let shape = self.wl(id).spec.shape;
+        self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let w = self.wl_mut(id);
-        w.state = WlState::Admitted(Admitted { cq: c, usage: a.usage.clone(), admission: admission.clone(), seq });
+        w.state = WlState::Admitted(Admitted { cq: c, usage: a.usage.clone(), placement, admission: admission.clone(), seq });
         w.pending = None;
         w.resume.clear();
         w.waiting_for.clear();
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Admit { workload: key, admission });
+        Ok(())
     }
 
     /// Kueue's `status.admission` for an assignment.

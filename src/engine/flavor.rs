@@ -2,10 +2,10 @@
 //! following the ClusterQueue's order, the pod's node constraints, taints and
 //! flavorFungibility, and classify the result as Fit, Preempt, Wait or NoFit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::explain;
-use super::model::{CqSpec, Flavor, PODS_RESOURCE, Preference, WorkloadSpec};
+use super::model::{CqSpec, Flavor, Preference, WorkloadSpec};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, FrId, Names, ResourceId, add_amount};
 use super::PendingReason;
@@ -61,12 +61,17 @@ impl Assignment {
 /// Everything the assigner reads, borrowed from the engine for one call.
 pub struct Assigner<'a> {
     pub names: &'a Names,
+    pub pods: ResourceId,
+    /// Per group, the node-label keys its flavors use.
+    pub group_keys: &'a [BTreeSet<String>],
     pub flavors: &'a BTreeMap<FlavorId, Flavor>,
     pub tree: &'a QuotaTree,
     pub cq: &'a CqSpec,
     pub node: NodeId,
     /// Whether any preemption policy could free quota for this ClusterQueue.
     pub can_preempt: bool,
+    pub inventory: &'a crate::placement::Inventory,
+    pub strategy: crate::placement::Strategy,
 }
 
 struct Candidate {
@@ -74,6 +79,8 @@ struct Candidate {
     mode: Mode,
     borrows: bool,
     preempt_frs: Vec<FrId>,
+    /// Quota fits but the topology has no room.
+    topology_failed: bool,
 }
 
 impl Assigner<'_> {
@@ -86,7 +93,6 @@ impl Assigner<'_> {
         resume: Option<&[Vec<Option<usize>>]>,
     ) -> Assignment {
         let mut out = Assignment { mode: Some(Mode::Fit), ..Assignment::default() };
-        let pods = self.names.resources.get(&PODS_RESOURCE.to_string());
         let mut failures: Vec<String> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             let count = counts.and_then(|c| c.get(pi).copied()).unwrap_or(ps.count);
@@ -98,7 +104,7 @@ impl Assigner<'_> {
             for &(r, per_pod) in &ps.per_pod {
                 match self.cq.group_of(r) {
                     Some(g) => by_group.entry(g).or_default().push((r, per_pod.saturating_mul(i64::from(count)))),
-                    None if Some(r) == pods => {}
+                    None if r == self.pods => {}
                     None => uncovered.push(self.names.resource_name(r).to_string()),
                 }
             }
@@ -122,7 +128,7 @@ impl Assigner<'_> {
                     .map(|i| i + 1)
                     .filter(|&i| i < self.cq.groups[g].flavors.len())
                     .unwrap_or(0);
-                let (chosen, last, notes) = self.pick_flavor(ps, g, &requests, &out.usage, start);
+                let (chosen, last, notes) = self.pick_flavor(ps, count, g, &requests, &out.usage, start);
                 tried[g] = last;
                 match chosen {
                     Some(c) => {
@@ -140,7 +146,12 @@ impl Assigner<'_> {
                         }
                         if c.mode != Mode::Fit {
                             failures.push(format!("couldn't assign flavors to pod set {}: {}", ps.name, notes.join("; ")));
-                            out.reason = out.reason.or(Some(PendingReason::WaitingForQuota));
+                            let r = if c.topology_failed {
+                                PendingReason::TopologyPlacementFailed
+                            } else {
+                                PendingReason::WaitingForQuota
+                            };
+                            out.reason = out.reason.or(Some(r));
                         }
                     }
                     None => {
@@ -166,7 +177,7 @@ impl Assigner<'_> {
         out.preempt_frs.dedup();
         if out.mode() == Mode::Fit {
             out.reason = None;
-        } else if out.mode() != Mode::NoFit {
+        } else if out.mode() != Mode::NoFit && out.reason != Some(PendingReason::TopologyPlacementFailed) {
             out.reason = Some(PendingReason::WaitingForQuota);
         }
         out.message = failures.join("; ");
@@ -178,13 +189,14 @@ impl Assigner<'_> {
     fn pick_flavor(
         &self,
         ps: &super::model::PodSetReq,
+        count: i32,
         g: usize,
         requests: &[(ResourceId, i64)],
         earlier: &FrAmounts,
         start: usize,
     ) -> (Option<Candidate>, Option<usize>, Vec<String>) {
         let group = &self.cq.groups[g];
-        let keys = super::model::group_label_keys(group, self.flavors);
+        let keys = &self.group_keys[g];
         let mut best: Option<Candidate> = None;
         let mut notes = Vec::new();
         let mut last = None;
@@ -196,12 +208,24 @@ impl Assigner<'_> {
                 notes.push(format!("flavor {fname} not found"));
                 continue;
             };
-            if !selector::flavor_matches(&ps.constraints, &flavor.node_labels, &keys) {
+            let tas = self.inventory.is_tas(fname);
+            if ps.topology.is_some() && !tas {
+                notes.push(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)"));
+                continue;
+            }
+            if !(keys.is_empty() || selector::flavor_matches(&ps.constraints, &flavor.node_labels, keys)) {
                 notes.push(format!("flavor {fname} doesn't match the pod's node selector or affinity"));
                 continue;
             }
-            let tolerations = ps.constraints.tolerations.clone().unwrap_or_default();
-            if let Some(t) = selector::tolerates_all(&flavor.taints, &tolerations) {
+            // The pod's tolerations and the flavor's own both count against the flavor's taints.
+            let untolerated = if flavor.taints.is_empty() {
+                None
+            } else {
+                let mut tolerations = ps.constraints.tolerations.clone().unwrap_or_default();
+                tolerations.extend(flavor.tolerations.iter().cloned());
+                selector::tolerates_all(&flavor.taints, &tolerations).cloned()
+            };
+            if let Some(t) = untolerated {
                 notes.push(format!(
                     "untolerated taint {}={}:{} in flavor {fname}",
                     t.key,
@@ -210,7 +234,8 @@ impl Assigner<'_> {
                 ));
                 continue;
             }
-            let mut cand = Candidate { flavor: f, mode: Mode::Fit, borrows: false, preempt_frs: vec![] };
+            let mut cand =
+                Candidate { flavor: f, mode: Mode::Fit, borrows: false, preempt_frs: vec![], topology_failed: false };
             for &(r, v) in requests {
                 let rname = self.names.resource_name(r);
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -240,6 +265,18 @@ impl Assigner<'_> {
                 };
                 cand.mode = cand.mode.min(mode);
             }
+            if cand.mode == Mode::Fit && tas {
+                if let Err(why) = self.place_alone(ps, count, fname) {
+                    notes.push(format!("flavor {fname}: {why}"));
+                    cand.topology_failed = true;
+                    if self.can_preempt {
+                        cand.mode = Mode::Preempt;
+                        cand.preempt_frs = requests.iter().filter_map(|&(r, _)| self.names.frs.get(&(f, r))).collect();
+                    } else {
+                        cand.mode = Mode::Wait;
+                    }
+                }
+            }
             let stop = match cand.mode {
                 Mode::Fit => !cand.borrows || self.cq.stop_on_borrow,
                 Mode::Preempt => self.cq.stop_on_preempt,
@@ -257,6 +294,19 @@ impl Assigner<'_> {
             last = None;
         }
         (best, last, notes)
+    }
+
+    /// Whether this PodSet alone has room in the flavor's topology right now.
+    fn place_alone(&self, ps: &super::model::PodSetReq, count: i32, flavor: &str) -> Result<(), String> {
+        let (mode, slice) = ps.topology.clone().unwrap_or((crate::placement::TopologyMode::Unconstrained, None));
+        let req = crate::placement::PodSetPlacementRequest {
+            count,
+            per_pod: ps.per_pod.clone(),
+            mode,
+            slice,
+            tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
+        };
+        self.inventory.find(self.names, flavor, &req, self.strategy).map(|_| ()).map_err(|f| f.message)
     }
 
     /// Whether `a` is a better choice than the earlier candidate `b`.

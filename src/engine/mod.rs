@@ -44,6 +44,8 @@ pub enum FairPreemptionStrategy {
 pub struct EngineConfig {
     /// `fairSharing.enable` with its preemption strategies; `None` = classical.
     pub fair_sharing: Option<Vec<FairPreemptionStrategy>>,
+    /// How topology placement picks domains (kuota's by default).
+    pub placement: crate::placement::Strategy,
 }
 
 /// Something that happened in the cluster, fed to [`Engine::apply`].
@@ -74,6 +76,16 @@ pub enum Event {
     /// An evicted or preempted workload has stopped: its quota is released
     /// and it goes back to its queue.
     WorkloadEvicted(WorkloadKey),
+    TopologyUpserted(api::Topology),
+    TopologyDeleted(String),
+    /// A Node appeared or changed (labels, allocatable, taints, readiness).
+    NodeUpserted(Box<k8s_openapi::api::core::v1::Node>),
+    NodeDeleted(String),
+    /// What pods kuota does not manage use on a node, by resource.
+    NodeExternalUsage {
+        node: String,
+        usage: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    },
 }
 
 /// Why a workload was preempted; the strings are Kueue's `Preempted` condition reasons.
@@ -113,6 +125,8 @@ pub enum PendingReason {
     Stopped,
     /// `spec.active` is false.
     Inactive,
+    /// Quota fits, but no set of topology domains has room for the gang.
+    TopologyPlacementFailed,
 }
 
 impl PendingReason {
@@ -125,6 +139,7 @@ impl PendingReason {
             Self::WaitingForPreemption => "WaitingForPreemption",
             Self::Stopped => "Stopped",
             Self::Inactive => "Inactive",
+            Self::TopologyPlacementFailed => "TopologyPlacementFailed",
         }
     }
 }
@@ -185,6 +200,7 @@ pub mod queue;
 pub mod quota;
 pub mod resources;
 mod state;
+mod topology;
 
 pub use state::{Engine, EngineError};
 

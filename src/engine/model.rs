@@ -222,7 +222,8 @@ pub struct PodSetReq {
     pub per_pod: Vec<(ResourceId, i64)>,
     /// Only nodeSelector, affinity and tolerations are kept: what flavor matching reads.
     pub constraints: PodSpec,
-    pub topology_request: Option<api::PodSetTopologyRequest>,
+    /// The topology request (mode and optional slice), from the PodSet or its annotations.
+    pub topology: Option<(crate::placement::TopologyMode, Option<(String, i32)>)>,
 }
 
 /// The immutable part of a Workload that scheduling reads.
@@ -342,7 +343,7 @@ impl WorkloadSpec {
                 min_count: ps.min_count,
                 per_pod,
                 constraints,
-                topology_request: ps.topology_request.clone(),
+                topology: crate::placement::topology_mode(ps).map_err(|e| ModelError(format!("spec.podSets[{i}]: {e}")))?,
             });
         }
         let shape = shape_hash(&wl.metadata.namespace, &pod_sets);
@@ -369,7 +370,7 @@ fn shape_hash(namespace: &Option<String>, pod_sets: &[PodSetReq]) -> u64 {
         ps.per_pod.hash(&mut h);
         // Constraints have no Hash impl; their JSON is a faithful stand-in.
         serde_json::to_string(&ps.constraints).unwrap_or_default().hash(&mut h);
-        serde_json::to_string(&ps.topology_request).unwrap_or_default().hash(&mut h);
+        format!("{:?}", ps.topology).hash(&mut h);
     }
     h.finish()
 }

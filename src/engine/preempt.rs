@@ -25,6 +25,8 @@ pub struct Target {
 }
 
 struct Candidate {
+    /// Its nodes while it is taken out of the inventory during the search.
+    held: Option<crate::placement::Held>,
     id: WlId,
     cq: CqId,
     node: NodeId,
@@ -47,14 +49,14 @@ pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, exclud
     let removed = match &eng.config.fair_sharing {
         Some(strategies) => {
             let strategies = strategies.clone();
-            fair_search(eng, cq, a, cands, &strategies)
+            fair_search(eng, wl, cq, a, cands, &strategies)
         }
-        None => classical_search(eng, cq, a, cands, !under_nominal),
+        None => classical_search(eng, wl, cq, a, cands, !under_nominal),
     };
-    let targets = fill_back(eng, node, a, removed, eng.config.fair_sharing.is_some() || !under_nominal);
-    // Restore the tree: the caller decides what actually happens.
-    for t in &targets {
-        eng.tree.add_amounts(t.node, &t.usage);
+    let mut targets = fill_back(eng, node, wl, a, removed, eng.config.fair_sharing.is_some() || !under_nominal);
+    // Restore the state: the caller decides what actually happens.
+    for t in targets.iter_mut() {
+        put_back(eng, t);
     }
     targets
         .into_iter()
@@ -95,6 +97,7 @@ fn candidates(
                 continue;
             }
             out.push(Candidate {
+                held: None,
                 id,
                 cq: c,
                 node: eng.cqs[c as usize].node,
@@ -154,16 +157,23 @@ fn candidates(
     out
 }
 
-/// Whether the assignment fits `node` now; without `allow_borrowing` it must stay within nominal.
-fn fits(eng: &Engine, node: NodeId, a: &Assignment, allow_borrowing: bool) -> bool {
-    a.usage.iter().all(|&(fr, v)| {
+/// Whether the assignment fits `node` now (without `allow_borrowing`, within nominal)
+/// and, for PodSets on TAS flavors, whether the topology has room for the gang.
+fn fits(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment, allow_borrowing: bool) -> bool {
+    let quota = a.usage.iter().all(|&(fr, v)| {
         v <= eng.tree.available(node, fr)
             && (allow_borrowing || eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr))
-    })
+    });
+    if !quota {
+        return false;
+    }
+    let needs = super::topology::needs(&eng.names, &eng.inventory, &eng.wl(wl).spec, a);
+    super::topology::feasible(&eng.names, &mut eng.inventory, wl, &needs, eng.config.placement).is_ok()
 }
 
 fn classical_search(
     eng: &mut Engine,
+    wl: WlId,
     cq: CqId,
     a: &Assignment,
     cands: Vec<Candidate>,
@@ -171,23 +181,24 @@ fn classical_search(
 ) -> Option<Vec<Candidate>> {
     let node = eng.cqs[cq as usize].node;
     let mut removed = Vec::new();
-    for c in cands {
+    for mut c in cands {
         // A ClusterQueue that stopped borrowing after earlier removals has nothing left to reclaim.
         if c.cq != cq && !c.evicting && !a.preempt_frs.iter().any(|&fr| eng.tree.is_borrowing(c.node, fr)) {
             continue;
         }
-        eng.tree.remove_amounts(c.node, &c.usage);
+        take_out(eng, &mut c);
         removed.push(c);
-        if fits(eng, node, a, allow_borrowing) {
+        if fits(eng, node, wl, a, allow_borrowing) {
             return Some(removed);
         }
     }
-    restore(eng, &removed);
+    restore(eng, &mut removed);
     None
 }
 
 fn fair_search(
     eng: &mut Engine,
+    wl: WlId,
     cq: CqId,
     a: &Assignment,
     cands: Vec<Candidate>,
@@ -196,10 +207,10 @@ fn fair_search(
     let node = eng.cqs[cq as usize].node;
     let mut removed = Vec::new();
     let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| c.evicting);
-    for c in evicting {
-        eng.tree.remove_amounts(c.node, &c.usage);
+    for mut c in evicting {
+        take_out(eng, &mut c);
         removed.push(c);
-        if fits(eng, node, a, true) {
+        if fits(eng, node, wl, a, true) {
             return Some(removed);
         }
     }
@@ -217,7 +228,7 @@ fn fair_search(
             else {
                 break;
             };
-            let c = pool.remove(idx);
+            let mut c = pool.remove(idx);
             let allowed = if target_cq == cq {
                 true
             } else {
@@ -238,22 +249,36 @@ fn fair_search(
                 retry.push(c);
                 continue;
             }
-            eng.tree.remove_amounts(c.node, &c.usage);
+            take_out(eng, &mut c);
             removed.push(c);
-            if fits(eng, node, a, true) {
+            if fits(eng, node, wl, a, true) {
                 return Some(removed);
             }
         }
         pool = retry;
         pool.sort_by_key(|c| (c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
     }
-    restore(eng, &removed);
+    restore(eng, &mut removed);
     None
 }
 
-fn restore(eng: &mut Engine, removed: &[Candidate]) {
-    for c in removed.iter().rev() {
-        eng.tree.add_amounts(c.node, &c.usage);
+/// Takes a candidate's quota and nodes out of the live state.
+fn take_out(eng: &mut Engine, c: &mut Candidate) {
+    eng.tree.remove_amounts(c.node, &c.usage);
+    c.held = Some(eng.inventory.take(c.id));
+}
+
+/// Exact inverse of [`take_out`].
+fn put_back(eng: &mut Engine, c: &mut Candidate) {
+    eng.tree.add_amounts(c.node, &c.usage);
+    if let Some(h) = c.held.take() {
+        eng.inventory.restore(c.id, h);
+    }
+}
+
+fn restore(eng: &mut Engine, removed: &mut [Candidate]) {
+    for c in removed.iter_mut().rev() {
+        put_back(eng, c);
     }
 }
 
@@ -262,6 +287,7 @@ fn restore(eng: &mut Engine, removed: &[Candidate]) {
 fn fill_back(
     eng: &mut Engine,
     node: NodeId,
+    wl: WlId,
     a: &Assignment,
     removed: Option<Vec<Candidate>>,
     allow_borrowing: bool,
@@ -271,12 +297,11 @@ fn fill_back(
         let last = removed.len() - 1;
         let mut keep = vec![true; removed.len()];
         for i in (0..last).rev() {
-            let c = &removed[i];
-            eng.tree.add_amounts(c.node, &c.usage);
-            if fits(eng, node, a, allow_borrowing) {
+            put_back(eng, &mut removed[i]);
+            if fits(eng, node, wl, a, allow_borrowing) {
                 keep[i] = false;
             } else {
-                eng.tree.remove_amounts(c.node, &c.usage);
+                take_out(eng, &mut removed[i]);
             }
         }
         let mut it = keep.into_iter();

@@ -1,8 +1,14 @@
 //! Per-ClusterQueue pending queues: ordered by priority, then creation time,
 //! with a parking lot for BestEffortFIFO workloads that cannot be admitted yet.
+//!
+//! Parked workloads are grouped by *shape* (everything the flavor assigner
+//! reads). Workloads of one shape get the same answer in the same quota state,
+//! so when quota frees up only the first of each shape is revived as a probe;
+//! the next one follows when the probe is admitted. This keeps a cycle's work
+//! proportional to the number of distinct shapes, not to the queue length.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use super::Millis;
@@ -17,35 +23,67 @@ pub type QueueKey = (Reverse<i32>, Millis, u64, WlId);
 pub struct ClusterQueueQueue {
     /// Workloads the next cycle will look at.
     active: BTreeSet<QueueKey>,
-    /// BestEffortFIFO workloads that did not fit; revived by events that free
-    /// or add quota, so they are not re-evaluated every cycle for nothing.
-    parked: BTreeSet<QueueKey>,
+    /// Parked workloads by shape.
+    parked: BTreeMap<u64, BTreeSet<QueueKey>>,
+    parked_len: usize,
 }
 
 impl ClusterQueueQueue {
     pub fn push(&mut self, key: QueueKey) {
-        self.parked.remove(&key);
         self.active.insert(key);
     }
 
-    pub fn remove(&mut self, key: &QueueKey) {
-        self.active.remove(key);
-        self.parked.remove(key);
-    }
-
-    pub fn park(&mut self, key: QueueKey) {
-        if self.active.remove(&key) {
-            self.parked.insert(key);
+    pub fn remove(&mut self, key: &QueueKey, shape: u64) {
+        if !self.active.remove(key) {
+            self.unpark(key, shape);
         }
     }
 
-    /// Moves every parked workload back into the active queue.
+    fn unpark(&mut self, key: &QueueKey, shape: u64) -> bool {
+        let Some(group) = self.parked.get_mut(&shape) else { return false };
+        let removed = group.remove(key);
+        if group.is_empty() {
+            self.parked.remove(&shape);
+        }
+        if removed {
+            self.parked_len -= 1;
+        }
+        removed
+    }
+
+    pub fn park(&mut self, key: QueueKey, shape: u64) {
+        if self.active.remove(&key) && self.parked.entry(shape).or_default().insert(key) {
+            self.parked_len += 1;
+        }
+    }
+
+    /// Revives the first parked workload of every shape. Returns whether any was parked.
     pub fn revive(&mut self) -> bool {
-        if self.parked.is_empty() {
-            return false;
+        let shapes: Vec<u64> = self.parked.keys().copied().collect();
+        for s in &shapes {
+            self.promote(*s);
         }
-        self.active.append(&mut self.parked);
-        true
+        !shapes.is_empty()
+    }
+
+    /// Moves every parked workload back, whatever its shape.
+    pub fn revive_all(&mut self) {
+        for (_, mut group) in std::mem::take(&mut self.parked) {
+            self.active.append(&mut group);
+        }
+        self.parked_len = 0;
+    }
+
+    /// Revives the next parked workload of `shape`, if any.
+    pub fn promote(&mut self, shape: u64) {
+        let Some(group) = self.parked.get_mut(&shape) else { return };
+        if let Some(k) = group.pop_first() {
+            self.parked_len -= 1;
+            self.active.insert(k);
+        }
+        if group.is_empty() {
+            self.parked.remove(&shape);
+        }
     }
 
     /// The first active entry strictly after `after` (or the head).
@@ -57,20 +95,20 @@ impl ClusterQueueQueue {
     }
 
     pub fn len(&self) -> usize {
-        self.active.len() + self.parked.len()
+        self.active.len() + self.parked_len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.active.is_empty() && self.parked.is_empty()
+        self.len() == 0
     }
 
     pub fn has_active(&self) -> bool {
         !self.active.is_empty()
     }
 
-    /// Every queued workload, active then parked.
-    pub fn iter(&self) -> impl Iterator<Item = &QueueKey> {
-        self.active.iter().chain(self.parked.iter())
+    /// The active entries, in order.
+    pub fn active(&self) -> impl Iterator<Item = &QueueKey> {
+        self.active.iter()
     }
 }
 
@@ -91,14 +129,22 @@ mod tests {
     }
 
     #[test]
-    fn parked_entries_wait_for_revival() {
+    fn revival_probes_one_workload_per_shape() {
         let mut q = ClusterQueueQueue::default();
-        let k = (Reverse(0), 1, 0, 7);
-        q.push(k);
-        q.park(k);
+        let (a1, a2, b1) = ((Reverse(0), 1, 0, 1), (Reverse(0), 2, 1, 2), (Reverse(0), 3, 2, 3));
+        for k in [a1, a2, b1] {
+            q.push(k);
+        }
+        q.park(a1, 7);
+        q.park(a2, 7);
+        q.park(b1, 8);
         assert!(q.next_after(None).is_none());
-        assert_eq!(q.len(), 1);
+        assert_eq!(q.len(), 3);
         assert!(q.revive());
-        assert_eq!(q.next_after(None), Some(k));
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![a1, b1]);
+        q.remove(&a1, 7);
+        q.promote(7);
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![a2, b1]);
+        assert_eq!(q.len(), 2);
     }
 }

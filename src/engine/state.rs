@@ -27,6 +27,8 @@ pub enum EngineError {
 pub(crate) struct Admitted {
     pub cq: CqId,
     pub usage: FrAmounts,
+    /// Where its pods go, for PodSets on TAS flavors.
+    pub placement: Vec<crate::placement::PodSetPlacement>,
     pub admission: api::Admission,
     /// Admission order, so "most recently admitted first" is well defined.
     pub seq: u64,
@@ -62,6 +64,10 @@ pub(crate) struct Cq {
     pub spec: CqSpec,
     pub deleted: bool,
     pub node: NodeId,
+    /// Root of its cohort tree (itself without a cohort): the scope quota is shared in.
+    pub root: NodeId,
+    /// Per resource group, the node-label keys its flavors use (what flavor matching reads).
+    pub group_keys: Vec<BTreeSet<String>>,
     pub queue: ClusterQueueQueue,
     pub admitted: BTreeSet<WlId>,
     /// Why it cannot admit: missing flavor, stop policy, cohort cycle.
@@ -92,6 +98,10 @@ pub struct Engine {
     pub(crate) cq_index: HashMap<String, CqId>,
     /// Cohort name -> node, rebuilt with the tree.
     pub(crate) cohort_nodes: BTreeMap<String, NodeId>,
+    /// Cohort root -> ClusterQueues under it.
+    pub(crate) root_members: HashMap<NodeId, Vec<CqId>>,
+    /// Interned id of the `pods` resource.
+    pub(crate) pods: super::resources::ResourceId,
     /// Fair-sharing weight (milli) and display name per node.
     pub(crate) node_weight: Vec<i64>,
     pub(crate) node_name: Vec<String>,
@@ -103,13 +113,18 @@ pub struct Engine {
     /// Bumped whenever quota is freed or changed; invalidates flavor-search resume points.
     pub(crate) quota_gen: u64,
     pub(crate) outbox: Vec<Decision>,
+    pub(crate) inventory: crate::placement::Inventory,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
+        let mut names = Names::default();
+        let pods = names.resource(super::model::PODS_RESOURCE);
         Self {
             config,
-            names: Names::default(),
+            names,
+            pods,
+            root_members: HashMap::new(),
             now: 0,
             seq: 0,
             flavors: BTreeMap::new(),
@@ -130,6 +145,7 @@ impl Engine {
             unqueued: BTreeSet::new(),
             quota_gen: 0,
             outbox: Vec::new(),
+            inventory: crate::placement::Inventory::default(),
         }
     }
 
@@ -140,13 +156,55 @@ impl Engine {
             Event::ResourceFlavorUpserted(rf) => {
                 let id = self.names.flavor(&rf.metadata.name.clone().unwrap_or_default());
                 self.flavors.insert(id, Flavor::from_api(&rf));
+                self.inventory.set_flavor(&rf);
                 self.rebuild();
             }
             Event::ResourceFlavorDeleted(name) => {
                 if let Some(id) = self.names.flavors.get(&name) {
                     self.flavors.remove(&id);
                 }
+                self.inventory.remove_flavor(&name);
                 self.rebuild();
+            }
+            Event::TopologyUpserted(t) => {
+                let name = t.metadata.name.clone().unwrap_or_default();
+                self.inventory
+                    .upsert_topology(&t)
+                    .map_err(|e| EngineError::Invalid { kind: "Topology", name, message: e.0 })?;
+                self.revive_all();
+            }
+            Event::TopologyDeleted(name) => {
+                self.inventory.remove_topology(&name);
+                self.revive_all();
+            }
+            Event::NodeUpserted(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let lost = self
+                    .inventory
+                    .upsert_node(&mut self.names, &node)
+                    .map_err(|e| EngineError::Invalid { kind: "Node", name, message: e.0 })?;
+                self.evict_owners(lost, "the node became unschedulable or not ready");
+                self.revive_all();
+            }
+            Event::NodeDeleted(name) => {
+                let lost = self.inventory.remove_node(&name);
+                self.evict_owners(lost, &format!("node {name} was removed"));
+                self.revive_all();
+            }
+            Event::NodeExternalUsage { node, usage } => {
+                let mut milli = BTreeMap::new();
+                for (k, q) in &usage {
+                    let v = api::quantity::parse_milli(q).map_err(|e| EngineError::Invalid {
+                        kind: "Node",
+                        name: node.clone(),
+                        message: format!("usage[{k}]: {e}"),
+                    })?;
+                    milli.insert(k.clone(), v);
+                }
+                self.inventory
+                    .set_external_usage(&mut self.names, &node, &milli)
+                    .map_err(|e| EngineError::Invalid { kind: "Node", name: node.clone(), message: e.0 })?;
+                self.revive_all();
             }
             Event::ClusterQueueUpserted(cq) => {
                 let name = cq.metadata.name.clone().unwrap_or_default();
@@ -300,7 +358,8 @@ impl Engine {
             if let Some(&cq) = self.cq_index.get(&adm.cluster_queue) {
                 let usage = super::model::admission_usage(&mut self.names, &adm).map_err(|e| invalid("Workload", &name, e))?;
                 self.seq += 1;
-                let a = Admitted { cq, usage, admission: adm, seq: self.seq };
+                let placement = self.restore_placement(id, &adm);
+                let a = Admitted { cq, usage, placement, admission: adm, seq: self.seq };
                 let node = self.cqs[cq as usize].node;
                 self.tree.add_amounts(node, &a.usage);
                 self.cqs[cq as usize].admitted.insert(id);
@@ -363,8 +422,9 @@ impl Engine {
         self.unqueued.remove(&id);
         let w = self.wl_mut(id);
         let (cq, key) = (w.cq.take(), w.qkey.take());
+        let shape = w.spec.shape;
         if let (Some(c), Some(k)) = (cq, key) {
-            self.cqs[c as usize].queue.remove(&k);
+            self.cqs[c as usize].queue.remove(&k, shape);
         }
     }
 
@@ -390,21 +450,22 @@ impl Engine {
         }
     }
 
+    /// Puts every parked workload back: the configuration changed, so any answer may change.
     pub(crate) fn revive_all(&mut self) {
         self.quota_gen += 1;
         for c in &mut self.cqs {
-            c.queue.revive();
+            c.queue.revive_all();
         }
     }
 
-    /// Revives parked workloads of every ClusterQueue sharing quota with `cq`.
+    /// Revives parked workloads of every ClusterQueue sharing quota with `cq`:
+    /// quota was freed there.
     pub(crate) fn revive_cohort_of(&mut self, cq: CqId) {
         self.quota_gen += 1;
-        let root = self.tree.root(self.cqs[cq as usize].node);
-        for c in &mut self.cqs {
-            if !c.deleted && self.tree.root(c.node) == root {
-                c.queue.revive();
-            }
+        let root = self.cqs[cq as usize].root;
+        let members = self.root_members.get(&root).cloned().unwrap_or_default();
+        for c in members {
+            self.cqs[c as usize].queue.revive();
         }
     }
 
@@ -417,6 +478,7 @@ impl Engine {
             WlState::Admitted(a) | WlState::Evicting(a) => {
                 let node = self.cqs[a.cq as usize].node;
                 self.tree.remove_amounts(node, &a.usage);
+                self.inventory.release(id);
                 self.cqs[a.cq as usize].admitted.remove(&id);
                 self.revive_cohort_of(a.cq);
                 if done {
@@ -449,6 +511,63 @@ impl Engine {
         }
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Evict { workload: key, reason: reason.into(), message: message.into() });
+    }
+
+    /// Evicts the workloads that had pods on a node that went away.
+    fn evict_owners(&mut self, owners: Vec<WlId>, why: &str) {
+        for id in owners {
+            if self.wls.get(id as usize).is_some_and(|w| w.is_some()) {
+                self.evict(id, "NodeFailures", &format!("Workload was evicted because {why}"));
+            }
+        }
+    }
+
+    /// Re-charges the nodes of a restored admission from its hostname-level topology assignment.
+    fn restore_placement(&mut self, id: WlId, adm: &api::Admission) -> Vec<crate::placement::PodSetPlacement> {
+        let mut out = Vec::new();
+        for psa in &adm.pod_set_assignments {
+            let Some(ta) = &psa.topology_assignment else { continue };
+            if ta.levels.last().is_none_or(|l| l != api::constants::HOSTNAME_LABEL) {
+                continue;
+            }
+            let per_pod: Vec<(u32, i64)> = psa
+                .resource_usage
+                .iter()
+                .filter_map(|(r, q)| {
+                    let total = api::quantity::parse_milli(q).ok()?;
+                    let count = i64::from(psa.count.unwrap_or(1).max(1));
+                    Some((self.names.resource(r), total / count))
+                })
+                .collect();
+            let flavor = psa.flavors.values().find(|f| self.inventory.is_tas(f)).cloned().unwrap_or_default();
+            let mut nodes = Vec::new();
+            let mut charge = Vec::new();
+            for slice in &ta.slices {
+                for (values, count) in slice.domains().unwrap_or_default() {
+                    let host = values.last().cloned().unwrap_or_default();
+                    if let Some(idx) = self.inventory.node_idx(&host) {
+                        charge.push((idx, per_pod.clone(), count));
+                        nodes.push((self.inventory.node_name(idx).to_string(), count));
+                    }
+                }
+            }
+            self.inventory.assign(id, &charge);
+            out.push(crate::placement::PodSetPlacement { flavor, nodes });
+        }
+        out
+    }
+
+    /// Where an admitted workload's pods go (TAS PodSets only).
+    pub fn placement(&self, key: &WorkloadKey) -> Option<Vec<crate::placement::PodSetPlacement>> {
+        match &self.wl(*self.wl_index.get(key)?).state {
+            WlState::Admitted(a) | WlState::Evicting(a) => Some(a.placement.clone()),
+            _ => None,
+        }
+    }
+
+    /// The node inventory, for reports.
+    pub fn inventory(&self) -> &crate::placement::Inventory {
+        &self.inventory
     }
 
     fn drain(&mut self, cq: CqId, reason: &str, message: &str) {
@@ -549,6 +668,15 @@ impl Engine {
             };
         }
         tree.compute_subtree_quota();
+        self.root_members.clear();
+        for (i, c) in self.cqs.iter_mut().enumerate() {
+            if c.deleted {
+                continue;
+            }
+            c.root = tree.root(c.node);
+            self.root_members.entry(c.root).or_default().push(i as CqId);
+            c.group_keys = c.spec.groups.iter().map(|g| super::model::group_label_keys(g, &self.flavors)).collect();
+        }
         self.tree = tree;
         self.cohort_nodes = cohort_nodes;
         self.node_weight = weights;

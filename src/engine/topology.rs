@@ -1,0 +1,82 @@
+//! Between quota and nodes: turning a flavor assignment into a topology placement
+//! request, testing it, and committing it to the inventory.
+
+use super::flavor::Assignment;
+use super::model::WorkloadSpec;
+use super::queue::WlId;
+use super::resources::Names;
+use crate::placement::{Inventory, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode};
+
+/// One PodSet that must be placed: its index, its TAS flavor and the request.
+pub struct PlacementNeed {
+    pub pod_set: usize,
+    pub name: String,
+    pub flavor: String,
+    pub request: PodSetPlacementRequest,
+}
+
+/// The PodSets of `a` that landed on a TAS flavor, with their requests. A PodSet
+/// without a topology request on a TAS flavor is placed unconstrained (packed).
+pub fn needs(names: &Names, inv: &Inventory, wl: &WorkloadSpec, a: &Assignment) -> Vec<PlacementNeed> {
+    let mut out = Vec::new();
+    for (i, (ps, psa)) in wl.pod_sets.iter().zip(&a.pod_sets).enumerate() {
+        let Some(flavor) = psa.flavors.iter().map(|(_, f)| names.flavor_name(*f)).find(|f| inv.is_tas(f)) else {
+            continue;
+        };
+        let (mode, slice) = ps.topology.clone().unwrap_or((TopologyMode::Unconstrained, None));
+        out.push(PlacementNeed {
+            pod_set: i,
+            name: ps.name.clone(),
+            flavor: flavor.to_string(),
+            request: PodSetPlacementRequest {
+                count: psa.count,
+                per_pod: ps.per_pod.clone(),
+                mode,
+                slice,
+                tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
+            },
+        });
+    }
+    out
+}
+
+/// Places every need, all or nothing, charging `owner` in the inventory.
+/// On failure nothing stays charged and the first failure's message is returned.
+pub fn place_all(
+    names: &Names,
+    inv: &mut Inventory,
+    owner: WlId,
+    needs: &[PlacementNeed],
+    strategy: Strategy,
+) -> Result<Vec<(usize, PodSetPlacement, Vec<(u32, i32)>)>, String> {
+    let mut placed = Vec::with_capacity(needs.len());
+    for need in needs {
+        match inv.find(names, &need.flavor, &need.request, strategy) {
+            Ok(nodes) => {
+                let charge: Vec<_> = nodes.iter().map(|&(n, c)| (n, need.request.per_pod.clone(), c)).collect();
+                inv.assign(owner, &charge);
+                let named = nodes.iter().map(|&(n, c)| (inv.node_name(n).to_string(), c)).collect();
+                placed.push((need.pod_set, PodSetPlacement { flavor: need.flavor.clone(), nodes: named }, nodes));
+            }
+            Err(f) => {
+                inv.release(owner);
+                return Err(format!("pod set {}: {}", need_name(need), f.message));
+            }
+        }
+    }
+    Ok(placed)
+}
+
+fn need_name(n: &PlacementNeed) -> String {
+    format!("{} (flavor {})", n.name, n.flavor)
+}
+
+/// Whether every need could be placed right now; leaves the inventory unchanged.
+pub fn feasible(names: &Names, inv: &mut Inventory, owner: WlId, needs: &[PlacementNeed], strategy: Strategy) -> Result<(), String> {
+    if needs.is_empty() {
+        return Ok(());
+    }
+    let r = place_all(names, inv, owner, needs, strategy);
+    inv.release(owner);
+    r.map(|_| ())
+}

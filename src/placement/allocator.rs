@@ -1,0 +1,405 @@
+//! The placement algorithms: required, preferred, unconstrained, sliced and
+//! spread requests over a flavor's domain tree.
+//!
+//! Estimates come from the domain histograms (O(slots) per domain); the final
+//! node choice is always checked exactly against every requested resource and
+//! the node's taints, so an estimate can only cost a retry, never a double booking.
+
+use super::inventory::{Dom, Inventory, NodeRec, Tree};
+use super::request::{PodSetPlacementRequest, TopologyMode};
+use crate::api::selector;
+use crate::engine::resources::{Names, ResourceId};
+
+/// How domains and nodes are chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Best fit, ties broken toward already-fragmented domains and partly used nodes.
+    #[default]
+    Kuota,
+    /// Kueue's BestFit: the smallest domain that fits, no fragmentation scoring.
+    KueueBestFit,
+    /// The first domain (in name order) that fits.
+    FirstFit,
+}
+
+/// Why a PodSet cannot be placed, for the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementFailure {
+    pub message: String,
+}
+
+/// Everything the search reads, borrowed for one request.
+struct Ctx<'a> {
+    inv: &'a Inventory,
+    names: &'a Names,
+    t: &'a Tree,
+    req: &'a PodSetPlacementRequest,
+    /// Index into `t.hist_res` of the binding histogram resource, if any.
+    primary: Option<(usize, i64)>,
+    strategy: Strategy,
+}
+
+impl Ctx<'_> {
+    /// Pods that fit on one node, checking every resource and taint.
+    fn node_fit(&self, n: &NodeRec) -> i64 {
+        if selector::tolerates_all(&n.taints, &self.tolerations()).is_some() {
+            return 0;
+        }
+        let mut fit = i64::MAX;
+        for &(r, v) in &self.req.per_pod {
+            if v <= 0 {
+                continue;
+            }
+            fit = fit.min(n.free(r).max(0) / v);
+        }
+        if fit == i64::MAX { i64::from(self.req.count) } else { fit }
+    }
+
+    fn tolerations(&self) -> Vec<k8s_openapi::api::core::v1::Toleration> {
+        let mut t = self.req.tolerations.clone();
+        t.extend(self.t.tolerations.iter().cloned());
+        t
+    }
+
+    /// Estimated pods that fit in a domain: from the histogram of the binding resource,
+    /// or an exact walk when the request has no histogram resource.
+    fn est(&self, d: u32) -> i64 {
+        let dom = &self.t.doms[d as usize];
+        if let Some(n) = dom.node {
+            return self.inv.node(n).map(|n| self.node_fit(n)).unwrap_or(0);
+        }
+        match self.primary {
+            Some((h, per)) => dom.hists[h].iter().enumerate().map(|(k, c)| i64::from(*c) * (k as i64 * 1000 / per)).sum(),
+            None => dom.children.iter().map(|&c| self.est(c)).sum(),
+        }
+    }
+
+    fn dom(&self, d: u32) -> &Dom {
+        &self.t.doms[d as usize]
+    }
+
+    /// Fewest nodes that can hold `want` pods in a domain, filling the roomiest nodes
+    /// first (from the histogram; 0 when the request has no histogram resource).
+    fn nodes_needed(&self, d: u32, want: i64) -> i64 {
+        let dom = self.dom(d);
+        if dom.node.is_some() {
+            return 1;
+        }
+        let Some((h, per)) = self.primary else { return 0 };
+        let mut left = want;
+        let mut used = 0;
+        for (k, &count) in dom.hists[h].iter().enumerate().rev() {
+            let cap = k as i64 * 1000 / per;
+            if cap == 0 || left <= 0 {
+                break;
+            }
+            let take = ((left + cap - 1) / cap).min(i64::from(count));
+            used += take;
+            left -= take * cap;
+        }
+        used
+    }
+
+    /// Picks the next child to fill when `want` pods remain, from `cands` (domain, estimate).
+    fn pick(&self, cands: &[(u32, i64)], want: i64) -> usize {
+        match self.strategy {
+            Strategy::FirstFit => 0,
+            Strategy::KueueBestFit | Strategy::Kuota => {
+                let kuota = self.strategy == Strategy::Kuota;
+                // Among the domains that hold all the rest: the one needing the fewest nodes,
+                // then the smallest (best fit), then (kuota) the one with fewer whole free nodes.
+                let fitting = cands.iter().enumerate().filter(|(_, (_, e))| *e >= want).min_by_key(|(i, (d, e))| {
+                    (self.nodes_needed(*d, want), *e, if kuota { self.dom(*d).whole_free } else { 0 }, *i)
+                });
+                match fitting {
+                    Some((i, _)) => i,
+                    // Nothing holds it all: take the largest and continue with the rest.
+                    None => cands
+                        .iter()
+                        .enumerate()
+                        .max_by_key(|(i, (d, e))| {
+                            (*e, std::cmp::Reverse(if kuota { self.dom(*d).whole_free } else { 0 }), std::cmp::Reverse(*i))
+                        })
+                        .map(|(i, _)| i)
+                        .unwrap_or(0),
+                }
+            }
+        }
+    }
+
+    /// Places up to `want` pods in domain `d`, appending (node, count); returns how many.
+    fn take(&self, d: u32, want: i64, out: &mut Vec<(u32, i32)>) -> i64 {
+        if want <= 0 {
+            return 0;
+        }
+        let dom = self.dom(d);
+        if let Some(n) = dom.node {
+            let k = self.inv.node(n).map(|r| self.node_fit(r)).unwrap_or(0).min(want);
+            if k > 0 {
+                out.push((n, k as i32));
+            }
+            return k;
+        }
+        let mut cands: Vec<(u32, i64)> =
+            dom.children.iter().map(|&c| (c, self.est(c))).filter(|(_, e)| *e > 0).collect();
+        let mut left = want;
+        while left > 0 && !cands.is_empty() {
+            let i = self.pick(&cands, left);
+            let (c, _) = cands.remove(i);
+            left -= self.take(c, left, out);
+        }
+        want - left
+    }
+
+    /// Domains of `level` under `within` (the root when None).
+    fn domains_at(&self, level: i32, within: u32) -> Vec<u32> {
+        let mut out = vec![];
+        let mut stack = vec![within];
+        while let Some(d) = stack.pop() {
+            let dom = self.dom(d);
+            if dom.level == level {
+                out.push(d);
+            } else if dom.level < level {
+                stack.extend(dom.children.iter().rev());
+            }
+        }
+        out
+    }
+
+    /// Tries the domains of `level` (within `within`) best-first for `n` pods.
+    fn place_in_one(&self, level: i32, within: u32, n: i64) -> Result<Vec<(u32, i32)>, i64> {
+        let mut cands: Vec<(u32, i64)> =
+            self.domains_at(level, within).into_iter().map(|d| (d, self.est(d))).collect();
+        let best_est = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
+        cands.retain(|(_, e)| *e >= n);
+        while !cands.is_empty() {
+            let i = self.pick(&cands, n);
+            let (d, _) = cands.remove(i);
+            let mut out = vec![];
+            if self.take(d, n, &mut out) == n {
+                return Ok(out);
+            }
+        }
+        Err(best_est)
+    }
+
+    fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
+        self.t.level_index(label).ok_or_else(|| PlacementFailure {
+            message: format!("topology {} has no level {label:?} (levels: {})", self.t.topology, self.t.levels.join(", ")),
+        })
+    }
+
+    fn fail(&self, what: String) -> PlacementFailure {
+        let mut message = format!("topology {:?}: {what}", self.t.topology);
+        if !self.t.excluded.is_empty() {
+            message.push_str(&format!(
+                "; {} node(s) are not used because they lack topology labels (first: {})",
+                self.t.excluded.len(),
+                self.t.excluded[0]
+            ));
+        }
+        PlacementFailure { message }
+    }
+
+    fn place(&self) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        let n = i64::from(self.req.count);
+        if n == 0 {
+            return Ok(vec![]);
+        }
+        if let Some((level, size)) = &self.req.slice {
+            return self.place_slices(level, i64::from(*size));
+        }
+        match &self.req.mode {
+            TopologyMode::Required(label) => {
+                let level = self.level(label)?;
+                self.place_in_one(level, self.t.root, n).map_err(|best| {
+                    let mut what = format!("required {label}: allows to fit only {best} out of {n} pod(s)");
+                    if let Some((h, per)) = self.primary {
+                        let most = self
+                            .domains_at(level, self.t.root)
+                            .iter()
+                            .map(|&d| self.dom(d).hists[h].iter().enumerate().map(|(k, c)| k as i64 * i64::from(*c)).sum::<i64>())
+                            .max()
+                            .unwrap_or(0);
+                        let rname = self.names.resource_name(self.t.hist_res[h]);
+                        what.push_str(&format!(
+                            "; the largest free {label} has {most} of the {} {rname} needed",
+                            per * n / 1000
+                        ));
+                    }
+                    self.fail(what)
+                })
+            }
+            TopologyMode::Preferred(label) => {
+                let mut level = self.level(label)?;
+                while level >= 0 {
+                    if let Ok(p) = self.place_in_one(level, self.t.root, n) {
+                        return Ok(p);
+                    }
+                    level -= 1;
+                }
+                self.anywhere(n)
+            }
+            TopologyMode::Unconstrained => self.anywhere(n),
+            TopologyMode::Spread { level, within } => self.place_spread(level, within.as_deref(), n),
+        }
+    }
+
+    fn anywhere(&self, n: i64) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        let mut out = vec![];
+        let got = self.take(self.t.root, n, &mut out);
+        if got == n {
+            Ok(out)
+        } else {
+            Err(self.fail(format!("allows to fit only {got} out of {n} pod(s) in the whole topology")))
+        }
+    }
+
+    /// `n / size` slices, each within one domain of `level`, all within one domain of
+    /// the required level when there is one.
+    fn place_slices(&self, level: &str, size: i64) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        let n = i64::from(self.req.count);
+        if size <= 0 || n % size != 0 {
+            return Err(self.fail(format!("pod count {n} is not a multiple of the slice size {size}")));
+        }
+        let slices = n / size;
+        let slice_level = self.level(level)?;
+        let outer = match &self.req.mode {
+            TopologyMode::Required(l) => {
+                let lv = self.level(l)?;
+                if lv > slice_level {
+                    return Err(self.fail(format!("slice level {level} must not be above the required level {l}")));
+                }
+                self.domains_at(lv, self.t.root)
+            }
+            _ => vec![self.t.root],
+        };
+        let slice_fit = |d: u32| -> i64 { self.domains_at(slice_level, d).iter().map(|&c| self.est(c) / size).sum() };
+        let mut cands: Vec<(u32, i64)> = outer.iter().map(|&d| (d, slice_fit(d))).collect();
+        let best = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
+        cands.retain(|(_, e)| *e >= slices);
+        while !cands.is_empty() {
+            let i = self.pick(&cands, slices);
+            let (d, _) = cands.remove(i);
+            let mut inner: Vec<(u32, i64)> =
+                self.domains_at(slice_level, d).into_iter().map(|c| (c, self.est(c) / size)).filter(|(_, e)| *e > 0).collect();
+            let mut out = vec![];
+            let mut left = slices;
+            while left > 0 && !inner.is_empty() {
+                let i = self.pick(&inner, left);
+                let (c, k) = inner.remove(i);
+                let want = k.min(left);
+                let mut part = vec![];
+                let got = self.take(c, want * size, &mut part);
+                // Only whole slices count; a partial slice would break the guarantee.
+                let whole = got / size;
+                if whole == want {
+                    out.extend(part);
+                    left -= want;
+                } else if whole > 0 {
+                    let mut part = vec![];
+                    self.take(c, whole * size, &mut part);
+                    out.extend(part);
+                    left -= whole;
+                }
+            }
+            if left == 0 {
+                return Ok(out);
+            }
+        }
+        Err(self.fail(format!("allows to fit only {best} out of {slices} slice(s) of {size} pod(s) at level {level}")))
+    }
+
+    /// One pod per domain of `level`, optionally all within one domain of `within`.
+    fn place_spread(&self, level: &str, within: Option<&str>, n: i64) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        let lv = self.level(level)?;
+        let outer = match within {
+            Some(w) => {
+                let wl = self.level(w)?;
+                if wl >= lv {
+                    return Err(self.fail(format!("spread level {level} must be below the required level {w}")));
+                }
+                self.domains_at(wl, self.t.root)
+            }
+            None => vec![self.t.root],
+        };
+        let usable = |d: u32| -> Vec<(u32, i64)> {
+            self.domains_at(lv, d).into_iter().map(|c| (c, self.est(c))).filter(|(_, e)| *e > 0).collect()
+        };
+        let mut cands: Vec<(u32, i64)> = outer.iter().map(|&d| (d, usable(d).len() as i64)).collect();
+        let best = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
+        cands.retain(|(_, e)| *e >= n);
+        while !cands.is_empty() {
+            let i = self.pick(&cands, n);
+            let (d, _) = cands.remove(i);
+            let mut doms = usable(d);
+            let mut out = vec![];
+            let mut left = n;
+            while left > 0 && !doms.is_empty() {
+                // One pod each: prefer the emptiest-fitting domains so roomy ones stay whole.
+                let i = self.pick(&doms, 1);
+                let (c, _) = doms.remove(i);
+                left -= self.take(c, 1, &mut out);
+            }
+            if left == 0 {
+                return Ok(out);
+            }
+        }
+        Err(self.fail(format!("spread over {level}: only {best} {level} domain(s) have room for a pod, {n} needed")))
+    }
+}
+
+impl Inventory {
+    /// Finds nodes for one PodSet on `flavor`'s tree without changing anything.
+    /// Returns (node index, pod count) pairs.
+    /// Trees must be current: call [`Inventory::ensure_trees`] after node or topology changes.
+    pub fn find(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        let Some(t) = self.trees.get(flavor) else {
+            return Err(PlacementFailure {
+                message: self
+                    .flavor_problem(flavor)
+                    .unwrap_or_else(|| format!("ResourceFlavor {flavor} has no topology")),
+            });
+        };
+        let primary = t
+            .hist_res
+            .iter()
+            .enumerate()
+            .filter_map(|(h, r)| req.per_pod.iter().find(|(pr, v)| pr == r && *v > 0).map(|(_, v)| (h, *v)))
+            .max_by_key(|(h, v)| v.saturating_mul(1_000_000) / t.hist_max[*h].max(1));
+        let ctx = Ctx { inv: self, names, t, req, primary, strategy };
+        ctx.place()
+    }
+
+    /// Node name for an index (for encoding assignments).
+    pub fn node_name(&self, idx: u32) -> &str {
+        self.node(idx).map(|n| n.name.as_str()).unwrap_or("")
+    }
+
+    /// Label values of a node's domains at each topology level of `flavor`'s tree.
+    pub fn node_path(&self, flavor: &str, idx: u32) -> Vec<String> {
+        let (Some(t), Some(n)) = (self.trees.get(flavor), self.node(idx)) else { return vec![] };
+        t.levels.iter().map(|l| n.labels.get(l).cloned().unwrap_or_default()).collect()
+    }
+
+    /// Level labels of `flavor`'s topology.
+    pub fn levels(&self, flavor: &str) -> Vec<String> {
+        self.trees.get(flavor).map(|t| t.levels.clone()).unwrap_or_default()
+    }
+
+    /// Free GPUs that no pending request could use: reported by the simulator.
+    pub fn free_slots_histogram(&mut self, flavor: &str, resource: ResourceId) -> Vec<u32> {
+        self.ensure_trees();
+        let Some(t) = self.trees.get(flavor) else { return vec![] };
+        match t.hist_res.iter().position(|r| *r == resource) {
+            Some(h) => t.doms[t.root as usize].hists[h].clone(),
+            None => vec![],
+        }
+    }
+}

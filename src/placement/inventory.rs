@@ -1,0 +1,528 @@
+//! Nodes, the per-flavor domain trees over them, and the aggregates those trees
+//! keep: free capacity, a per-node histogram of free slots for every small
+//! integer resource (GPUs, MIG slices, CPU cores), whole-free node counts.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+
+use crate::api::{self, quantity::parse_milli};
+use crate::engine::resources::{Names, ResourceId};
+
+/// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
+const MAX_SLOTS: i64 = 256;
+
+/// A problem with topology or node data, named for the user.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlacementError(pub String);
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeRec {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub schedulable: bool,
+    /// Allocatable by resource id (dense).
+    pub allocatable: Vec<i64>,
+    /// Used by workloads kuota placed.
+    pub used: Vec<i64>,
+    /// Used by pods kuota does not manage.
+    pub external: Vec<i64>,
+}
+
+impl NodeRec {
+    #[inline]
+    pub fn free(&self, r: ResourceId) -> i64 {
+        let i = r as usize;
+        self.allocatable.get(i).copied().unwrap_or(0)
+            - self.used.get(i).copied().unwrap_or(0)
+            - self.external.get(i).copied().unwrap_or(0)
+    }
+
+    fn untouched(&self) -> bool {
+        self.used.iter().chain(&self.external).all(|v| *v == 0)
+    }
+}
+
+fn add_at(v: &mut Vec<i64>, i: usize, d: i64) {
+    if v.len() <= i {
+        v.resize(i + 1, 0);
+    }
+    v[i] += d;
+}
+
+/// A domain: the synthetic root, a topology domain, or a node (leaf).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Dom {
+    pub parent: Option<u32>,
+    pub children: Vec<u32>,
+    /// -1 for the root; otherwise the index into `Tree::levels` (the node level for leaves).
+    pub level: i32,
+    pub node: Option<u32>,
+    /// Per histogram resource: number of nodes with k free slots.
+    pub hists: Vec<Vec<u32>>,
+    pub nodes: u32,
+    /// Nodes with nothing running on them.
+    pub whole_free: u32,
+}
+
+/// The domain tree of one TAS flavor.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tree {
+    pub topology: String,
+    pub levels: Vec<String>,
+    /// Whether the last level is the hostname (then leaves are that level).
+    pub hostname_level: bool,
+    pub doms: Vec<Dom>,
+    /// Domain ids per level index; the node level is `levels.len()` when hostname is not a level.
+    pub by_level: Vec<Vec<u32>>,
+    pub root: u32,
+    pub leaf_of: HashMap<u32, u32>,
+    pub hist_res: Vec<ResourceId>,
+    /// Largest allocatable per histogram resource, to pick the binding one.
+    pub hist_max: Vec<i64>,
+    pub tolerations: Vec<Toleration>,
+    /// Nodes of the flavor left out, with why (missing level labels).
+    pub excluded: Vec<String>,
+}
+
+impl Tree {
+    pub fn node_level(&self) -> i32 {
+        if self.hostname_level { self.levels.len() as i32 - 1 } else { self.levels.len() as i32 }
+    }
+
+    pub fn level_index(&self, label: &str) -> Option<i32> {
+        self.levels.iter().position(|l| l == label).map(|i| i as i32)
+    }
+
+    /// Applies a node's slot change to its leaf and every ancestor: O(depth).
+    fn update_leaf(&mut self, leaf: u32, before: &[i64], after: &[i64], was_free: bool, is_free: bool) {
+        let mut cur = Some(leaf);
+        while let Some(d) = cur {
+            let dom = &mut self.doms[d as usize];
+            for (h, hist) in dom.hists.iter_mut().enumerate() {
+                let (b, a) = (before[h] as usize, after[h] as usize);
+                if b != a {
+                    hist[b] -= 1;
+                    hist[a] += 1;
+                }
+            }
+            if was_free != is_free {
+                if is_free { dom.whole_free += 1 } else { dom.whole_free -= 1 }
+            }
+            cur = dom.parent;
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct FlavorTopo {
+    topology: String,
+    node_labels: BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+}
+
+/// What one owner holds on nodes, moved out by [`Inventory::take`].
+#[derive(Clone, Debug, Default)]
+pub struct Held(Vec<(u32, Vec<(ResourceId, i64)>)>);
+
+/// Counts for reports: nodes and GPUs known, free and stranded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSummary {
+    pub nodes: usize,
+    pub schedulable: usize,
+}
+
+/// All nodes, topologies and TAS flavors, with lazily rebuilt domain trees.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    pub(crate) nodes: Vec<Option<NodeRec>>,
+    node_index: HashMap<String, u32>,
+    topologies: BTreeMap<String, Vec<String>>,
+    flavors: BTreeMap<String, FlavorTopo>,
+    pub(crate) trees: BTreeMap<String, Tree>,
+    dirty: bool,
+    /// What each owner (workload) holds: (node, per-resource amounts).
+    owners: HashMap<u32, Vec<(u32, Vec<(ResourceId, i64)>)>>,
+}
+
+/// Validates a Topology's levels the way Kueue does.
+pub fn validate_levels(name: &str, levels: &[String]) -> Result<(), PlacementError> {
+    if levels.is_empty() {
+        return Err(PlacementError(format!("Topology {name}: spec.levels: Required value: at least one level")));
+    }
+    if levels.len() > 16 {
+        return Err(PlacementError(format!("Topology {name}: spec.levels: Too many: {} > 16", levels.len())));
+    }
+    for (i, l) in levels.iter().enumerate() {
+        if levels[..i].contains(l) {
+            return Err(PlacementError(format!("Topology {name}: spec.levels[{i}].nodeLabel: Duplicate value: {l:?}")));
+        }
+        if l == api::constants::HOSTNAME_LABEL && i + 1 != levels.len() {
+            return Err(PlacementError(format!(
+                "Topology {name}: spec.levels[{i}].nodeLabel: Invalid value: {l:?}: kubernetes.io/hostname must be the lowest level"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Inventory {
+    pub fn upsert_topology(&mut self, t: &api::Topology) -> Result<(), PlacementError> {
+        let name = t.metadata.name.clone().unwrap_or_default();
+        let levels: Vec<String> = t.spec.levels.iter().map(|l| l.node_label.clone()).collect();
+        validate_levels(&name, &levels)?;
+        self.topologies.insert(name, levels);
+        self.dirty = true;
+        Ok(())
+    }
+
+    pub fn remove_topology(&mut self, name: &str) {
+        self.topologies.remove(name);
+        self.dirty = true;
+    }
+
+    /// Records a flavor's topology (None = not a TAS flavor).
+    pub fn set_flavor(&mut self, rf: &api::ResourceFlavor) {
+        let name = rf.metadata.name.clone().unwrap_or_default();
+        match &rf.spec.topology_name {
+            Some(t) => {
+                self.flavors.insert(
+                    name,
+                    FlavorTopo {
+                        topology: t.clone(),
+                        node_labels: rf.spec.node_labels.clone().unwrap_or_default(),
+                        tolerations: rf.spec.tolerations.clone().unwrap_or_default(),
+                    },
+                );
+            }
+            None => {
+                self.flavors.remove(&name);
+            }
+        }
+        self.dirty = true;
+    }
+
+    pub fn remove_flavor(&mut self, name: &str) {
+        self.flavors.remove(name);
+        self.dirty = true;
+    }
+
+    /// Whether `flavor` places pods by topology.
+    pub fn is_tas(&self, flavor: &str) -> bool {
+        self.flavors.contains_key(flavor)
+    }
+
+    /// Why a TAS flavor cannot place anything right now (its Topology is missing), if so.
+    pub fn flavor_problem(&self, flavor: &str) -> Option<String> {
+        let f = self.flavors.get(flavor)?;
+        (!self.topologies.contains_key(&f.topology))
+            .then(|| format!("Topology {} of ResourceFlavor {flavor} doesn't exist", f.topology))
+    }
+
+    /// Adds or replaces a node. Returns the owners with pods on it if it became unusable.
+    pub fn upsert_node(&mut self, names: &mut Names, node: &Node) -> Result<Vec<u32>, PlacementError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let status = node.status.clone().unwrap_or_default();
+        let mut allocatable = Vec::new();
+        for (k, q) in status.allocatable.iter().flatten() {
+            let v = parse_milli(q)
+                .map_err(|e| PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}")))?;
+            add_at(&mut allocatable, names.resource(k) as usize, v);
+        }
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .is_none_or(|c| c.status == "True");
+        let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let rec_labels = node.metadata.labels.clone().unwrap_or_default();
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let idx = match self.node_index.get(&name) {
+            Some(&i) => i,
+            None => {
+                self.nodes.push(None);
+                let i = (self.nodes.len() - 1) as u32;
+                self.node_index.insert(name.clone(), i);
+                i
+            }
+        };
+        let old = self.nodes[idx as usize].take();
+        let (used, external) = old.map(|o| (o.used, o.external)).unwrap_or_default();
+        let schedulable = ready && !unschedulable;
+        self.nodes[idx as usize] =
+            Some(NodeRec { name, labels: rec_labels, taints, schedulable, allocatable, used, external });
+        self.dirty = true;
+        Ok(if schedulable { vec![] } else { self.owners_on(idx) })
+    }
+
+    /// Removes a node; returns the owners that had pods on it.
+    pub fn remove_node(&mut self, name: &str) -> Vec<u32> {
+        let Some(&idx) = self.node_index.get(name) else { return vec![] };
+        let affected = self.owners_on(idx);
+        self.nodes[idx as usize] = None;
+        self.node_index.remove(name);
+        self.dirty = true;
+        affected
+    }
+
+    /// Sets the usage of pods kuota does not manage on a node.
+    pub fn set_external_usage(
+        &mut self,
+        names: &mut Names,
+        node: &str,
+        usage: &BTreeMap<String, i64>,
+    ) -> Result<(), PlacementError> {
+        let Some(&idx) = self.node_index.get(node) else {
+            return Err(PlacementError(format!("Node {node} is not known")));
+        };
+        let mut ext = Vec::new();
+        for (k, v) in usage {
+            add_at(&mut ext, names.resource(k) as usize, *v);
+        }
+        self.change_node(idx, |n| n.external = ext);
+        Ok(())
+    }
+
+    fn owners_on(&self, idx: u32) -> Vec<u32> {
+        let mut v: Vec<u32> =
+            self.owners.iter().filter(|(_, held)| held.iter().any(|(n, _)| *n == idx)).map(|(o, _)| *o).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Index of a node by its name or its hostname label.
+    pub fn node_idx(&self, name: &str) -> Option<u32> {
+        self.node_index.get(name).copied().or_else(|| {
+            self.nodes.iter().position(|n| {
+                n.as_ref().is_some_and(|n| n.labels.get(api::constants::HOSTNAME_LABEL).is_some_and(|h| h == name))
+            })
+            .map(|i| i as u32)
+        })
+    }
+
+    pub(crate) fn node(&self, idx: u32) -> Option<&NodeRec> {
+        self.nodes.get(idx as usize).and_then(|n| n.as_ref())
+    }
+
+    /// Applies `f` to a node and propagates its slot changes in every tree: O(trees × depth).
+    fn change_node(&mut self, idx: u32, f: impl FnOnce(&mut NodeRec)) {
+        let Some(node) = self.nodes[idx as usize].as_mut() else { return };
+        let before_free = node.untouched();
+        let mut before: Vec<Vec<i64>> = Vec::new();
+        if !self.dirty {
+            for t in self.trees.values() {
+                before.push(t.hist_res.iter().map(|&r| slots(node.free(r))).collect());
+            }
+        }
+        f(node);
+        if self.dirty {
+            return;
+        }
+        let after_free = node.untouched();
+        let node = self.nodes[idx as usize].as_ref().expect("checked above");
+        for (t, b) in self.trees.values_mut().zip(before) {
+            let Some(&leaf) = t.leaf_of.get(&idx) else { continue };
+            let a: Vec<i64> = t.hist_res.iter().map(|&r| slots(node.free(r))).collect();
+            t.update_leaf(leaf, &b, &a, before_free, after_free);
+        }
+    }
+
+    /// Charges `owner`'s pods: (node, per-pod request, count) each.
+    pub fn assign(&mut self, owner: u32, pods: &[(u32, Vec<(ResourceId, i64)>, i32)]) {
+        for (node, per_pod, count) in pods {
+            let amounts: Vec<(ResourceId, i64)> = per_pod.iter().map(|(r, v)| (*r, v * i64::from(*count))).collect();
+            self.change_node(*node, |n| {
+                for (r, v) in &amounts {
+                    add_at(&mut n.used, *r as usize, *v);
+                }
+            });
+            self.owners.entry(owner).or_default().push((*node, amounts));
+        }
+    }
+
+    /// Releases everything `owner` holds. Exact inverse of [`Inventory::assign`].
+    pub fn release(&mut self, owner: u32) {
+        self.take(owner);
+    }
+
+    /// Releases what `owner` holds and returns it, so [`Inventory::restore`] can put it back.
+    pub fn take(&mut self, owner: u32) -> Held {
+        let Some(held) = self.owners.remove(&owner) else { return Held::default() };
+        for (node, amounts) in held.iter().rev() {
+            if self.nodes.get(*node as usize).is_some_and(|n| n.is_some()) {
+                self.change_node(*node, |n| {
+                    for (r, v) in amounts {
+                        add_at(&mut n.used, *r as usize, -*v);
+                    }
+                });
+            }
+        }
+        Held(held)
+    }
+
+    /// Charges back what [`Inventory::take`] returned.
+    pub fn restore(&mut self, owner: u32, held: Held) {
+        if held.0.is_empty() {
+            return;
+        }
+        for (node, amounts) in &held.0 {
+            if self.nodes.get(*node as usize).is_some_and(|n| n.is_some()) {
+                self.change_node(*node, |n| {
+                    for (r, v) in amounts {
+                        add_at(&mut n.used, *r as usize, *v);
+                    }
+                });
+            }
+        }
+        self.owners.insert(owner, held.0);
+    }
+
+    pub fn holds(&self, owner: u32) -> bool {
+        self.owners.contains_key(&owner)
+    }
+
+    pub fn summary(&self) -> NodeSummary {
+        let live = self.nodes.iter().flatten();
+        NodeSummary { nodes: live.clone().count(), schedulable: live.filter(|n| n.schedulable).count() }
+    }
+
+    /// Free amount of `r` summed over schedulable nodes of a flavor's tree.
+    pub fn free_total(&mut self, flavor: &str, r: ResourceId) -> i64 {
+        self.ensure_trees();
+        let Some(t) = self.trees.get(flavor) else { return 0 };
+        t.leaf_of.keys().filter_map(|&n| self.node(n)).map(|n| n.free(r).max(0)).sum()
+    }
+
+    /// Rebuilds every tree if nodes, topologies or flavors changed since the last build.
+    pub fn ensure_trees(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        let mut trees = BTreeMap::new();
+        for (fname, f) in &self.flavors {
+            let Some(levels) = self.topologies.get(&f.topology) else { continue };
+            trees.insert(fname.clone(), self.build_tree(f, levels));
+        }
+        self.trees = trees;
+    }
+
+    fn build_tree(&self, f: &FlavorTopo, levels: &[String]) -> Tree {
+        let hostname_level = levels.last().is_some_and(|l| l == api::constants::HOSTNAME_LABEL);
+        let mut t = Tree {
+            topology: f.topology.clone(),
+            levels: levels.to_vec(),
+            hostname_level,
+            tolerations: f.tolerations.clone(),
+            ..Tree::default()
+        };
+        let members: Vec<(u32, &NodeRec)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i as u32, n)))
+            .filter(|(_, n)| n.schedulable && f.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .collect();
+        // Histogram resources: small integer resources present on the flavor's nodes.
+        let mut max: BTreeMap<ResourceId, i64> = BTreeMap::new();
+        for (_, n) in &members {
+            for (r, v) in n.allocatable.iter().enumerate() {
+                if *v > 0 {
+                    let m = max.entry(r as ResourceId).or_default();
+                    *m = (*m).max(*v);
+                }
+            }
+        }
+        for (r, m) in max {
+            if m / 1000 <= MAX_SLOTS && m % 1000 == 0 {
+                t.hist_res.push(r);
+                t.hist_max.push(m);
+            }
+        }
+        let hist_len = |i: usize| (t.hist_max[i] / 1000 + 1) as usize;
+        let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len()).map(|i| vec![0; hist_len(i)]).collect();
+        let node_level = t.node_level() as usize;
+        t.by_level = vec![vec![]; node_level + 1];
+        t.doms.push(Dom { level: -1, hists: empty_hists.clone(), ..Dom::default() });
+        t.root = 0;
+        // Domains are keyed by the label values of every level above them, so two racks
+        // named "r1" in different blocks stay distinct.
+        let mut index: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut sorted = members;
+        sorted.sort_by(|a, b| {
+            let key = |n: &NodeRec| levels.iter().map(|l| n.labels.get(l).cloned()).collect::<Vec<_>>();
+            key(a.1).cmp(&key(b.1)).then_with(|| a.1.name.cmp(&b.1.name))
+        });
+        for (idx, n) in sorted {
+            let mut path = Vec::with_capacity(levels.len() + 1);
+            let mut missing = None;
+            for l in levels {
+                match n.labels.get(l) {
+                    Some(v) => path.push(v.clone()),
+                    None => {
+                        missing = Some(l.clone());
+                        break;
+                    }
+                }
+            }
+            if let Some(l) = missing {
+                t.excluded.push(format!("node {} has no label {l}", n.name));
+                continue;
+            }
+            if !hostname_level {
+                path.push(n.name.clone());
+            }
+            let mut parent = t.root;
+            for depth in 0..path.len() {
+                let key = path[..=depth].to_vec();
+                let id = match index.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = t.doms.len() as u32;
+                        t.doms.push(Dom {
+                            parent: Some(parent),
+                            level: depth as i32,
+                            hists: empty_hists.clone(),
+                            ..Dom::default()
+                        });
+                        t.doms[parent as usize].children.push(id);
+                        t.by_level[depth].push(id);
+                        index.insert(key, id);
+                        id
+                    }
+                };
+                parent = id;
+            }
+            // `parent` is now the leaf for this node.
+            let leaf = parent;
+            if t.doms[leaf as usize].node.is_some() {
+                t.excluded.push(format!("node {} duplicates the {} value of another node", n.name, levels.last().map(String::as_str).unwrap_or("")));
+                continue;
+            }
+            t.doms[leaf as usize].node = Some(idx);
+            t.leaf_of.insert(idx, leaf);
+            let s: Vec<usize> = t.hist_res.iter().map(|&r| slots(n.free(r)) as usize).collect();
+            let free = n.untouched();
+            let mut cur = Some(leaf);
+            while let Some(d) = cur {
+                let dom = &mut t.doms[d as usize];
+                for (h, k) in s.iter().enumerate() {
+                    dom.hists[h][*k] += 1;
+                }
+                dom.nodes += 1;
+                dom.whole_free += u32::from(free);
+                cur = dom.parent;
+            }
+        }
+        t
+    }
+}
+
+/// Whole free slots of an amount, clamped to the histogram range.
+#[inline]
+pub(crate) fn slots(free_milli: i64) -> i64 {
+    (free_milli / 1000).clamp(0, MAX_SLOTS)
+}
