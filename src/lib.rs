@@ -5,4 +5,5 @@
 
 pub mod api;
 pub mod engine;
+pub mod integrations;
 pub mod placement;

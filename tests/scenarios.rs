@@ -4,8 +4,11 @@
 mod scenario;
 
 use kuota::api;
-use kuota::engine::{Decision, Engine, EngineConfig, Event, FairPreemptionStrategy, Millis, WorkloadKey, WorkloadState};
-use scenario::{Expect, OneOrMany, Scenario, Step, Strategy};
+use kuota::api::manifest::Manifest;
+use kuota::engine::{
+    Decision, Engine, EngineConfig, Event, FairPreemptionStrategy, Millis, WorkloadKey, WorkloadState,
+};
+use scenario::{AdmittedFields, Expect, OneOrMany, PendingFields, Scenario, Step, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,12 +43,13 @@ fn scenarios() {
                 continue;
             }
         };
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Runner::new(&file, &sc).run(&sc)));
-        match run {
+        // A panic in one scenario must not hide the others.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Runner::new(&file, &sc).run(&sc))) {
             Ok(errs) if errs.is_empty() => {}
-            Ok(errs) => failures.push(format!("{file} ({}):\n{}", sc.description.trim(), errs.join("\n"))),
+            Ok(errs) => failures.push(format!("{file}:\n{}", errs.join("\n"))),
             Err(p) => {
-                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                let msg =
+                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
                 failures.push(format!("{file}: panicked: {}", msg.unwrap_or_default()));
             }
         }
@@ -65,23 +69,27 @@ struct Runner<'a> {
     engine: Engine,
     now: Millis,
     auto_evict: bool,
-    /// Every workload key applied so far, in order.
+    /// Every workload applied so far.
     workloads: BTreeSet<WorkloadKey>,
-    /// `ns/job-name` -> workload key.
+    /// `ns/job-name` -> the Job's workload.
     aliases: BTreeMap<String, WorkloadKey>,
-    namespaces: BTreeSet<String>,
+    /// Decisions since the previous expect.
     preempted: BTreeMap<WorkloadKey, String>,
     evicted: BTreeSet<WorkloadKey>,
-    errors: Vec<String>,
+}
+
+/// What an expectation wants of one workload.
+enum Want<'a> {
+    Admitted(&'a AdmittedFields),
+    Pending(&'a PendingFields),
+    Evicting,
 }
 
 impl<'a> Runner<'a> {
     fn new(file: &'a str, sc: &Scenario) -> Self {
         let fair_sharing = sc.config.fair_sharing.as_ref().filter(|f| f.enable).map(|f| {
-            let strategies = f.preemption_strategies.clone().unwrap_or(vec![
-                Strategy::LessThanOrEqualToFinalShare,
-                Strategy::LessThanInitialShare,
-            ]);
+            let default = vec![Strategy::LessThanOrEqualToFinalShare, Strategy::LessThanInitialShare];
+            let strategies = f.preemption_strategies.clone().unwrap_or(default);
             strategies
                 .into_iter()
                 .map(|s| match s {
@@ -97,26 +105,25 @@ impl<'a> Runner<'a> {
             auto_evict: sc.config.auto_complete_evictions.unwrap_or(true),
             workloads: BTreeSet::new(),
             aliases: BTreeMap::new(),
-            namespaces: BTreeSet::new(),
             preempted: BTreeMap::new(),
             evicted: BTreeSet::new(),
-            errors: Vec::new(),
         }
     }
 
+    /// Runs every step; returns one block per failing step.
     fn run(mut self, sc: &Scenario) -> Vec<String> {
         if let Err(e) = self.apply_yaml(&format!("{}: objects", self.file), &sc.objects) {
-            self.errors.push(format!("  objects: {e}"));
-            return self.errors;
+            return vec![format!("  objects: {e}")];
         }
+        let mut errors = Vec::new();
         for (i, step) in sc.steps.iter().enumerate() {
-            let mut lines = Vec::new();
-            self.step(i, step, &mut lines);
-            if !lines.is_empty() {
-                self.errors.push(format!("  step {i} ({}):\n{}", step_kind(step), lines.join("\n")));
+            let mut out = Vec::new();
+            self.step(i, step, &mut out);
+            if !out.is_empty() {
+                errors.push(format!("  step {i} ({}):\n{}", step_kind(step), out.join("\n")));
             }
         }
-        self.errors
+        errors
     }
 
     fn step(&mut self, i: usize, step: &Step, out: &mut Vec<String>) {
@@ -141,13 +148,11 @@ impl<'a> Runner<'a> {
                 }
             }
         } else if let Some(n) = step.schedule {
-            for _ in 0..n {
-                self.cycle(out);
-            }
+            (0..n).for_each(|_| self.cycle(out));
         } else if let Some(keys) = &step.finish {
-            self.send_each(keys, Event::WorkloadFinished, out);
+            keys.iter().for_each(|k| self.send(Event::WorkloadFinished(self.key(k)), out));
         } else if let Some(keys) = &step.evict_complete {
-            self.send_each(keys, Event::WorkloadEvicted, out);
+            keys.iter().for_each(|k| self.send(Event::WorkloadEvicted(self.key(k)), out));
         } else if let Some(items) = &step.delete {
             for item in items {
                 match self.delete_event(item) {
@@ -166,14 +171,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn send_each(&mut self, keys: &[String], f: fn(WorkloadKey) -> Event, out: &mut Vec<String>) {
-        for k in keys {
-            let key = self.key(k);
-            self.send(f(key), out);
-        }
-    }
-
-    /// Resolves `ns/name` (Workload or Job alias) to a workload key.
+    /// Resolves `ns/name` (a Workload, or a Job alias) to a workload key.
     fn key(&self, s: &str) -> WorkloadKey {
         if let Some(k) = self.aliases.get(s) {
             return k.clone();
@@ -187,41 +185,36 @@ impl<'a> Runner<'a> {
         self.aliases.iter().find(|(_, v)| *v == k).map(|(a, _)| a.clone()).unwrap_or_else(|| k.to_string())
     }
 
+    fn state(&self, k: &WorkloadKey) -> Option<WorkloadState> {
+        self.engine.workload_state(k)
+    }
+
+    fn in_state(&self, pred: fn(&WorkloadState) -> bool) -> BTreeSet<WorkloadKey> {
+        self.workloads.iter().filter(|k| self.state(k).as_ref().is_some_and(pred)).cloned().collect()
+    }
+
+    /// One scheduling cycle, checking that no workload is admitted twice.
     fn cycle(&mut self, out: &mut Vec<String>) {
         if self.auto_evict {
-            let evicting: Vec<WorkloadKey> = self
-                .workloads
-                .iter()
-                .filter(|k| matches!(self.engine.workload_state(k), Some(WorkloadState::Evicting { .. })))
-                .cloned()
-                .collect();
-            for k in evicting {
+            for k in self.in_state(|s| matches!(s, WorkloadState::Evicting { .. })) {
                 self.send(Event::WorkloadEvicted(k), out);
             }
         }
-        let holding: BTreeSet<WorkloadKey> = self
-            .workloads
-            .iter()
-            .filter(|k| matches!(self.engine.workload_state(k), Some(WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. })))
-            .cloned()
-            .collect();
+        let holding = self.in_state(|s| matches!(s, WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. }));
         for d in self.engine.schedule(self.now) {
             match d {
                 Decision::Admit { workload, .. } => {
+                    let name = self.show(&workload);
                     if holding.contains(&workload) {
-                        out.push(format!("    {} admitted again while it already held quota", self.show(&workload)));
+                        out.push(format!("    {name} admitted again while it already held quota"));
                     }
-                    match self.engine.workload_state(&workload) {
-                        Some(WorkloadState::Admitted { .. }) => {}
-                        other => out.push(format!("    Admit decision for {} but it is {}", self.show(&workload), render_state(other.as_ref()))),
+                    let state = self.state(&workload);
+                    if !matches!(state, Some(WorkloadState::Admitted { .. })) {
+                        out.push(format!("    Admit decision for {name} but it is {}", render_state(state.as_ref())));
                     }
                 }
-                Decision::Preempt { victim, reason, .. } => {
-                    self.preempted.insert(victim, reason.as_str().to_string());
-                }
-                Decision::Evict { workload, .. } => {
-                    self.evicted.insert(workload);
-                }
+                Decision::Preempt { victim, reason, .. } => _ = self.preempted.insert(victim, reason.as_str().into()),
+                Decision::Evict { workload, .. } => _ = self.evicted.insert(workload),
                 Decision::Pending { .. } => {}
             }
         }
@@ -232,16 +225,16 @@ impl<'a> Runner<'a> {
         if !parts[0].starts_with(|c: char| c.is_ascii_uppercase()) {
             return Ok(Event::WorkloadDeleted(self.key(item)));
         }
-        let name = || parts.last().map(|s| s.to_string()).unwrap_or_default();
+        let name = parts.last().map(|s| s.to_string()).unwrap_or_default();
         Ok(match (parts[0], parts.len()) {
-            ("ResourceFlavor", 2) => Event::ResourceFlavorDeleted(name()),
-            ("ClusterQueue", 2) => Event::ClusterQueueDeleted(name()),
-            ("Cohort", 2) => Event::CohortDeleted(name()),
-            ("WorkloadPriorityClass", 2) => Event::WorkloadPriorityClassDeleted(name()),
-            ("PriorityClass", 2) => Event::PriorityClassDeleted(name()),
-            ("Namespace", 2) => Event::NamespaceDeleted(name()),
-            ("LocalQueue", 3) => Event::LocalQueueDeleted { namespace: parts[1].into(), name: name() },
-            ("Workload" | "Job", 3) => Event::WorkloadDeleted(self.key(&format!("{}/{}", parts[1], parts[2]))),
+            ("ResourceFlavor", 2) => Event::ResourceFlavorDeleted(name),
+            ("ClusterQueue", 2) => Event::ClusterQueueDeleted(name),
+            ("Cohort", 2) => Event::CohortDeleted(name),
+            ("WorkloadPriorityClass", 2) => Event::WorkloadPriorityClassDeleted(name),
+            ("PriorityClass", 2) => Event::PriorityClassDeleted(name),
+            ("Namespace", 2) => Event::NamespaceDeleted(name),
+            ("LocalQueue", 3) => Event::LocalQueueDeleted { namespace: parts[1].into(), name },
+            ("Workload" | "Job", 3) => Event::WorkloadDeleted(self.key(&format!("{}/{name}", parts[1]))),
             _ => return Err(format!("cannot delete `{item}`: use ns/name, Kind/name or Kind/ns/name")),
         })
     }
@@ -251,214 +244,157 @@ impl<'a> Runner<'a> {
         if yaml.trim().is_empty() {
             return Ok(());
         }
-        let manifests = api::manifest::load_str(source, yaml).map_err(|e| e.to_string())?;
-        for m in manifests {
-            for ev in self.events_for(m)? {
-                self.engine.apply(self.now, ev).map_err(|e| format!("{source}: engine rejected: {e}"))?;
-            }
+        for m in api::manifest::load_str(source, yaml).map_err(|e| e.to_string())? {
+            let ev = self.event_for(source, m)?;
+            self.engine.apply(self.now, ev).map_err(|e| format!("{source}: engine rejected: {e}"))?;
         }
         Ok(())
     }
 
-    /// Namespaces exist implicitly with the label the API server sets.
-    fn namespace(&mut self, ns: &str, labels: Option<BTreeMap<String, String>>) -> Option<Event> {
-        let explicit = labels.is_some();
-        if !self.namespaces.insert(ns.to_string()) && !explicit {
-            return None;
-        }
-        let mut labels = labels.unwrap_or_default();
-        labels.insert("kubernetes.io/metadata.name".into(), ns.to_string());
-        Some(Event::NamespaceUpserted { name: ns.to_string(), labels })
-    }
-
-    fn workload_events(&mut self, wl: api::Workload) -> Vec<Event> {
-        let ns = wl.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        self.workloads.insert(WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default()));
-        self.namespace(&ns, None).into_iter().chain([Event::WorkloadUpserted(wl)]).collect()
-    }
-
-    fn events_for(&mut self, m: api::manifest::Manifest) -> Result<Vec<Event>, String> {
-        use api::manifest::Manifest as M;
+    fn event_for(&mut self, source: &str, m: Manifest) -> Result<Event, String> {
         Ok(match m {
-            M::ResourceFlavor(o) => vec![Event::ResourceFlavorUpserted(o)],
-            M::ClusterQueue(o) => vec![Event::ClusterQueueUpserted(o)],
-            M::Cohort(o) => vec![Event::CohortUpserted(o)],
-            M::WorkloadPriorityClass(o) => vec![Event::WorkloadPriorityClassUpserted(o)],
-            M::PriorityClass(o) => vec![Event::PriorityClassUpserted {
+            Manifest::ResourceFlavor(o) => Event::ResourceFlavorUpserted(o),
+            Manifest::ClusterQueue(o) => Event::ClusterQueueUpserted(o),
+            Manifest::Cohort(o) => Event::CohortUpserted(o),
+            Manifest::LocalQueue(o) => Event::LocalQueueUpserted(o),
+            Manifest::WorkloadPriorityClass(o) => Event::WorkloadPriorityClassUpserted(o),
+            Manifest::PriorityClass(o) => Event::PriorityClassUpserted {
                 name: o.metadata.name.clone().unwrap_or_default(),
                 value: o.value,
                 global_default: o.global_default.unwrap_or(false),
-            }],
-            M::Namespace(o) => {
+            },
+            // The API server labels every namespace with its name.
+            Manifest::Namespace(o) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
-                self.namespace(&name, Some(o.metadata.labels.clone().unwrap_or_default())).into_iter().collect()
+                let mut labels = o.metadata.labels.clone().unwrap_or_default();
+                labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+                Event::NamespaceUpserted { name, labels }
             }
-            M::LocalQueue(o) => {
-                let ns = o.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-                self.namespace(&ns, None).into_iter().chain([Event::LocalQueueUpserted(o)]).collect()
-            }
-            M::Workload(o) => self.workload_events(*o),
-            M::Job(job) => {
+            Manifest::Workload(o) => self.track(*o),
+            Manifest::Job(job) => {
                 let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
                 let alias = format!("{ns}/{}", job.metadata.name.clone().unwrap_or_default());
                 let wl = kuota::integrations::batch_job::workload_for(&job).map_err(|e| format!("{alias}: {e}"))?;
-                let key = WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default());
-                self.aliases.insert(alias, key);
-                self.workload_events(wl)
+                self.aliases.insert(alias, WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default()));
+                self.track(wl)
             }
-            #[allow(unreachable_patterns)]
-            _ => vec![],
+            other => return Err(format!("{source}: {} objects are not used by the engine", other.kind())),
         })
     }
 
+    fn track(&mut self, wl: api::Workload) -> Event {
+        let ns = wl.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        self.workloads.insert(WorkloadKey::new(ns, wl.metadata.name.clone().unwrap_or_default()));
+        Event::WorkloadUpserted(wl)
+    }
+
     fn check(&mut self, exp: &Expect, out: &mut Vec<String>) {
-        let states: BTreeMap<WorkloadKey, Option<WorkloadState>> =
-            self.workloads.iter().map(|k| (k.clone(), self.engine.workload_state(k))).collect();
         let exact = !exp.partial;
-        if let Some(want) = &exp.admitted {
-            let want: BTreeMap<WorkloadKey, &scenario::AdmittedFields> = want.iter().map(|(k, v)| (self.key(k), &v.0)).collect();
-            let is = |s: &Option<WorkloadState>| matches!(s, Some(WorkloadState::Admitted { .. }));
-            self.diff_set("admitted", &states, &want, exact, is, |w| render_admitted_want(w), |w, s| match s {
-                Some(WorkloadState::Admitted { admission }) => project_admission(admission, w),
-                other => render_state(other.as_ref()),
-            }, out);
+        let mut wants: BTreeMap<WorkloadKey, Want> = BTreeMap::new();
+        for (k, v) in exp.admitted.iter().flatten() {
+            wants.insert(self.key(k), Want::Admitted(&v.0));
         }
-        if let Some(want) = &exp.pending {
-            let wants: BTreeMap<WorkloadKey, &scenario::PendingFields> = want.iter().map(|(k, v)| (self.key(k), &v.0)).collect();
-            let is = |s: &Option<WorkloadState>| matches!(s, Some(WorkloadState::Pending { .. }));
-            for (k, s) in &states {
-                match (wants.get(k), s) {
-                    (Some(w), Some(WorkloadState::Pending { reason, message })) => {
-                        let reason_ok = w.reason.as_ref().is_none_or(|r| r == reason.as_str());
-                        let msg_ok = w.message.as_ref().is_none_or(|m| m.items().iter().all(|n| message.contains(n)));
-                        if !reason_ok || !msg_ok {
-                            out.push(format!("    pending {}:\n    - {}\n    + {} {message:?}", self.show(k), render_pending_want(w), reason.as_str()));
-                        }
+        for (k, v) in exp.pending.iter().flatten() {
+            wants.insert(self.key(k), Want::Pending(&v.0));
+        }
+        for k in exp.evicting.iter().flatten() {
+            wants.insert(self.key(k), Want::Evicting);
+        }
+        for k in self.workloads.iter().chain(wants.keys()).collect::<BTreeSet<_>>() {
+            let state = self.state(k);
+            let (want, got) = match (wants.get(k), &state) {
+                (Some(w), s) => (render_want(w), render_got(w, s.as_ref())),
+                // Unlisted: fine unless its state is one the expectation lists exactly.
+                (None, Some(s)) if exact => {
+                    let listed = match s {
+                        WorkloadState::Admitted { .. } => exp.admitted.is_some(),
+                        WorkloadState::Pending { .. } => exp.pending.is_some(),
+                        WorkloadState::Evicting { .. } => exp.evicting.is_some(),
+                        WorkloadState::Finished => false,
+                    };
+                    if !listed {
+                        continue;
                     }
-                    (Some(w), other) => out.push(format!("    pending {}:\n    - {}\n    + {}", self.show(k), render_pending_want(w), render_state(other.as_ref()))),
-                    (None, other) if exact && is(other) => out.push(format!("    pending {}:\n    - (not pending)\n    + {}", self.show(k), render_state(other.as_ref()))),
-                    _ => {}
+                    ("(not listed)".to_string(), render_state(Some(s)))
                 }
-            }
-            for k in wants.keys().filter(|k| !states.contains_key(*k)) {
-                out.push(format!("    pending {}:\n    - pending\n    + (no such workload)", self.show(k)));
+                _ => continue,
+            };
+            if want != got {
+                let full = render_state(state.as_ref());
+                let ctx = if full != got { format!("   [{full}]") } else { String::new() };
+                out.push(format!("    {}:\n    - {want}\n    + {got}{ctx}", self.show(k)));
             }
         }
-        if let Some(want) = &exp.evicting {
-            let want: BTreeMap<WorkloadKey, ()> = want.iter().map(|k| (self.key(k), ())).collect();
-            let is = |s: &Option<WorkloadState>| matches!(s, Some(WorkloadState::Evicting { .. }));
-            let got = |_: &(), s: &Option<WorkloadState>| if is(s) { "evicting".into() } else { render_state(s.as_ref()) };
-            self.diff_set("evicting", &states, &want, exact, is, |_| "evicting".into(), got, out);
-        }
-        if let Some(want) = &exp.finished {
-            let want: BTreeMap<WorkloadKey, ()> = want.iter().map(|k| (self.key(k), ())).collect();
-            self.diff_set("finished", &states, &want, false, |_| false, |_| "finished".into(), |_, s| render_state(s.as_ref()), out);
+        for k in exp.finished.iter().flatten().map(|k| self.key(k)) {
+            let state = self.state(&k);
+            if state != Some(WorkloadState::Finished) {
+                out.push(format!("    {}:\n    - finished\n    + {}", self.show(&k), render_state(state.as_ref())));
+            }
         }
         let preempted = std::mem::take(&mut self.preempted);
-        let evicted = std::mem::take(&mut self.evicted);
         if exp.preempted.is_some() || exact {
-            let want: BTreeMap<WorkloadKey, Option<String>> =
-                exp.preempted.as_ref().map(|p| p.0.iter().map(|(k, r)| (self.key(k), r.clone())).collect()).unwrap_or_default();
-            let keys: BTreeSet<&WorkloadKey> = want.keys().chain(preempted.keys()).collect();
-            for k in keys {
-                let got = preempted.get(k).cloned().unwrap_or_else(|| "(not preempted)".into());
+            let want: BTreeMap<WorkloadKey, &Option<String>> =
+                exp.preempted.iter().flat_map(|p| &p.0).map(|(k, r)| (self.key(k), r)).collect();
+            for k in want.keys().chain(preempted.keys()).collect::<BTreeSet<_>>() {
+                let got = preempted.get(k).map(|r| format!("preempted ({r})")).unwrap_or("not preempted".into());
                 let expected = match want.get(k) {
-                    None => "(not preempted)".to_string(),
+                    None => "not preempted".to_string(),
+                    Some(Some(r)) => format!("preempted ({r})"),
                     Some(None) if preempted.contains_key(k) => got.clone(),
                     Some(None) => "preempted".into(),
-                    Some(Some(r)) => r.clone(),
                 };
                 if got != expected {
-                    out.push(format!("    preempted {}:\n    - {expected}\n    + {got}", self.show(k)));
+                    out.push(format!("    {}:\n    - {expected}\n    + {got}", self.show(k)));
                 }
             }
         }
+        let evicted = std::mem::take(&mut self.evicted);
         if exp.evicted.is_some() || exact {
             let want: BTreeSet<WorkloadKey> = exp.evicted.iter().flatten().map(|k| self.key(k)).collect();
             for k in want.symmetric_difference(&evicted) {
-                let (e, g) = if want.contains(k) { ("evicted", "(not evicted)") } else { ("(not evicted)", "evicted") };
-                out.push(format!("    evicted {}:\n    - {e}\n    + {g}", self.show(k)));
+                let (e, g) = if want.contains(k) { ("evicted", "not evicted") } else { ("not evicted", "evicted") };
+                out.push(format!("    {}:\n    - {e}\n    + {g}", self.show(k)));
             }
         }
-        if let Some(usage) = &exp.usage {
-            for (cq, want) in usage {
-                self.check_usage(cq, want, exact, out);
-            }
-        }
-    }
-
-    /// One `-`/`+` pair per workload whose rendering differs; with `exact`, also
-    /// every workload in the `is` state that the expectation does not list.
-    #[allow(clippy::too_many_arguments)]
-    fn diff_set<W>(
-        &self,
-        what: &str,
-        states: &BTreeMap<WorkloadKey, Option<WorkloadState>>,
-        want: &BTreeMap<WorkloadKey, W>,
-        exact: bool,
-        is: impl Fn(&Option<WorkloadState>) -> bool,
-        render_want: impl Fn(&W) -> String,
-        render_got: impl Fn(&W, &Option<WorkloadState>) -> String,
-        out: &mut Vec<String>,
-    ) {
-        for (k, s) in states {
-            match want.get(k) {
-                Some(w) => {
-                    let (w, got) = (render_want(w), render_got(w, s));
-                    if w != got {
-                        let full = render_state(s.as_ref());
-                        let ctx = if full != got { format!("   [{full}]") } else { String::new() };
-                        out.push(format!("    {what} {}:\n    - {w}\n    + {got}{ctx}", self.show(k)));
-                    }
-                }
-                None if exact && is(s) => {
-                    out.push(format!("    {what} {}:\n    - (not {what})\n    + {}", self.show(k), render_state(s.as_ref())))
-                }
-                None => {}
-            }
-        }
-        for (k, w) in want.iter().filter(|(k, _)| !states.contains_key(*k)) {
-            out.push(format!("    {what} {}:\n    - {}\n    + (no such workload)", self.show(k), render_want(w)));
+        for (cq, want) in exp.usage.iter().flatten() {
+            self.check_usage(cq, want, exact, out);
         }
     }
 
     fn check_usage(&self, cq: &str, want: &BTreeMap<String, scenario::Usage>, exact: bool, out: &mut Vec<String>) {
         let Some(report) = self.engine.cluster_queue_report(cq) else {
-            out.push(format!("    usage {cq}:\n    - a ClusterQueue\n    + (no such ClusterQueue)"));
-            return;
+            return out.push(format!("    usage {cq}:\n    - a ClusterQueue\n    + no such ClusterQueue"));
         };
-        let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
-        for fr in want.keys() {
-            match fr.split_once('/') {
-                Some((f, r)) => _ = keys.insert((f.to_string(), r.to_string())),
-                None => out.push(format!("    usage {cq}: key `{fr}` must be flavor/resource")),
-            }
-        }
+        let mut keys: BTreeSet<String> = want.keys().cloned().collect();
         if exact {
-            keys.extend(report.usage.iter().filter(|(_, u)| u.total != 0).map(|(k, _)| k.clone()));
+            keys.extend(report.usage.iter().filter(|(_, u)| u.total != 0).map(|((f, r), _)| format!("{f}/{r}")));
         }
-        for (f, r) in keys {
-            let fr = format!("{f}/{r}");
-            let got = report.usage.get(&(f, r)).cloned().unwrap_or_default();
-            let w = want.get(&fr).map(|u| &u.0);
-            let total = w.and_then(|w| w.total.as_ref()).map(milli).transpose();
-            let borrowed = w.and_then(|w| w.borrowed.as_ref()).map(milli).transpose();
-            let (total, borrowed) = match (total, borrowed) {
-                (Ok(t), Ok(b)) => (t.or(w.is_none().then_some(0)), b),
-                (Err(e), _) | (_, Err(e)) => {
-                    out.push(format!("    usage {cq} {fr}: {e}"));
-                    continue;
-                }
+        for fr in keys {
+            let Some((f, r)) = fr.split_once('/') else {
+                out.push(format!("    usage {cq}: key `{fr}` must be flavor/resource"));
+                continue;
             };
+            let got = report.usage.get(&(f.to_string(), r.to_string())).cloned().unwrap_or_default();
+            let w = want.get(&fr).map(|u| &u.0);
+            let parse = |v: Option<&serde_yaml::Value>| v.map(milli).transpose();
+            let (total, borrowed) =
+                match (parse(w.and_then(|w| w.total.as_ref())), parse(w.and_then(|w| w.borrowed.as_ref()))) {
+                    // An unlisted pair must be unused.
+                    (Ok(t), Ok(b)) => (t.or(w.is_none().then_some(0)), b),
+                    (Err(e), _) | (_, Err(e)) => {
+                        out.push(format!("    usage {cq} {fr}: {e}"));
+                        continue;
+                    }
+                };
             if total.is_some_and(|t| t != got.total) || borrowed.is_some_and(|b| b != got.borrowed) {
-                let show = |v: Option<i64>| v.map(api::quantity::format_milli_string).unwrap_or_else(|| "*".into());
-                out.push(format!(
-                    "    usage {cq} {fr}:\n    - total {} borrowed {}\n    + total {} borrowed {}",
-                    show(total),
-                    show(borrowed),
-                    show(Some(got.total)),
-                    show(Some(got.borrowed))
-                ));
+                let q = |v: Option<i64>| v.map(api::quantity::format_milli_string).unwrap_or_else(|| "*".into());
+                let expected = if w.is_none() {
+                    "unused (not listed)".into()
+                } else {
+                    format!("total {} borrowed {}", q(total), q(borrowed))
+                };
+                let (t, b) = (q(Some(got.total)), q(Some(got.borrowed)));
+                out.push(format!("    usage {cq} {fr}:\n    - {expected}\n    + total {t} borrowed {b}"));
             }
         }
     }
@@ -474,78 +410,91 @@ fn milli(v: &serde_yaml::Value) -> Result<i64, String> {
 }
 
 fn step_kind(step: &Step) -> String {
-    let at = step.at.map(|a| format!("at {a}, ")).unwrap_or_default();
-    let kind = if step.apply.is_some() {
-        "apply"
-    } else if step.schedule.is_some() {
-        "schedule"
-    } else if step.expect.is_some() {
-        "expect"
-    } else if step.finish.is_some() {
-        "finish"
-    } else if step.delete.is_some() {
-        "delete"
-    } else {
-        "evict-complete"
-    };
-    format!("{at}{kind}")
+    let kind = [
+        (step.apply.is_some(), "apply"),
+        (step.schedule.is_some(), "schedule"),
+        (step.expect.is_some(), "expect"),
+        (step.finish.is_some(), "finish"),
+        (step.delete.is_some(), "delete"),
+        (step.evict_complete.is_some(), "evict-complete"),
+    ]
+    .into_iter()
+    .find_map(|(set, k)| set.then_some(k))
+    .unwrap_or("?");
+    match step.at {
+        Some(at) => format!("at {at}, {kind}"),
+        None => kind.to_string(),
+    }
 }
 
 fn render_state(s: Option<&WorkloadState>) -> String {
     match s {
-        None => "(no such workload)".into(),
+        None => "no such workload".into(),
         Some(WorkloadState::Pending { reason, message }) => format!("pending {} {message:?}", reason.as_str()),
-        Some(WorkloadState::Admitted { admission }) => format!("admitted {}", render_admission(admission)),
+        Some(WorkloadState::Admitted { admission }) => {
+            let mut s = format!("admitted {}", admission.cluster_queue);
+            for ps in &admission.pod_set_assignments {
+                let flavors: Vec<String> = ps.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                let count = ps.count.map(|c| c.to_string()).unwrap_or("?".into());
+                let _ = write!(s, " {}{{{}}}x{count}", ps.name, flavors.join(","));
+            }
+            s
+        }
         Some(WorkloadState::Evicting { admission }) => format!("evicting from {}", admission.cluster_queue),
         Some(WorkloadState::Finished) => "finished".into(),
     }
 }
 
-fn render_admission(a: &api::Admission) -> String {
-    let mut s = a.cluster_queue.clone();
-    for ps in &a.pod_set_assignments {
-        let flavors: Vec<String> = ps.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
-        let _ = write!(s, " {}{{{}}}x{}", ps.name, flavors.join(","), ps.count.map(|c| c.to_string()).unwrap_or("?".into()));
+/// The expectation, in the shape `render_got` gives the actual state.
+fn render_want(w: &Want) -> String {
+    match w {
+        Want::Admitted(a) => {
+            let mut s = format!("admitted {}", a.cluster_queue.as_deref().unwrap_or("*"));
+            for (ps, fl) in a.flavors.iter().flatten() {
+                let flavors: Vec<String> = fl.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                let _ = write!(s, " flavors {ps}{{{}}}", flavors.join(","));
+            }
+            for (ps, c) in a.count.iter().flatten() {
+                let _ = write!(s, " count {ps}={c}");
+            }
+            s
+        }
+        Want::Pending(p) => {
+            let msg = match &p.message {
+                None => String::new(),
+                Some(OneOrMany::One(m)) => format!(" message containing {m:?}"),
+                Some(OneOrMany::Many(ms)) => format!(" message containing all of {ms:?}"),
+            };
+            format!("pending {}{msg}", p.reason.as_deref().unwrap_or("*"))
+        }
+        Want::Evicting => "evicting".into(),
     }
-    s
 }
 
-/// The expected admission in the same shape `project_admission` renders the actual one.
-fn render_admitted_want(w: &scenario::AdmittedFields) -> String {
-    let mut s = format!("admitted {}", w.cluster_queue.as_deref().unwrap_or("*"));
-    for (ps, fl) in w.flavors.iter().flatten() {
-        let flavors: Vec<String> = fl.iter().map(|(r, f)| format!("{r}={f}")).collect();
-        let _ = write!(s, " flavors {ps}{{{}}}", flavors.join(","));
+/// The actual state restricted to what the expectation names; equals `render_want` on a match.
+fn render_got(w: &Want, s: Option<&WorkloadState>) -> String {
+    match (w, s) {
+        (Want::Admitted(a), Some(WorkloadState::Admitted { admission })) => {
+            let find = |ps: &str| admission.pod_set_assignments.iter().find(|p| p.name == ps);
+            let cq = if a.cluster_queue.is_some() { admission.cluster_queue.as_str() } else { "*" };
+            let mut s = format!("admitted {cq}");
+            for (ps, fl) in a.flavors.iter().flatten() {
+                let flavor = |r: &String| find(ps).and_then(|p| p.flavors.get(r)).cloned().unwrap_or("<none>".into());
+                let flavors: Vec<String> = fl.keys().map(|r| format!("{r}={}", flavor(r))).collect();
+                let _ = write!(s, " flavors {ps}{{{}}}", flavors.join(","));
+            }
+            for ps in a.count.iter().flatten().map(|(ps, _)| ps) {
+                let c = find(ps).and_then(|p| p.count).map(|c| c.to_string()).unwrap_or("<none>".into());
+                let _ = write!(s, " count {ps}={c}");
+            }
+            s
+        }
+        (Want::Pending(p), Some(WorkloadState::Pending { reason, message })) => {
+            let reason_ok = p.reason.as_ref().is_none_or(|r| r == reason.as_str());
+            let msg_ok = p.message.as_ref().is_none_or(|m| m.items().iter().all(|n| message.contains(n)));
+            if reason_ok && msg_ok { render_want(w) } else { render_state(s) }
+        }
+        (Want::Evicting, Some(WorkloadState::Evicting { .. })) => render_want(w),
+        _ => render_state(s),
     }
-    for (ps, c) in w.count.iter().flatten() {
-        let _ = write!(s, " count {ps}={c}");
-    }
-    s
-}
-
-/// Renders an actual admission restricted to the fields the expectation names.
-fn project_admission(a: &api::Admission, w: &scenario::AdmittedFields) -> String {
-    let find = |ps: &str| a.pod_set_assignments.iter().find(|p| p.name == ps);
-    let mut s = format!("admitted {}", if w.cluster_queue.is_some() { a.cluster_queue.as_str() } else { "*" });
-    for (ps, fl) in w.flavors.iter().flatten() {
-        let flavors: Vec<String> = fl
-            .keys()
-            .map(|r| format!("{r}={}", find(ps).and_then(|p| p.flavors.get(r)).map(String::as_str).unwrap_or("<none>")))
-            .collect();
-        let _ = write!(s, " flavors {ps}{{{}}}", flavors.join(","));
-    }
-    for ps in w.count.iter().flatten().map(|(ps, _)| ps) {
-        let c = find(ps).and_then(|p| p.count).map(|c| c.to_string()).unwrap_or("<none>".into());
-        let _ = write!(s, " count {ps}={c}");
-    }
-    s
-}
-
-fn render_pending_want(w: &scenario::PendingFields) -> String {
-    let msg = match &w.message {
-        None => String::new(),
-        Some(OneOrMany::One(m)) => format!(" message containing {m:?}"),
-        Some(OneOrMany::Many(ms)) => format!(" message containing all of {ms:?}"),
-    };
-    format!("pending {}{msg}", w.reason.as_deref().unwrap_or("*"))
 }

@@ -33,6 +33,28 @@ enum Outcome {
     Admitted,
     /// Not admitted; under StrictFIFO the queue blocks.
     Blocked,
+    /// It needs to borrow: left for the borrowing pass.
+    Deferred,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Only what fits within the ClusterQueue's nominal quota.
+    Nominal,
+    Borrowing,
+}
+
+/// What one cycle remembers across its passes and rounds.
+#[derive(Default)]
+struct CycleState {
+    /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
+    /// grows within a cycle, so there is no need to evaluate them twice.
+    failed: HashMap<(CqId, u64), (PendingReason, String)>,
+    /// Preemption already issued this cycle, per cohort root and (flavor, resource).
+    preempting: HashMap<NodeId, Vec<FrId>>,
+    /// Victims of this cycle and workloads admitted in it: neither is preempted again
+    /// in the same cycle (Kueue's rule too).
+    untouchable: HashSet<WlId>,
 }
 
 impl Engine {
@@ -41,21 +63,27 @@ impl Engine {
         self.now = self.now.max(now);
         self.inventory.ensure_trees();
         self.park_inactive();
+        let mut st = CycleState::default();
+        // Two passes, as Kueue orders heads: first everything that fits within nominal
+        // quota, then what needs to borrow. A borrower never takes quota that a
+        // non-borrowing workload in the same cohort is about to use, so a preemption
+        // victim that requeues cannot take back what its preemptor reclaimed.
+        for pass in [Pass::Nominal, Pass::Borrowing] {
+            self.run_pass(pass, &mut st);
+        }
+        std::mem::take(&mut self.outbox)
+    }
+
+    fn run_pass(&mut self, pass: Pass, st: &mut CycleState) {
         let n = self.cqs.len();
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
         let mut open: Vec<CqId> =
             (0..n as CqId).filter(|&c| !self.cqs[c as usize].deleted && self.cqs[c as usize].queue.has_active()).collect();
-        // Shapes that already failed in a ClusterQueue this cycle fail again: usage only
-        // grows within a cycle, so there is no need to evaluate them twice.
-        let mut failed: HashMap<(CqId, u64), (PendingReason, String)> = HashMap::new();
-        // Preemption already issued this cycle, per cohort root and (flavor, resource).
-        let mut preempting: HashMap<NodeId, Vec<FrId>> = HashMap::new();
-        let mut victims: HashSet<WlId> = HashSet::new();
         while !open.is_empty() {
             let mut heads = Vec::with_capacity(open.len());
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
-                if let Some(id) = self.next_head(c, &mut cursor[c as usize], &failed) {
+                if let Some(id) = self.next_head(c, &mut cursor[c as usize], &st.failed) {
                     let assignment = self.assign(c, id, None);
                     heads.push(self.head(c, id, assignment));
                     still_open.push(c);
@@ -65,20 +93,27 @@ impl Engine {
                 break;
             }
             heads.sort_by_key(|h| h.order);
-            let mut blocked: HashSet<CqId> = HashSet::new();
+            let mut closed: HashSet<CqId> = HashSet::new();
             for mut h in heads {
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None);
                 }
-                let outcome = self.decide(&h, &mut failed, &mut preempting, &mut victims);
-                if matches!(outcome, Outcome::Blocked) && self.cqs[h.cq as usize].spec.strict_fifo {
-                    blocked.insert(h.cq);
+                match self.decide(&h, pass, st) {
+                    Outcome::Admitted => {}
+                    // The rest of this queue waits for the borrowing pass, keeping its order.
+                    Outcome::Deferred => {
+                        closed.insert(h.cq);
+                    }
+                    Outcome::Blocked => {
+                        if self.cqs[h.cq as usize].spec.strict_fifo {
+                            closed.insert(h.cq);
+                        }
+                    }
                 }
             }
-            open = still_open.into_iter().filter(|c| !blocked.contains(c)).collect();
+            open = still_open.into_iter().filter(|c| !closed.contains(c)).collect();
         }
-        std::mem::take(&mut self.outbox)
     }
 
     /// Pending workloads of inactive ClusterQueues get the reason and are parked
@@ -171,6 +206,19 @@ impl Engine {
 
     /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
     pub(crate) fn assign(&self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
+        let w = self.wl(id);
+        let resume = (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
+        self.assign_from(c, id, counts, resume)
+    }
+
+    /// [`Engine::assign`] with explicit flavor-search resume points.
+    pub(crate) fn assign_from(
+        &self,
+        c: CqId,
+        id: WlId,
+        counts: Option<&[i32]>,
+        resume: Option<&[Vec<Option<usize>>]>,
+    ) -> Assignment {
         let cq = &self.cqs[c as usize];
         let w = self.wl(id);
         let has_cohort = self.tree.parent(cq.node).is_some();
@@ -179,7 +227,9 @@ impl Engine {
                 && (cq.spec.reclaim != Policy::Never
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
+        let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
         let assigner = Assigner {
+            preemptible: &preemptible,
             names: &self.names,
             pods: self.pods,
             group_keys: &cq.group_keys,
@@ -191,7 +241,6 @@ impl Engine {
             inventory: &self.inventory,
             strategy: self.config.placement,
         };
-        let resume = (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
         assigner.assign(&w.spec, counts, resume)
     }
 
@@ -211,51 +260,66 @@ impl Engine {
         a.usage.iter().all(|&(fr, v)| v <= self.tree.available(node, fr))
     }
 
-    /// Admits, preempts for, or parks one head.
-    fn decide(
-        &mut self,
-        h: &Head,
-        failed: &mut HashMap<(CqId, u64), (PendingReason, String)>,
-        preempting: &mut HashMap<NodeId, Vec<FrId>>,
-        victims: &mut HashSet<WlId>,
-    ) -> Outcome {
+    /// Admits, preempts for, defers or parks one head.
+    fn decide(&mut self, h: &Head, pass: Pass, st: &mut CycleState) -> Outcome {
         let (c, id) = (h.cq, h.id);
-        let a = &h.assignment;
-        match a.mode() {
-            Mode::Fit => match self.admit(c, id, a) {
-                Ok(()) => return Outcome::Admitted,
-                Err(why) => {
-                    // Each PodSet fits alone but the gang does not fit together.
-                    let message = format!("couldn't place the gang: {why}");
-                    return self.park(c, id, a, PendingReason::TopologyPlacementFailed, message, failed);
-                }
-            },
-            Mode::Preempt => {
-                let root = self.tree.root(self.cqs[c as usize].node);
-                let overlaps = preempting
-                    .get(&root)
-                    .is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
-                if overlaps {
-                    // Another workload is already freeing this quota this cycle; look again next cycle
-                    // rather than evicting more than needed.
-                    self.set_pending(
-                        id,
-                        PendingReason::WaitingForQuota,
-                        format!("{}; waiting for preemptions issued for another workload in the cohort", a.message),
-                    );
-                    return Outcome::Blocked;
-                }
-                let targets = preempt::find_targets(self, id, c, a, victims);
-                if !targets.is_empty() {
-                    preempting.entry(root).or_default().extend(a.preempt_frs.iter().copied());
-                    self.issue_preemptions(id, &targets, victims);
-                    return Outcome::Blocked;
-                }
+        let mut a = h.assignment.clone();
+        // Each retry resumes the flavor search after the flavor that could not be
+        // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
+        loop {
+            if pass == Pass::Nominal && self.needs_borrowing(c, &a) {
+                return Outcome::Deferred;
             }
-            Mode::Wait | Mode::NoFit => {}
+            match a.mode() {
+                Mode::Fit => {
+                    return match self.admit(c, id, &a) {
+                        Ok(()) => {
+                            st.untouchable.insert(id);
+                            Outcome::Admitted
+                        }
+                        Err(why) => {
+                            // Each PodSet fits alone but the gang does not fit together.
+                            let message = format!("couldn't place the gang: {why}");
+                            self.park(c, id, &a, PendingReason::TopologyPlacementFailed, message, &mut st.failed)
+                        }
+                    };
+                }
+                Mode::Preempt => {
+                    let root = self.tree.root(self.cqs[c as usize].node);
+                    let overlaps =
+                        st.preempting.get(&root).is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
+                    if overlaps {
+                        // Another workload is already freeing this quota this cycle; look again
+                        // next cycle rather than evicting more than needed.
+                        self.set_pending(
+                            id,
+                            PendingReason::WaitingForQuota,
+                            format!("{}; waiting for preemptions issued for another workload in the cohort", a.message),
+                        );
+                        return Outcome::Blocked;
+                    }
+                    let targets = preempt::find_targets(self, id, c, &a, &st.untouchable);
+                    if !targets.is_empty() {
+                        st.preempting.entry(root).or_default().extend(a.preempt_frs.iter().copied());
+                        self.issue_preemptions(id, &targets, &mut st.untouchable);
+                        return Outcome::Blocked;
+                    }
+                    if a.last_tried.iter().flatten().any(|t| t.is_some()) {
+                        let resume = a.last_tried.clone();
+                        a = self.assign_from(c, id, None, Some(&resume));
+                        continue;
+                    }
+                }
+                Mode::Wait | Mode::NoFit => {}
+            }
+            break;
         }
-        if let Some(partial) = self.try_partial(c, id, a) {
+        if let Some(partial) = self.try_partial(c, id, &a) {
+            if pass == Pass::Nominal && self.needs_borrowing(c, &partial) {
+                return Outcome::Deferred;
+            }
             if self.admit(c, id, &partial).is_ok() {
+                st.untouchable.insert(id);
                 return Outcome::Admitted;
             }
         }
@@ -264,7 +328,20 @@ impl Engine {
         if a.mode() == Mode::Preempt {
             message.push_str("; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy");
         }
-        self.park(c, id, a, reason, message, failed)
+        self.park(c, id, &a, reason, message, &mut st.failed)
+    }
+
+    /// Whether admitting with `a` (after any preemption) would take the ClusterQueue
+    /// over its nominal quota.
+    fn needs_borrowing(&self, c: CqId, a: &Assignment) -> bool {
+        match a.mode() {
+            Mode::Fit => a.borrows,
+            Mode::Preempt => {
+                let node = self.cqs[c as usize].node;
+                a.usage.iter().any(|&(fr, v)| self.tree.usage(node, fr) + v > self.tree.subtree_quota(node, fr))
+            }
+            Mode::Wait | Mode::NoFit => false,
+        }
     }
 
     /// Leaves a workload pending with a reason; BestEffortFIFO parks it until quota frees.

@@ -72,6 +72,8 @@ pub struct Assigner<'a> {
     pub can_preempt: bool,
     pub inventory: &'a crate::placement::Inventory,
     pub strategy: crate::placement::Strategy,
+    /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
+    pub preemptible: &'a dyn Fn(FrId) -> bool,
 }
 
 struct Candidate {
@@ -253,7 +255,7 @@ impl Assigner<'_> {
                     Mode::Fit
                 } else if val <= self.tree.potential_available(self.node, fr) {
                     notes.push(explain::shortage(self.names, self.tree, self.node, fr, val, avail));
-                    if self.can_preempt {
+                    if self.can_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
                         Mode::Preempt
                     } else {
@@ -311,15 +313,15 @@ impl Assigner<'_> {
 
     /// Whether `a` is a better choice than the earlier candidate `b`.
     fn better(&self, a: &Candidate, b: &Candidate) -> bool {
-        let rank = |c: &Candidate| -> (u8, u8) {
+        let rank = |c: &Candidate| -> (bool, u8, u8) {
+            // A flavor that can neither fit nor preempt never wins over one that can.
+            let usable = c.mode >= Mode::Preempt;
             let borrow = u8::from(!c.borrows);
             let mode = c.mode as u8;
             match self.cq.preference {
-                Preference::PreemptionOverBorrowing => {
-                    // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
-                    (borrow, mode)
-                }
-                Preference::BorrowingOverPreemption | Preference::Unset => (mode, borrow),
+                // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
+                Preference::PreemptionOverBorrowing => (usable, borrow, mode),
+                Preference::BorrowingOverPreemption | Preference::Unset => (usable, mode, borrow),
             }
         };
         rank(a) > rank(b)

@@ -24,6 +24,7 @@ pub struct Target {
     pub already_evicting: bool,
 }
 
+#[derive(Clone)]
 struct Candidate {
     /// Its nodes while it is taken out of the inventory during the search.
     held: Option<crate::placement::Held>,
@@ -38,22 +39,28 @@ struct Candidate {
 }
 
 /// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
-/// Workloads in `excluded` (victims of earlier preemptors this cycle) are not taken.
+/// Workloads in `excluded` (victims of earlier preemptors, and workloads admitted
+/// in this cycle) are not taken.
 pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &HashSet<WlId>) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
-    let under_nominal = a.usage.iter().all(|&(fr, v)| eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr));
+    // Kueue's test: the ClusterQueue is below nominal in every resource needing preemption.
+    let under_nominal =
+        a.preempt_frs.iter().all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
     let mut cands = candidates(eng, wl, cq, a, under_nominal, excluded);
     // Kueue's order: already evicting first, other ClusterQueues before our own,
     // lower priority first, most recently admitted first.
     cands.sort_by_key(|c| (!c.evicting, c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
-    let removed = match &eng.config.fair_sharing {
+    let found = match &eng.config.fair_sharing {
         Some(strategies) => {
             let strategies = strategies.clone();
-            fair_search(eng, wl, cq, a, cands, &strategies)
+            fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true))
         }
-        None => classical_search(eng, wl, cq, a, cands, !under_nominal),
+        None => classical(eng, wl, cq, a, cands, under_nominal),
     };
-    let mut targets = fill_back(eng, node, wl, a, removed, eng.config.fair_sharing.is_some() || !under_nominal);
+    let mut targets = match found {
+        Some((removed, allow_borrowing)) => fill_back(eng, node, wl, a, Some(removed), allow_borrowing),
+        None => vec![],
+    };
     // Restore the state: the caller decides what actually happens.
     for t in targets.iter_mut() {
         put_back(eng, t);
@@ -62,6 +69,56 @@ pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, exclud
         .into_iter()
         .map(|c| Target { id: c.id, reason: c.reason, already_evicting: c.evicting })
         .collect()
+}
+
+/// Whether any admitted workload could be a victim for `wl` in `fr` under the
+/// ClusterQueue's policies: the flavor assigner's preemption oracle. A flavor where
+/// nobody can be preempted is no better than one where the workload must wait.
+pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: super::resources::FrId) -> bool {
+    let probe = Assignment { preempt_frs: vec![fr], ..Assignment::default() };
+    let node = eng.cqs[cq as usize].node;
+    let under_nominal = eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr);
+    !candidates(eng, wl, cq, &probe, under_nominal, &HashSet::new()).is_empty()
+}
+
+/// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
+/// borrowWithinCohort, take cohort candidates under the threshold while borrowing; while
+/// under nominal, reclaim from the cohort without borrowing; finally own-queue
+/// candidates with borrowing. Returns the removed victims and the borrowing mode used.
+fn classical(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    cands: Vec<Candidate>,
+    under_nominal: bool,
+) -> Option<(Vec<Candidate>, bool)> {
+    let spec = &eng.cqs[cq as usize].spec;
+    let threshold = spec.borrow_within_cohort;
+    let (same, others): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| c.cq == cq || c.evicting);
+    if others.is_empty() {
+        return classical_search(eng, wl, cq, a, same, true).map(|r| (r, true));
+    }
+    let mut all: Vec<Candidate> = others.into_iter().chain(same).collect();
+    all.sort_by_key(|c| (!c.evicting, c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+    if let Some(th) = threshold {
+        if !under_nominal {
+            all.retain(|c| c.cq == cq || c.evicting || c.priority <= th);
+        }
+        // Kueue names every cohort victim of this attempt "reclaim while borrowing".
+        for c in all.iter_mut().filter(|c| c.cq != cq) {
+            c.reason = PreemptionReason::InCohortReclaimWhileBorrowing;
+        }
+        return classical_search(eng, wl, cq, a, all, true).map(|r| (r, true));
+    }
+    if under_nominal {
+        // A failed search restores every candidate, so the list can be reused below.
+        if let Some(r) = classical_search(eng, wl, cq, a, all.clone(), false) {
+            return Some((r, false));
+        }
+    }
+    let same = all.into_iter().filter(|c| c.cq == cq || c.evicting).collect();
+    classical_search(eng, wl, cq, a, same, true).map(|r| (r, true))
 }
 
 fn candidates(
@@ -125,7 +182,13 @@ fn candidates(
     }
     let root = eng.tree.root(node);
     let reclaim = spec.reclaim;
-    let bwc = spec.borrow_within_cohort;
+    let reason = if fair {
+        PreemptionReason::InCohortFairSharing
+    } else if under_nominal {
+        PreemptionReason::InCohortReclamation
+    } else {
+        PreemptionReason::InCohortReclaimWhileBorrowing
+    };
     for (c, other) in eng.cqs.iter().enumerate() {
         let c = c as CqId;
         if c == cq || other.deleted || eng.tree.root(other.node) != root {
@@ -135,24 +198,12 @@ fn candidates(
         if !needed.iter().any(|&fr| eng.tree.is_borrowing(other.node, fr)) {
             continue;
         }
-        if fair {
-            let allowed = move |p: i32, _c: i64| match reclaim {
-                Policy::Never => false,
-                Policy::LowerPriority => p < prio,
-                _ => true,
-            };
-            consider(c, &allowed, PreemptionReason::InCohortFairSharing);
-        } else if under_nominal {
-            let allowed = move |p: i32, _c: i64| match reclaim {
-                Policy::Never => false,
-                Policy::LowerPriority => p < prio,
-                _ => true,
-            };
-            consider(c, &allowed, PreemptionReason::InCohortReclamation);
-        } else if let Some(threshold) = bwc {
-            let allowed = move |p: i32, _c: i64| p < prio && p <= threshold;
-            consider(c, &allowed, PreemptionReason::InCohortReclaimWhileBorrowing);
-        }
+        let allowed = move |p: i32, _c: i64| match reclaim {
+            Policy::Never => false,
+            Policy::LowerPriority => p < prio,
+            _ => true,
+        };
+        consider(c, &allowed, reason);
     }
     out
 }

@@ -546,12 +546,12 @@ impl Engine {
                 for (values, count) in slice.domains().unwrap_or_default() {
                     let host = values.last().cloned().unwrap_or_default();
                     if let Some(idx) = self.inventory.node_idx(&host) {
-                        charge.push((idx, per_pod.clone(), count));
+                        charge.push((idx, count));
                         nodes.push((self.inventory.node_name(idx).to_string(), count));
                     }
                 }
             }
-            self.inventory.assign(id, &charge);
+            self.inventory.assign(id, &per_pod, &charge);
             out.push(crate::placement::PodSetPlacement { flavor, nodes });
         }
         out

@@ -53,8 +53,7 @@ pub fn place_all(
     for need in needs {
         match inv.find(names, &need.flavor, &need.request, strategy) {
             Ok(nodes) => {
-                let charge: Vec<_> = nodes.iter().map(|&(n, c)| (n, need.request.per_pod.clone(), c)).collect();
-                inv.assign(owner, &charge);
+                inv.assign(owner, &need.request.per_pod, &nodes);
                 let named = nodes.iter().map(|&(n, c)| (inv.node_name(n).to_string(), c)).collect();
                 placed.push((need.pod_set, PodSetPlacement { flavor: need.flavor.clone(), nodes: named }, nodes));
             }

@@ -30,6 +30,8 @@ pub struct PlacementFailure {
 
 /// Everything the search reads, borrowed for one request.
 struct Ctx<'a> {
+    /// The pod's tolerations plus the flavor's, computed once per request.
+    tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
     inv: &'a Inventory,
     names: &'a Names,
     t: &'a Tree,
@@ -42,7 +44,7 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Pods that fit on one node, checking every resource and taint.
     fn node_fit(&self, n: &NodeRec) -> i64 {
-        if selector::tolerates_all(&n.taints, &self.tolerations()).is_some() {
+        if !n.taints.is_empty() && selector::tolerates_all(&n.taints, &self.tolerations).is_some() {
             return 0;
         }
         let mut fit = i64::MAX;
@@ -53,12 +55,6 @@ impl Ctx<'_> {
             fit = fit.min(n.free(r).max(0) / v);
         }
         if fit == i64::MAX { i64::from(self.req.count) } else { fit }
-    }
-
-    fn tolerations(&self) -> Vec<k8s_openapi::api::core::v1::Toleration> {
-        let mut t = self.req.tolerations.clone();
-        t.extend(self.t.tolerations.iter().cloned());
-        t
     }
 
     /// Estimated pods that fit in a domain: from the histogram of the binding resource,
@@ -100,29 +96,42 @@ impl Ctx<'_> {
         used
     }
 
+    /// Pods that fit on nodes that already run something: placing there breaks no
+    /// whole free node. From the histogram, all buckets but the full-node one.
+    fn partial_fit(&self, d: u32) -> i64 {
+        let dom = self.dom(d);
+        match (dom.node, self.primary) {
+            (Some(_), _) => {
+                if dom.whole_free > 0 { 0 } else { self.est(d) }
+            }
+            (None, Some((h, per))) => (self.est(d) - dom.whole_free_slots[h] * 1000 / per).max(0),
+            (None, None) => 0,
+        }
+    }
+
     /// Picks the next child to fill when `want` pods remain, from `cands` (domain, estimate).
     fn pick(&self, cands: &[(u32, i64)], want: i64) -> usize {
         match self.strategy {
             Strategy::FirstFit => 0,
-            Strategy::KueueBestFit | Strategy::Kuota => {
-                let kuota = self.strategy == Strategy::Kuota;
-                // Among the domains that hold all the rest: the one needing the fewest nodes,
-                // then the smallest (best fit), then (kuota) the one with fewer whole free nodes.
+            Strategy::KueueBestFit => {
+                // Kueue: the smallest domain that holds all the rest (fewest nodes first);
+                // otherwise the largest one.
+                let fitting = cands
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, e))| *e >= want)
+                    .min_by_key(|(i, (d, e))| (self.nodes_needed(*d, want), *e, *i));
+                fitting.map(|(i, _)| i).unwrap_or_else(|| largest(cands, |_| 0))
+            }
+            Strategy::Kuota => {
+                // First, domains that hold the rest on nodes already in use, so no whole
+                // free node (and so no whole free rack) is broken; then fewest nodes,
+                // best fit, and fewer whole free nodes.
                 let fitting = cands.iter().enumerate().filter(|(_, (_, e))| *e >= want).min_by_key(|(i, (d, e))| {
-                    (self.nodes_needed(*d, want), *e, if kuota { self.dom(*d).whole_free } else { 0 }, *i)
+                    let breaks_whole = self.partial_fit(*d) < want;
+                    (breaks_whole, self.nodes_needed(*d, want), *e, self.dom(*d).whole_free, *i)
                 });
-                match fitting {
-                    Some((i, _)) => i,
-                    // Nothing holds it all: take the largest and continue with the rest.
-                    None => cands
-                        .iter()
-                        .enumerate()
-                        .max_by_key(|(i, (d, e))| {
-                            (*e, std::cmp::Reverse(if kuota { self.dom(*d).whole_free } else { 0 }), std::cmp::Reverse(*i))
-                        })
-                        .map(|(i, _)| i)
-                        .unwrap_or(0),
-                }
+                fitting.map(|(i, _)| i).unwrap_or_else(|| largest(cands, |d| self.dom(d).whole_free))
             }
         }
     }
@@ -349,6 +358,16 @@ impl Ctx<'_> {
     }
 }
 
+/// The largest candidate; ties go to the one with the smaller `tie` (then the first).
+fn largest(cands: &[(u32, i64)], tie: impl Fn(u32) -> u32) -> usize {
+    cands
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, (d, e))| (*e, std::cmp::Reverse(tie(*d)), std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
+        .unwrap_or(0)
+}
+
 impl Inventory {
     /// Finds nodes for one PodSet on `flavor`'s tree without changing anything.
     /// Returns (node index, pod count) pairs.
@@ -359,6 +378,29 @@ impl Inventory {
         flavor: &str,
         req: &PodSetPlacementRequest,
         strategy: Strategy,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        self.find_with(names, flavor, req, strategy, true)
+    }
+
+    /// [`Inventory::find`] without the histograms: every estimate walks the nodes.
+    /// Same answers, slower; the in-run baseline of the placement benchmark.
+    pub fn find_exact(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        self.find_with(names, flavor, req, strategy, false)
+    }
+
+    fn find_with(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+        aggregates: bool,
     ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
         let Some(t) = self.trees.get(flavor) else {
             return Err(PlacementFailure {
@@ -372,8 +414,11 @@ impl Inventory {
             .iter()
             .enumerate()
             .filter_map(|(h, r)| req.per_pod.iter().find(|(pr, v)| pr == r && *v > 0).map(|(_, v)| (h, *v)))
-            .max_by_key(|(h, v)| v.saturating_mul(1_000_000) / t.hist_max[*h].max(1));
-        let ctx = Ctx { inv: self, names, t, req, primary, strategy };
+            .max_by_key(|(h, v)| v.saturating_mul(1_000_000) / t.hist_max[*h].max(1))
+            .filter(|_| aggregates);
+        let mut tolerations = req.tolerations.clone();
+        tolerations.extend(t.tolerations.iter().cloned());
+        let ctx = Ctx { tolerations, inv: self, names, t, req, primary, strategy };
         ctx.place()
     }
 

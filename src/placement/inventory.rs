@@ -11,6 +11,8 @@ use crate::engine::resources::{Names, ResourceId};
 
 /// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
 const MAX_SLOTS: i64 = 256;
+/// Histogram resources per tree: GPUs, a few MIG profiles, CPU.
+const MAX_HISTS: usize = 6;
 
 /// A problem with topology or node data, named for the user.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +67,8 @@ pub(crate) struct Dom {
     pub nodes: u32,
     /// Nodes with nothing running on them.
     pub whole_free: u32,
+    /// Per histogram resource: free slots summed over the whole free nodes.
+    pub whole_free_slots: Vec<i64>,
 }
 
 /// The domain tree of one TAS flavor.
@@ -78,7 +82,8 @@ pub(crate) struct Tree {
     /// Domain ids per level index; the node level is `levels.len()` when hostname is not a level.
     pub by_level: Vec<Vec<u32>>,
     pub root: u32,
-    pub leaf_of: HashMap<u32, u32>,
+    /// Leaf domain per node index (`u32::MAX` when the node is not in this tree).
+    pub leaf_of: Vec<u32>,
     pub hist_res: Vec<ResourceId>,
     /// Largest allocatable per histogram resource, to pick the binding one.
     pub hist_max: Vec<i64>,
@@ -96,20 +101,36 @@ impl Tree {
         self.levels.iter().position(|l| l == label).map(|i| i as i32)
     }
 
-    /// Applies a node's slot change to its leaf and every ancestor: O(depth).
-    fn update_leaf(&mut self, leaf: u32, before: &[i64], after: &[i64], was_free: bool, is_free: bool) {
+    pub fn leaf(&self, node: u32) -> Option<u32> {
+        self.leaf_of.get(node as usize).copied().filter(|l| *l != u32::MAX)
+    }
+
+    /// Applies a node's slot changes to its leaf and every ancestor: O(depth).
+    /// `slots_before`/`slots_after` are the node's slots per histogram resource.
+    fn update_leaf(
+        &mut self,
+        leaf: u32,
+        changes: &[(usize, usize, usize)],
+        (was_free, is_free): (bool, bool),
+        (slots_before, slots_after): (&[i64], &[i64]),
+    ) {
         let mut cur = Some(leaf);
         while let Some(d) = cur {
             let dom = &mut self.doms[d as usize];
-            for (h, hist) in dom.hists.iter_mut().enumerate() {
-                let (b, a) = (before[h] as usize, after[h] as usize);
-                if b != a {
-                    hist[b] -= 1;
-                    hist[a] += 1;
-                }
+            for &(h, b, a) in changes {
+                dom.hists[h][b] -= 1;
+                dom.hists[h][a] += 1;
             }
             if was_free != is_free {
                 if is_free { dom.whole_free += 1 } else { dom.whole_free -= 1 }
+            }
+            for h in 0..dom.whole_free_slots.len() {
+                if was_free {
+                    dom.whole_free_slots[h] -= slots_before[h];
+                }
+                if is_free {
+                    dom.whole_free_slots[h] += slots_after[h];
+                }
             }
             cur = dom.parent;
         }
@@ -125,7 +146,10 @@ struct FlavorTopo {
 
 /// What one owner holds on nodes, moved out by [`Inventory::take`].
 #[derive(Clone, Debug, Default)]
-pub struct Held(Vec<(u32, Vec<(ResourceId, i64)>)>);
+pub struct Held(Vec<Charge>);
+
+/// One assign call: the per-pod request and (node, pod count) pairs.
+type Charge = (Vec<(ResourceId, i64)>, Vec<(u32, i32)>);
 
 /// Counts for reports: nodes and GPUs known, free and stranded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -143,8 +167,10 @@ pub struct Inventory {
     flavors: BTreeMap<String, FlavorTopo>,
     pub(crate) trees: BTreeMap<String, Tree>,
     dirty: bool,
-    /// What each owner (workload) holds: (node, per-resource amounts).
-    owners: HashMap<u32, Vec<(u32, Vec<(ResourceId, i64)>)>>,
+    /// What each owner (workload) holds.
+    owners: HashMap<u32, Vec<Charge>>,
+    /// Resources never histogrammed (`pods`: always plentiful, checked exactly).
+    no_hist: Vec<ResourceId>,
 }
 
 /// Validates a Topology's levels the way Kueue does.
@@ -224,6 +250,10 @@ impl Inventory {
     /// Adds or replaces a node. Returns the owners with pods on it if it became unusable.
     pub fn upsert_node(&mut self, names: &mut Names, node: &Node) -> Result<Vec<u32>, PlacementError> {
         let name = node.metadata.name.clone().unwrap_or_default();
+        let pods = names.resource("pods");
+        if !self.no_hist.contains(&pods) {
+            self.no_hist.push(pods);
+        }
         let status = node.status.clone().unwrap_or_default();
         let mut allocatable = Vec::new();
         for (k, q) in status.allocatable.iter().flatten() {
@@ -287,8 +317,12 @@ impl Inventory {
     }
 
     fn owners_on(&self, idx: u32) -> Vec<u32> {
-        let mut v: Vec<u32> =
-            self.owners.iter().filter(|(_, held)| held.iter().any(|(n, _)| *n == idx)).map(|(o, _)| *o).collect();
+        let mut v: Vec<u32> = self
+            .owners
+            .iter()
+            .filter(|(_, held)| held.iter().any(|(_, nodes)| nodes.iter().any(|(n, _)| *n == idx)))
+            .map(|(o, _)| *o)
+            .collect();
         v.sort_unstable();
         v
     }
@@ -310,36 +344,64 @@ impl Inventory {
     /// Applies `f` to a node and propagates its slot changes in every tree: O(trees × depth).
     fn change_node(&mut self, idx: u32, f: impl FnOnce(&mut NodeRec)) {
         let Some(node) = self.nodes[idx as usize].as_mut() else { return };
+        if self.dirty {
+            // The next build reads the node as it is; nothing to propagate.
+            f(node);
+            return;
+        }
         let before_free = node.untouched();
-        let mut before: Vec<Vec<i64>> = Vec::new();
-        if !self.dirty {
-            for t in self.trees.values() {
-                before.push(t.hist_res.iter().map(|&r| slots(node.free(r))).collect());
+        let mut before = [0i64; MAX_HISTS * 4];
+        let mut k = 0;
+        for t in self.trees.values() {
+            for &r in &t.hist_res {
+                if k < before.len() {
+                    before[k] = slots(node.free(r));
+                }
+                k += 1;
             }
         }
         f(node);
-        if self.dirty {
-            return;
-        }
-        let after_free = node.untouched();
         let node = self.nodes[idx as usize].as_ref().expect("checked above");
-        for (t, b) in self.trees.values_mut().zip(before) {
-            let Some(&leaf) = t.leaf_of.get(&idx) else { continue };
-            let a: Vec<i64> = t.hist_res.iter().map(|&r| slots(node.free(r))).collect();
-            t.update_leaf(leaf, &b, &a, before_free, after_free);
+        let after_free = node.untouched();
+        let mut k = 0;
+        for t in self.trees.values_mut() {
+            let base = k;
+            k += t.hist_res.len();
+            let Some(leaf) = t.leaf(idx) else { continue };
+            let mut changes = [(0usize, 0usize, 0usize); MAX_HISTS];
+            let (mut sb, mut sa) = ([0i64; MAX_HISTS], [0i64; MAX_HISTS]);
+            let mut n = 0;
+            for (h, &r) in t.hist_res.iter().enumerate() {
+                let b = before.get(base + h).copied().unwrap_or(0);
+                let a = slots(node.free(r));
+                (sb[h], sa[h]) = (b, a);
+                if a != b {
+                    changes[n] = (h, b as usize, a as usize);
+                    n += 1;
+                }
+            }
+            if n > 0 || before_free != after_free {
+                let k = t.hist_res.len();
+                t.update_leaf(leaf, &changes[..n], (before_free, after_free), (&sb[..k], &sa[..k]));
+            }
         }
     }
 
-    /// Charges `owner`'s pods: (node, per-pod request, count) each.
-    pub fn assign(&mut self, owner: u32, pods: &[(u32, Vec<(ResourceId, i64)>, i32)]) {
-        for (node, per_pod, count) in pods {
-            let amounts: Vec<(ResourceId, i64)> = per_pod.iter().map(|(r, v)| (*r, v * i64::from(*count))).collect();
-            self.change_node(*node, |n| {
-                for (r, v) in &amounts {
-                    add_at(&mut n.used, *r as usize, *v);
+    /// Charges `owner` for `count` pods of `per_pod` on each listed node.
+    pub fn assign(&mut self, owner: u32, per_pod: &[(ResourceId, i64)], nodes: &[(u32, i32)]) {
+        for &(node, count) in nodes {
+            self.charge(node, per_pod, i64::from(count));
+        }
+        self.owners.entry(owner).or_default().push((per_pod.to_vec(), nodes.to_vec()));
+    }
+
+    fn charge(&mut self, node: u32, per_pod: &[(ResourceId, i64)], count: i64) {
+        if self.nodes.get(node as usize).is_some_and(|n| n.is_some()) {
+            self.change_node(node, |n| {
+                for (r, v) in per_pod {
+                    add_at(&mut n.used, *r as usize, v * count);
                 }
             });
-            self.owners.entry(owner).or_default().push((*node, amounts));
         }
     }
 
@@ -351,13 +413,9 @@ impl Inventory {
     /// Releases what `owner` holds and returns it, so [`Inventory::restore`] can put it back.
     pub fn take(&mut self, owner: u32) -> Held {
         let Some(held) = self.owners.remove(&owner) else { return Held::default() };
-        for (node, amounts) in held.iter().rev() {
-            if self.nodes.get(*node as usize).is_some_and(|n| n.is_some()) {
-                self.change_node(*node, |n| {
-                    for (r, v) in amounts {
-                        add_at(&mut n.used, *r as usize, -*v);
-                    }
-                });
+        for (per_pod, nodes) in held.iter().rev() {
+            for &(node, count) in nodes.iter().rev() {
+                self.charge(node, per_pod, -i64::from(count));
             }
         }
         Held(held)
@@ -365,19 +423,14 @@ impl Inventory {
 
     /// Charges back what [`Inventory::take`] returned.
     pub fn restore(&mut self, owner: u32, held: Held) {
-        if held.0.is_empty() {
-            return;
-        }
-        for (node, amounts) in &held.0 {
-            if self.nodes.get(*node as usize).is_some_and(|n| n.is_some()) {
-                self.change_node(*node, |n| {
-                    for (r, v) in amounts {
-                        add_at(&mut n.used, *r as usize, *v);
-                    }
-                });
+        for (per_pod, nodes) in &held.0 {
+            for &(node, count) in nodes {
+                self.charge(node, per_pod, i64::from(count));
             }
         }
-        self.owners.insert(owner, held.0);
+        if !held.0.is_empty() {
+            self.owners.insert(owner, held.0);
+        }
     }
 
     pub fn holds(&self, owner: u32) -> bool {
@@ -393,7 +446,11 @@ impl Inventory {
     pub fn free_total(&mut self, flavor: &str, r: ResourceId) -> i64 {
         self.ensure_trees();
         let Some(t) = self.trees.get(flavor) else { return 0 };
-        t.leaf_of.keys().filter_map(|&n| self.node(n)).map(|n| n.free(r).max(0)).sum()
+        (0..t.leaf_of.len() as u32)
+            .filter(|&n| t.leaf(n).is_some())
+            .filter_map(|n| self.node(n))
+            .map(|n| n.free(r).max(0))
+            .sum()
     }
 
     /// Rebuilds every tree if nodes, topologies or flavors changed since the last build.
@@ -437,7 +494,7 @@ impl Inventory {
             }
         }
         for (r, m) in max {
-            if m / 1000 <= MAX_SLOTS && m % 1000 == 0 {
+            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m / 1000 <= MAX_SLOTS && m % 1000 == 0 {
                 t.hist_res.push(r);
                 t.hist_max.push(m);
             }
@@ -446,7 +503,8 @@ impl Inventory {
         let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len()).map(|i| vec![0; hist_len(i)]).collect();
         let node_level = t.node_level() as usize;
         t.by_level = vec![vec![]; node_level + 1];
-        t.doms.push(Dom { level: -1, hists: empty_hists.clone(), ..Dom::default() });
+        let zero_slots = vec![0i64; t.hist_res.len()];
+        t.doms.push(Dom { level: -1, hists: empty_hists.clone(), whole_free_slots: zero_slots.clone(), ..Dom::default() });
         t.root = 0;
         // Domains are keyed by the label values of every level above them, so two racks
         // named "r1" in different blocks stay distinct.
@@ -486,6 +544,7 @@ impl Inventory {
                             parent: Some(parent),
                             level: depth as i32,
                             hists: empty_hists.clone(),
+                            whole_free_slots: zero_slots.clone(),
                             ..Dom::default()
                         });
                         t.doms[parent as usize].children.push(id);
@@ -503,7 +562,10 @@ impl Inventory {
                 continue;
             }
             t.doms[leaf as usize].node = Some(idx);
-            t.leaf_of.insert(idx, leaf);
+            if t.leaf_of.len() <= idx as usize {
+                t.leaf_of.resize(idx as usize + 1, u32::MAX);
+            }
+            t.leaf_of[idx as usize] = leaf;
             let s: Vec<usize> = t.hist_res.iter().map(|&r| slots(n.free(r)) as usize).collect();
             let free = n.untouched();
             let mut cur = Some(leaf);
@@ -514,6 +576,11 @@ impl Inventory {
                 }
                 dom.nodes += 1;
                 dom.whole_free += u32::from(free);
+                if free {
+                    for (h, k) in s.iter().enumerate() {
+                        dom.whole_free_slots[h] += *k as i64;
+                    }
+                }
                 cur = dom.parent;
             }
         }

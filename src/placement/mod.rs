@@ -11,11 +11,13 @@
 mod allocator;
 mod encode;
 mod inventory;
+mod pool;
 mod request;
 
 pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;
 pub use inventory::{Held, Inventory, NodeSummary, PlacementError, validate_levels};
+pub use pool::{NodePoolSpec, PoolLevel};
 pub use request::{PodSetPlacementRequest, TopologyMode, topology_mode};
 
 /// Where one PodSet's pods go: (node name, pod count), in domain order.

@@ -59,7 +59,7 @@ fn placed(inv: &Inventory, nodes: &[(u32, i32)]) -> BTreeMap<String, i32> {
 /// Uses `used` GPUs on a node, as another workload would.
 fn occupy(inv: &mut Inventory, names: &mut Names, owner: u32, node: &str, used: i64) {
     let idx = inv.node_idx(node).expect("node exists");
-    inv.assign(owner, &[(idx, vec![(names.resource(GPU), used * 1000)], 1)]);
+    inv.assign(owner, &[(names.resource(GPU), used * 1000)], &[(idx, 1)]);
 }
 
 #[test]
@@ -131,8 +131,7 @@ fn assign_then_release_restores_every_aggregate() {
     let before = format!("{:?}", inv.trees);
     let r = req(&mut names, 3, 4, TopologyMode::Required("cloud/block".into()));
     let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
-    let charge: Vec<_> = got.iter().map(|&(n, c)| (n, r.per_pod.clone(), c)).collect();
-    inv.assign(7, &charge);
+    inv.assign(7, &r.per_pod, &got);
     assert_ne!(format!("{:?}", inv.trees), before);
     inv.release(7);
     assert_eq!(format!("{:?}", inv.trees), before);
@@ -143,7 +142,7 @@ fn never_double_books_a_node() {
     let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 8)]);
     let r = req(&mut names, 1, 8, TopologyMode::Unconstrained);
     let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
-    inv.assign(1, &[(got[0].0, r.per_pod.clone(), 1)]);
+    inv.assign(1, &r.per_pod, &[(got[0].0, 1)]);
     assert!(inv.find(&names, "tas", &r, Strategy::Kuota).is_err());
 }
 

@@ -517,7 +517,7 @@ impl Template {
 }
 
 /// Sets `metadata.creationTimestamp` from engine time (ms since the epoch).
-pub(crate) fn set_creation_time(object: &mut api::Workload, at: Millis) {
+pub fn set_creation_time(object: &mut api::Workload, at: Millis) {
     if let Ok(ts) = k8s_openapi::jiff::Timestamp::from_millisecond(at) {
         object.metadata.creation_timestamp = Some(Time(ts));
     }

@@ -23,7 +23,7 @@ pub struct Report {
     pub totals: Totals,
     pub cluster_queues: Vec<ClusterQueueStats>,
     pub classes: Vec<ClassStats>,
-    /// Workloads still pending at the end, grouped by the engine's reason and message.
+    /// Workloads still pending at the end, grouped by ClusterQueue and the engine's reason.
     pub never_admitted: Vec<PendingGroup>,
     /// Engine behaviour the simulator could not make sense of (see docs/simulator.md).
     pub anomalies: Vec<String>,
@@ -140,15 +140,17 @@ pub struct ClassStats {
     pub time_to_admission: Distribution,
 }
 
-/// Workloads that ended the run pending for the same reason.
+/// Workloads of one ClusterQueue that ended the run pending for the same reason.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingGroup {
+    pub cluster_queue: String,
     pub reason: String,
-    pub message: String,
     pub count: u64,
     /// The first such workload, `namespace/name`.
     pub example: String,
+    /// The engine's message for `example`.
+    pub message: String,
 }
 
 /// Wall-clock measurements; excluded from determinism comparisons.
@@ -278,7 +280,8 @@ impl Report {
             let _ = writeln!(out);
             let _ = writeln!(out, "never admitted:");
             for g in &self.never_admitted {
-                let _ = writeln!(out, "  {} x {}: {} (e.g. {})", g.count, g.reason, g.message, g.example);
+                let cq = if g.cluster_queue.is_empty() { "(no ClusterQueue)" } else { g.cluster_queue.as_str() };
+                let _ = writeln!(out, "  {cq}: {} x {}, e.g. {}: {}", g.count, g.reason, g.example, g.message);
             }
         }
         if !self.anomalies.is_empty() {
@@ -365,7 +368,11 @@ impl Table {
                 width[i] = width[i].max(c.chars().count());
             }
         }
-        let numeric = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') && !s.contains('=');
+        // A column is right-aligned when every cell in it is a number or a duration.
+        let numeric = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit()) && !s.contains('=');
+        let right: Vec<bool> = (0..cols)
+            .map(|i| i > 0 && !self.rows.is_empty() && self.rows.iter().all(|r| r.get(i).is_some_and(|c| numeric(c) || c == "-")))
+            .collect();
         let mut out = String::new();
         let line = |cells: &[String], out: &mut String| {
             let mut l = String::new();
@@ -374,7 +381,7 @@ impl Table {
                     l.push_str("  ");
                 }
                 let pad = width[i].saturating_sub(c.chars().count());
-                if numeric(c) && i > 0 {
+                if right[i] {
                     l.push_str(&" ".repeat(pad));
                     l.push_str(c);
                 } else {

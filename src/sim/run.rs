@@ -29,12 +29,23 @@ pub struct SimConfig {
     pub eviction_delay_ms: Millis,
     /// Safety stop: at most this many event batches (each = one cycle).
     pub max_batches: u64,
+    /// Safety stop against engine livelock (e.g. admit/preempt ping-pong with
+    /// no eviction delay): at most this many batches at one virtual instant.
+    /// Legitimate cascades (preempt → stop → requeue → admit) need a few per
+    /// workload involved, far below the default.
+    pub max_batches_per_instant: u64,
     pub engine: EngineConfig,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { seed: 1, eviction_delay_ms: 0, max_batches: 10_000_000, engine: EngineConfig::default() }
+        Self {
+            seed: 1,
+            eviction_delay_ms: 0,
+            max_batches: 10_000_000,
+            max_batches_per_instant: 10_000,
+            engine: EngineConfig::default(),
+        }
     }
 }
 
@@ -185,6 +196,7 @@ impl<'p> Simulation<'p> {
         }
         let mut batch = Vec::new();
         let mut batches: u64 = 0;
+        let mut same_instant: u64 = 0;
         loop {
             let Some(t) = self.queue.pop_batch(&mut batch) else {
                 // Drained. A cycle is only triggered by events, so give the
@@ -199,6 +211,14 @@ impl<'p> Simulation<'p> {
             batches += 1;
             if batches > self.cfg.max_batches {
                 self.totals.truncated = true;
+                break;
+            }
+            same_instant = if t == self.now { same_instant + 1 } else { 1 };
+            if same_instant > self.cfg.max_batches_per_instant {
+                self.totals.truncated = true;
+                self.anomaly(format!(
+                    "t={t}ms: {same_instant} scheduling cycles at the same instant without time advancing; stopping (engine livelock?)"
+                ));
                 break;
             }
             self.now = t;
@@ -452,7 +472,8 @@ impl<'p> Simulation<'p> {
                     PendingReason::WaitingForQuota,
                     "no scheduling cycle reported a reason".to_string(),
                 ));
-                let g = pending.entry((reason.as_str().to_string(), message.clone())).or_insert_with(|| PendingGroup {
+                let g = pending.entry((w.cluster_queue.clone(), reason.as_str().to_string())).or_insert_with(|| PendingGroup {
+                    cluster_queue: w.cluster_queue.clone(),
                     reason: reason.as_str().to_string(),
                     message,
                     count: 0,
@@ -562,5 +583,140 @@ impl<'p> Simulation<'p> {
             anomalies: self.anomalies,
             timing: Some(timing),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Scenario, SourceFile, simulate};
+
+    fn generator_only(yaml: &str) -> Scenario {
+        Scenario { name: "t".into(), manifests: vec![], generator: Some(SourceFile::new("generator.yaml", yaml)) }
+    }
+
+    /// One cpu; a low-priority job starts, a high-priority one preempts it.
+    const PREEMPT: &str = r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    withinClusterQueue: LowerPriority
+    workloadsSets:
+    - count: 1
+      creationIntervalMs: 100
+      workloads: [{className: low, runtimeMs: 1000, priority: 0, request: 1}]
+    - count: 1
+      creationIntervalMs: 200
+      workloads: [{className: high, runtimeMs: 500, priority: 10, request: 1}]
+"#;
+
+    fn class<'r>(r: &'r Report, name: &str) -> &'r super::ClassStats {
+        r.classes.iter().find(|c| c.class == name).expect("class present")
+    }
+
+    #[test]
+    fn preempted_workload_requeues_and_runs_its_full_runtime() {
+        let cfg = SimConfig { eviction_delay_ms: 50, ..SimConfig::default() };
+        let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(r.totals.preemptions, 1);
+        assert_eq!(r.totals.admissions, 3);
+        assert_eq!(r.totals.finished, 2);
+        // low: 100 admitted, 200 preempted, 250 stopped; high: 250..750; low again: 750..1750.
+        assert_eq!(r.totals.makespan_ms, 1750);
+        assert_eq!(class(&r, "high").time_to_admission.max_ms, 50);
+        assert_eq!(class(&r, "low").time_to_admission.max_ms, 650);
+        assert_eq!(class(&r, "low").preempted, 1);
+        let cq = &r.cluster_queues[0];
+        assert_eq!((cq.preempted, cq.preemptions_issued), (1, 1));
+        // Busy from 100 to 1750 except nothing idles: 1650 of 1750 ms at 1 cpu.
+        let u = cq.resources["cpu"].utilization.expect("has nominal");
+        assert!((u - 1650.0 / 1750.0).abs() < 1e-9, "{u}");
+    }
+
+    #[test]
+    fn zero_eviction_delay_requeues_in_the_same_instant() {
+        let r = simulate(&generator_only(PREEMPT), SimConfig::default()).expect("runs");
+        // high runs 200..700, low 700..1700.
+        assert_eq!(r.totals.makespan_ms, 1700);
+        assert_eq!(class(&r, "high").time_to_admission.max_ms, 0);
+    }
+
+    #[test]
+    fn demo_is_deterministic_and_seed_sensitive() {
+        let a = simulate(&Scenario::demo(), SimConfig::default()).expect("runs");
+        let b = simulate(&Scenario::demo(), SimConfig::default()).expect("runs");
+        assert_eq!(a.without_timing(), b.without_timing());
+        assert_eq!(a.without_timing().to_json(), b.without_timing().to_json());
+        assert!(a.timing.is_some());
+        let c = simulate(&Scenario::demo(), SimConfig { seed: 5, ..SimConfig::default() }).expect("runs");
+        assert_ne!(a.without_timing().totals, c.without_timing().totals);
+    }
+
+    /// Seeds 2-4 currently hit an engine admit/preempt livelock (see
+    /// /work/notes/engine-bugs.md); the simulator stops it with an anomaly.
+    #[test]
+    #[ignore = "engine livelock on seeds 2-4: a workload admitted in a cycle is preempted in the same cycle"]
+    fn demo_runs_clean_for_many_seeds() {
+        for seed in 1..=8 {
+            let r = simulate(&Scenario::demo(), SimConfig { seed, ..SimConfig::default() }).expect("runs");
+            assert!(r.anomalies.is_empty() && !r.totals.truncated, "seed {seed}: {:?}", r.anomalies);
+        }
+    }
+
+    #[test]
+    fn livelock_guard_stops_the_run() {
+        // Whatever the engine does, the run ends quickly with a small per-instant budget.
+        let cfg = SimConfig { seed: 2, max_batches_per_instant: 50, ..SimConfig::default() };
+        let r = simulate(&Scenario::demo(), cfg).expect("runs");
+        assert!(r.totals.cycles < 20_000);
+    }
+
+    #[test]
+    fn demo_borrows_and_preempts() {
+        let r = simulate(&Scenario::demo(), SimConfig::default()).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(r.totals.finished, r.totals.workloads);
+        assert!(r.totals.preemptions > 0);
+        let borrowed = r
+            .cluster_queues
+            .iter()
+            .filter_map(|c| c.resources.get("nvidia.com/gpu").and_then(|s| s.borrowed_share))
+            .fold(0.0, f64::max);
+        assert!(borrowed > 0.0);
+        let table = r.render_table();
+        assert!(table.starts_with(super::super::report::REPORT_HEADER), "{table}");
+    }
+
+    #[test]
+    fn oversized_workload_is_reported_not_looped_on() {
+        let yaml = r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    workloadsSets:
+    - count: 2
+      creationIntervalMs: 10
+      workloads: [{className: huge, runtimeMs: 5, request: 4}]
+"#;
+        let r = simulate(&generator_only(yaml), SimConfig::default()).expect("runs");
+        assert_eq!(r.totals.admissions, 0);
+        assert_eq!(r.never_admitted.iter().map(|g| g.count).sum::<u64>(), 2);
+        assert!(!r.totals.truncated);
+    }
+
+    #[test]
+    fn batch_limit_truncates() {
+        let cfg = SimConfig { max_batches: 2, ..SimConfig::default() };
+        let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+        assert!(r.totals.truncated);
     }
 }

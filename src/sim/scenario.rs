@@ -221,6 +221,8 @@ struct Objects {
     cluster_queues: Vec<(String, api::ClusterQueue)>,
     local_queues: Vec<(String, api::LocalQueue)>,
     workloads: Vec<(String, api::Workload)>,
+    /// scheduling.k8s.io PriorityClasses: (file, name, value, globalDefault).
+    pod_priority_classes: Vec<(String, String, i32, bool)>,
     /// name -> labels.
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
@@ -239,7 +241,16 @@ impl Objects {
                 }
                 self.local_queues.push((s, o));
             }
-            Manifest::Workload(o) => self.workloads.push((s, o)),
+            Manifest::Workload(o) => self.workloads.push((s, *o)),
+            Manifest::PriorityClass(o) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                self.pod_priority_classes.push((s, name, o.value, o.global_default.unwrap_or(false)));
+            }
+            Manifest::Namespace(o) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let labels = o.metadata.labels.clone().unwrap_or_default();
+                self.namespaces.entry(name).or_default().extend(labels);
+            }
             other => {
                 return Err(SimError::Manifest {
                     source_name: s,
@@ -311,6 +322,9 @@ impl Objects {
         for (s, o) in self.priority_classes {
             ev.push((label(&s, "WorkloadPriorityClass", &o.metadata.name), Event::WorkloadPriorityClassUpserted(o)));
         }
+        for (s, name, value, global_default) in self.pod_priority_classes {
+            ev.push((format!("PriorityClass {name} ({s})"), Event::PriorityClassUpserted { name, value, global_default }));
+        }
         for (name, mut labels) in self.namespaces {
             labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
             ev.push((format!("Namespace {name}"), Event::NamespaceUpserted { name, labels }));
@@ -374,9 +388,11 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
             | Manifest::Cohort(_)
             | Manifest::ClusterQueue(_)
             | Manifest::LocalQueue(_)
+            | Manifest::PriorityClass(_)
+            | Manifest::Namespace(_)
             | Manifest::Workload(_) => {
                 // Cannot fail for these kinds.
-                let _ = objs.add(&src, m);
+                let _ = objs.add(src.as_str(), m);
             }
             _ => {}
         }

@@ -81,7 +81,9 @@ impl Step {
         ];
         match actions.iter().filter(|a| **a).count() {
             1 => {}
-            0 => return Err("step has no action (apply, schedule, expect, finish, delete, evict-complete)".into()),
+            0 => {
+                return Err("step has no action (apply, schedule, expect, finish, delete, evict-complete)".into());
+            }
             _ => return Err("step has more than one action; split it".into()),
         }
         if self.expect_load_error.is_some() && self.apply.is_none() {

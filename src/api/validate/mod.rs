@@ -14,7 +14,7 @@ pub use names::{
     dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, qualified_name_errors,
 };
 pub use quota::{validate_cluster_queue, validate_cohort, validate_local_queue};
-pub use workload::validate_workload;
+pub use workload::{validate_pod_template, validate_workload};
 
 use super::quantity::{QuantityError, parse_milli};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -196,7 +196,9 @@ pub(crate) fn quantity(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) ->
         Ok(v) => Some(v),
         Err(e) => {
             let detail = match e {
-                QuantityError::Format(_) => "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTPE]*[-+]?[0-9]*)$'",
+                QuantityError::Format(_) => {
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTPE]*[-+]?[0-9]*)$'"
+                }
                 QuantityError::Overflow(_) => "quantity is out of range",
                 QuantityError::Precision(_) => "quantity has too many significant digits",
             };
@@ -221,16 +223,29 @@ pub fn validate_object_meta(meta: &ObjectMeta, namespaced: bool) -> Vec<FieldErr
     let path = Path::new("metadata");
     match meta.name.as_deref() {
         None | Some("") if meta.generate_name.is_none() => {
-            errs.push(FieldError::required(&path.child("name"), "name or generateName is required"));
+            errs.push(FieldError::required(
+                &path.child("name"),
+                "name or generateName is required",
+            ));
         }
         Some(name) if !name.is_empty() => {
-            names::push_errors(&mut errs, &path.child("name"), name, dns1123_subdomain_errors(name));
+            names::push_errors(
+                &mut errs,
+                &path.child("name"),
+                name,
+                dns1123_subdomain_errors(name),
+            );
         }
         _ => {}
     }
     if let Some(ns) = meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
         if namespaced {
-            names::push_errors(&mut errs, &path.child("namespace"), ns, dns1123_label_errors(ns));
+            names::push_errors(
+                &mut errs,
+                &path.child("namespace"),
+                ns,
+                dns1123_label_errors(ns),
+            );
         } else {
             errs.push(FieldError::forbidden(
                 &path.child("namespace"),
@@ -247,18 +262,32 @@ mod tests {
 
     #[test]
     fn displays_like_kubernetes() {
-        let p = Path::new("spec").child("resourceGroups").index(0).child("flavors").index(1);
-        let e = FieldError::invalid(&p.child("lendingLimit"), "5", "must be less than or equal to the nominalQuota");
+        let p = Path::new("spec")
+            .child("resourceGroups")
+            .index(0)
+            .child("flavors")
+            .index(1);
+        let e = FieldError::invalid(
+            &p.child("lendingLimit"),
+            "5",
+            "must be less than or equal to the nominalQuota",
+        );
         assert_eq!(
             e.to_string(),
             "spec.resourceGroups[0].flavors[1].lendingLimit: Invalid value: \"5\": must be less than or equal to the nominalQuota"
         );
         let e = FieldError::too_many(&Path::new("spec").child("podSets"), 9, 8);
-        assert_eq!(e.to_string(), "spec.podSets: Too many: 9: must have at most 8 items");
+        assert_eq!(
+            e.to_string(),
+            "spec.podSets: Too many: 9: must have at most 8 items"
+        );
         let e = FieldError::required(&Path::new("spec").child("x"), "");
         assert_eq!(e.to_string(), "spec.x: Required value");
         let e = FieldError::not_supported(&Path::new("a").key("k"), "x", &["y", "z"]);
-        assert_eq!(e.to_string(), "a[k]: Unsupported value: \"x\": supported values: \"y\", \"z\"");
+        assert_eq!(
+            e.to_string(),
+            "a[k]: Unsupported value: \"x\": supported values: \"y\", \"z\""
+        );
     }
 
     #[test]
@@ -270,7 +299,13 @@ mod tests {
         };
         let errs = validate_object_meta(&meta, false);
         assert_eq!(errs.len(), 2, "{errs:?}");
-        assert!(errs[0].to_string().starts_with("metadata.name: Invalid value: \"Team_A\": a lowercase RFC 1123 subdomain"));
-        assert!(validate_object_meta(&ObjectMeta::default(), true)[0].to_string().contains("Required value"));
+        assert!(errs[0].to_string().starts_with(
+            "metadata.name: Invalid value: \"Team_A\": a lowercase RFC 1123 subdomain"
+        ));
+        assert!(
+            validate_object_meta(&ObjectMeta::default(), true)[0]
+                .to_string()
+                .contains("Required value")
+        );
     }
 }

@@ -50,7 +50,8 @@ fn is_qualified_part(s: &str) -> bool {
     !b.is_empty()
         && alnum(b[0])
         && alnum(b[b.len() - 1])
-        && b.iter().all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// Messages for a value that is not a qualified name like `example.com/MyName` (empty if valid).
@@ -101,7 +102,10 @@ pub fn label_value_errors(s: &str) -> Vec<String> {
 
 /// Records one `Invalid value` error per message.
 pub(super) fn push_errors(errs: &mut Vec<FieldError>, path: &Path, value: &str, msgs: Vec<String>) {
-    errs.extend(msgs.into_iter().map(|m| FieldError::invalid(path, value, m)));
+    errs.extend(
+        msgs.into_iter()
+            .map(|m| FieldError::invalid(path, value, m)),
+    );
 }
 
 /// Validates a reference to a cluster-scoped object by name (DNS-1123 subdomain).

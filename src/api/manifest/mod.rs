@@ -1,0 +1,199 @@
+//! Loading plain Kueue/Kubernetes YAML manifests (multi-document) into typed objects.
+//!
+//! Each document is dispatched on `apiVersion` + `kind`, decoded strictly (unknown fields
+//! are errors, including inside Kubernetes' own types), converted to v1beta2 and validated.
+//! Every problem names the file, the document, the line when known, the object and the
+//! field path, e.g.
+//! `cluster.yaml:14: document 3 (ClusterQueue "team-a"): spec.resourceGroups[0]...: ...`.
+
+mod decode;
+
+use super::validate::{self, FieldError};
+use super::{
+    ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload, WorkloadPriorityClass,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use std::fmt;
+use std::path::Path;
+
+/// One decoded object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Manifest {
+    /// kueue.x-k8s.io ResourceFlavor.
+    ResourceFlavor(ResourceFlavor),
+    /// kueue.x-k8s.io ClusterQueue.
+    ClusterQueue(ClusterQueue),
+    /// kueue.x-k8s.io Cohort.
+    Cohort(Cohort),
+    /// kueue.x-k8s.io LocalQueue.
+    LocalQueue(LocalQueue),
+    /// kueue.x-k8s.io Workload.
+    Workload(Box<Workload>),
+    /// kueue.x-k8s.io WorkloadPriorityClass.
+    WorkloadPriorityClass(WorkloadPriorityClass),
+    /// kueue.x-k8s.io Topology.
+    Topology(Topology),
+    /// batch/v1 Job.
+    Job(Box<Job>),
+    /// scheduling.k8s.io/v1 PriorityClass.
+    PriorityClass(PriorityClass),
+    /// v1 Namespace.
+    Namespace(Namespace),
+    /// v1 Node.
+    Node(Box<Node>),
+}
+
+impl Manifest {
+    /// The object's kind, e.g. `ClusterQueue`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Manifest::ResourceFlavor(_) => "ResourceFlavor",
+            Manifest::ClusterQueue(_) => "ClusterQueue",
+            Manifest::Cohort(_) => "Cohort",
+            Manifest::LocalQueue(_) => "LocalQueue",
+            Manifest::Workload(_) => "Workload",
+            Manifest::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
+            Manifest::Topology(_) => "Topology",
+            Manifest::Job(_) => "Job",
+            Manifest::PriorityClass(_) => "PriorityClass",
+            Manifest::Namespace(_) => "Namespace",
+            Manifest::Node(_) => "Node",
+        }
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Manifest::ResourceFlavor(o) => &o.metadata,
+            Manifest::ClusterQueue(o) => &o.metadata,
+            Manifest::Cohort(o) => &o.metadata,
+            Manifest::LocalQueue(o) => &o.metadata,
+            Manifest::Workload(o) => &o.metadata,
+            Manifest::WorkloadPriorityClass(o) => &o.metadata,
+            Manifest::Topology(o) => &o.metadata,
+            Manifest::Job(o) => &o.metadata,
+            Manifest::PriorityClass(o) => &o.metadata,
+            Manifest::Namespace(o) => &o.metadata,
+            Manifest::Node(o) => &o.metadata,
+        }
+    }
+
+    /// `metadata.name`, if set.
+    pub fn name(&self) -> Option<&str> {
+        self.metadata().name.as_deref()
+    }
+
+    /// `metadata.namespace`, if set.
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata().namespace.as_deref()
+    }
+
+    /// Runs the validation rules for this kind.
+    pub fn validate(&self) -> Vec<FieldError> {
+        match self {
+            Manifest::ResourceFlavor(o) => validate::validate_resource_flavor(o),
+            Manifest::ClusterQueue(o) => validate::validate_cluster_queue(o),
+            Manifest::Cohort(o) => validate::validate_cohort(o),
+            Manifest::LocalQueue(o) => validate::validate_local_queue(o),
+            Manifest::Workload(o) => validate::validate_workload(o),
+            Manifest::WorkloadPriorityClass(o) => validate::validate_workload_priority_class(o),
+            Manifest::Topology(o) => validate::validate_topology(o),
+            Manifest::Job(o) => {
+                let mut errs = validate::validate_object_meta(&o.metadata, true);
+                if let Some(spec) = &o.spec {
+                    let path = validate::Path::new("spec").child("template");
+                    errs.extend(validate::validate_pod_template(&spec.template, &path));
+                }
+                errs
+            }
+            Manifest::PriorityClass(o) => validate::validate_object_meta(&o.metadata, false),
+            Manifest::Namespace(o) => validate::validate_object_meta(&o.metadata, false),
+            Manifest::Node(o) => validate::validate_object_meta(&o.metadata, false),
+        }
+    }
+}
+
+/// Where in the input a problem was found, and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file name (or other source label) given to the loader.
+    pub source_name: String,
+    /// 1-based document index within the stream, when the problem belongs to a document.
+    pub document: Option<usize>,
+    /// 1-based line number, when known.
+    pub line: Option<usize>,
+    /// `Kind "name"` of the object, when known.
+    pub object: Option<String>,
+    /// The problem, starting with the field path when there is one.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source_name)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(d) = self.document {
+            write!(f, ": document {d}")?;
+        }
+        if let Some(o) = &self.object {
+            write!(f, " ({o})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Every problem found while loading; displayed one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// The problems, in input order (never empty).
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Loads every document of a YAML stream; `source_name` labels errors (usually the file name).
+pub fn load_str(source_name: &str, yaml: &str) -> Result<Vec<Manifest>, LoadError> {
+    let (manifests, problems) = decode::load_documents(source_name, yaml);
+    if problems.is_empty() {
+        Ok(manifests)
+    } else {
+        Err(LoadError { problems })
+    }
+}
+
+/// Reads and loads a YAML file; errors are labelled with the path as given.
+pub fn load_file(path: impl AsRef<Path>) -> Result<Vec<Manifest>, LoadError> {
+    let path = path.as_ref();
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(&name, &text),
+        Err(e) => Err(LoadError {
+            problems: vec![Problem {
+                source_name: name,
+                document: None,
+                line: None,
+                object: None,
+                message: format!("cannot read file: {e}"),
+            }],
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
