@@ -1,1 +1,174 @@
-fn main() {}
+//! Engine benchmarks. Run: `cargo bench --bench engine` (see docs/performance.md).
+//!
+//! * `cycle/1000cq-50k-pending`: one scheduling cycle over 1,000 ClusterQueues
+//!   in 10 cohorts holding 50,000 pending workloads. The pending state is built
+//!   once and cloned outside the timed region, so every iteration schedules
+//!   from the same state.
+//! * `drain/large-scale-50k`: Kueue's "large-scale" performance shape (1, 5
+//!   and 20 cpu workloads, nominal 20 / borrowing limit 100 per queue) scaled
+//!   to 50,000 workloads over 1,000 ClusterQueues in 10 cohorts, simulated to
+//!   completion. Wall time covers the whole simulator; the engine's own time
+//!   is printed once before the measurement.
+//! * `baseline/btreemap-insert-50k-keys`: inserting the same 50,000 workload
+//!   keys into a `BTreeMap`, measured in the same run so the cycle can be
+//!   quoted as a ratio that does not depend on the machine.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use kuota::engine::{Engine, Event, WorkloadKey};
+use kuota::sim::generator::set_creation_time;
+use kuota::sim::{Plan, SIM_EPOCH_MS, Scenario, SimConfig, Simulation, SourceFile};
+
+const COHORTS: u32 = 10;
+const QUEUES_PER_COHORT: u32 = 100;
+
+/// Kueue's large-scale generator shape with 50 workloads per queue
+/// (33 small, 12 medium, 5 large): 1,000 queues × 50 = 50,000 workloads.
+fn large_scale_yaml() -> String {
+    format!(
+        r#"
+cohorts:
+- className: cohort
+  count: {COHORTS}
+  queuesSets:
+  - className: cq
+    count: {QUEUES_PER_COHORT}
+    nominalQuota: 20
+    borrowingLimit: 100
+    reclaimWithinCohort: Any
+    withinClusterQueue: LowerPriority
+    workloadsSets:
+    - count: 33
+      creationIntervalMs: 20
+      workloads: [{{className: small, runtimeMs: 50, priority: 50, request: 1}}]
+    - count: 12
+      creationIntervalMs: 50
+      workloads: [{{className: medium, runtimeMs: 100, priority: 100, request: 5}}]
+    - count: 5
+      creationIntervalMs: 200
+      workloads: [{{className: large, runtimeMs: 200, priority: 200, request: 20}}]
+"#
+    )
+}
+
+fn plan() -> Plan {
+    let scenario = Scenario {
+        name: "large-scale-50k".into(),
+        manifests: vec![],
+        generator: Some(SourceFile::new("generator.yaml", large_scale_yaml())),
+    };
+    // The config above is fixed and valid; failing here is a bug in the generator.
+    scenario.plan(1).expect("benchmark scenario plans")
+}
+
+/// An engine holding the cluster and every workload of `plan` as pending.
+fn pending_engine(plan: &Plan) -> Engine {
+    let mut engine = Engine::default();
+    for (what, ev) in &plan.setup {
+        if let Err(e) = engine.apply(SIM_EPOCH_MS, ev.clone()) {
+            panic!("benchmark setup: {what}: {e}");
+        }
+    }
+    for w in &plan.workloads {
+        let at = SIM_EPOCH_MS + w.arrival;
+        let mut obj = w.object.clone();
+        set_creation_time(&mut obj, at);
+        if let Err(e) = engine.apply(at, Event::WorkloadUpserted(obj)) {
+            panic!("benchmark setup: {}: {e}", w.key);
+        }
+    }
+    engine
+}
+
+fn benches(c: &mut Criterion) {
+    let plan = plan();
+    assert_eq!(plan.workloads.len(), 50_000);
+    let now = SIM_EPOCH_MS + plan.workloads.last().map_or(0, |w| w.arrival);
+
+    let pending = pending_engine(&plan);
+    let first = pending.clone().schedule(now);
+    let admitted = first
+        .iter()
+        .filter(|d| matches!(d, kuota::engine::Decision::Admit { .. }))
+        .count();
+    eprintln!(
+        "cycle: {} decisions, {admitted} admissions from 50,000 pending",
+        first.len()
+    );
+    c.bench_function("cycle/1000cq-50k-pending", |b| {
+        b.iter_batched(
+            || pending.clone(),
+            |mut e| black_box(e.schedule(now)),
+            BatchSize::PerIteration,
+        )
+    });
+
+    let keys: Vec<WorkloadKey> = plan.workloads.iter().map(|w| w.key.clone()).collect();
+    c.bench_function("baseline/btreemap-insert-50k-keys", |b| {
+        b.iter_batched(
+            || keys.clone(),
+            |keys| {
+                let mut m = BTreeMap::new();
+                for (i, k) in keys.into_iter().enumerate() {
+                    m.insert(k, i);
+                }
+                black_box(m)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+
+    // One untimed run to report what criterion cannot see (engine time inside
+    // the drain), and to make sure the drain completes before timing it.
+    let probe = SimConfig {
+        max_batches_per_instant: 200,
+        ..SimConfig::default()
+    };
+    let drains = match Simulation::new(&plan, probe).run() {
+        Ok(r) => {
+            let t = r.timing.as_ref();
+            eprintln!(
+                "drain: {} admissions, {} preemptions, {} cycles, makespan {} ms (capacity bound {:?} ms); engine {:.0} ms, {:.0} decisions/s",
+                r.totals.admissions,
+                r.totals.preemptions,
+                r.totals.cycles,
+                r.totals.makespan_ms,
+                r.totals.capacity_bound_ms,
+                t.map_or(0.0, |t| t.engine_ms),
+                t.map_or(0.0, |t| t.decisions_per_second),
+            );
+            if r.totals.truncated || !r.anomalies.is_empty() {
+                eprintln!(
+                    "drain: NOT timed, the run did not complete: {:?}",
+                    r.anomalies
+                );
+            }
+            !r.totals.truncated && r.anomalies.is_empty()
+        }
+        Err(e) => {
+            eprintln!("drain: NOT timed, simulation failed: {e}");
+            false
+        }
+    };
+    if drains {
+        c.bench_function("drain/large-scale-50k", |b| {
+            b.iter(|| {
+                black_box(
+                    Simulation::new(&plan, SimConfig::default())
+                        .run()
+                        .map(|r| r.totals.finished),
+                )
+            })
+        });
+    }
+}
+
+criterion_group! {
+    name = engine;
+    // Each iteration is long (a full cycle or a full drain): few samples suffice.
+    config = Criterion::default().sample_size(10);
+    targets = benches
+}
+criterion_main!(engine);

@@ -349,6 +349,10 @@ fn quality_table(jobs: usize, seeds: u64) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let iters = if quick { 300 } else { 3000 };
+    if std::env::args().any(|a| a == "--quality-only") {
+        quality_table(if quick { 1500 } else { 3000 }, if quick { 3 } else { 5 });
+        return;
+    }
     println!("Placement latency (p50/p99 over {iters} placements; the naive rescan is the in-run baseline)");
     latency_table("10,240", 4, 5, 8, 64, iters);
     latency_table("51,200", 4, 25, 8, 64, iters / 3);

@@ -7,3 +7,6 @@ pub mod api;
 pub mod engine;
 pub mod integrations;
 pub mod placement;
+pub mod policy;
+pub mod sim;
+pub mod webhook;

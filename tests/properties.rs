@@ -198,24 +198,32 @@ impl Sim {
         self.keys.retain(|x| *x != k);
     }
 
-    fn schedule(&mut self) -> Result<(), TestCaseError> {
+    /// One cycle; returns how many workloads were admitted or preempted.
+    fn schedule(&mut self) -> Result<usize, TestCaseError> {
         self.now += 10;
         let before: Vec<bool> = self.keys.iter().map(|k| self.holding(k)).collect();
+        let mut changes = 0;
         for d in self.engine.schedule(self.now) {
-            if let Decision::Admit { workload, admission } = d {
-                let i = self.keys.iter().position(|k| *k == workload).expect("admitted workload is known");
-                prop_assert!(!before[i], "{workload} admitted while it already held quota");
-                let now = self.state(&workload);
-                prop_assert!(
-                    matches!(now, WorkloadState::Admitted { .. }),
-                    "Admit for {} but after the cycle it is {:?}",
-                    workload,
-                    now
-                );
-                prop_assert!(admission.cluster_queue.starts_with("cq-"));
+            match d {
+                Decision::Admit { workload, admission } => {
+                    changes += 1;
+                    let i = self.keys.iter().position(|k| *k == workload).expect("admitted workload is known");
+                    prop_assert!(!before[i], "{workload} admitted while it already held quota");
+                    let now = self.state(&workload);
+                    prop_assert!(
+                        matches!(now, WorkloadState::Admitted { .. }),
+                        "Admit for {} but after the cycle it is {:?}",
+                        workload,
+                        now
+                    );
+                    prop_assert!(admission.cluster_queue.starts_with("cq-"));
+                }
+                Decision::Preempt { .. } | Decision::Evict { .. } => changes += 1,
+                Decision::Pending { .. } => {}
             }
         }
-        self.check()
+        self.check()?;
+        Ok(changes)
     }
 
     fn complete_evictions(&mut self) {
@@ -240,7 +248,8 @@ impl Sim {
         r.usage.get(&(FLAVOR.to_string(), "cpu".to_string())).map(|u| (u.total, u.borrowed)).unwrap_or((0, 0))
     }
 
-    /// (a) per-CQ limits, (b) per-tree capacity, and the admitted set matches the reports.
+    /// (a) per-CQ limits, (b) per-tree capacity, and reported usage equals what the admitted
+    /// (or still evicting) workloads hold.
     fn check(&self) -> Result<(), TestCaseError> {
         let reports = self.reports();
         let mut pool_used: BTreeMap<usize, i64> = BTreeMap::new();
@@ -311,10 +320,11 @@ impl Sim {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     /// (a) usage <= nominal + borrowingLimit per CQ, (b) no tree uses more than it has or
-    /// borrows another queue's guaranteed (non-lendable) quota, (c) no double admission.
+    /// borrows another queue's guaranteed (non-lendable) quota, (c) no double admission,
+    /// (e) without new events the system settles.
     #[test]
     fn quota_invariants_hold_under_random_streams((tree, ops) in tree().prop_flat_map(|t| { let n = t.cqs.len(); (Just(t), ops(n)) })) {
         let mut sim = Sim::new(tree);
@@ -330,10 +340,22 @@ proptest! {
                         prop_assert_eq!(sim.state(&k), WorkloadState::Finished);
                     }
                 }
-                Op::Schedule => sim.schedule()?,
+                Op::Schedule => _ = sim.schedule()?,
                 Op::CompleteEvictions => sim.complete_evictions(),
             }
             sim.check()?;
+        }
+        // (e) With no new events, the system settles: evictions complete, preemptors get in,
+        // and nobody is admitted or preempted forever (no ping-pong between workloads).
+        let bound = 2 * sim.keys.len() + 4;
+        let mut cycles = 0;
+        loop {
+            sim.complete_evictions();
+            if sim.schedule()? == 0 {
+                break;
+            }
+            cycles += 1;
+            prop_assert!(cycles <= bound, "still admitting or preempting after {} quiet cycles", bound);
         }
     }
 

@@ -55,6 +55,8 @@ struct CycleState {
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
     /// in the same cycle (Kueue's rule too).
     untouchable: HashSet<WlId>,
+    /// Preemptors whose reservation is charged to the tree right now.
+    charged: HashSet<WlId>,
 }
 
 impl Engine {
@@ -64,6 +66,7 @@ impl Engine {
         self.inventory.ensure_trees();
         self.park_inactive();
         let mut st = CycleState::default();
+        self.charge_reservations(&mut st);
         // Two passes, as Kueue orders heads: first everything that fits within nominal
         // quota, then what needs to borrow. A borrower never takes quota that a
         // non-borrowing workload in the same cohort is about to use, so a preemption
@@ -71,7 +74,42 @@ impl Engine {
         for pass in [Pass::Nominal, Pass::Borrowing] {
             self.run_pass(pass, &mut st);
         }
+        // Reservations live only inside cycles: outside, the tree holds real usage only.
+        for id in std::mem::take(&mut st.charged) {
+            self.discharge(id);
+        }
         std::mem::take(&mut self.outbox)
+    }
+
+    /// Charges every waiting preemptor's reservation: the quota its victims are freeing
+    /// is spoken for, so neither newer workloads nor the requeued victims take it
+    /// (which would make the preemptor preempt again, forever).
+    fn charge_reservations(&mut self, st: &mut CycleState) {
+        let ids: Vec<WlId> = self.preemptors.iter().copied().collect();
+        for id in ids {
+            let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
+                self.preemptors.remove(&id);
+                continue;
+            };
+            if !matches!(w.state, WlState::Pending) {
+                self.preemptors.remove(&id);
+                continue;
+            }
+            if let Some((c, usage)) = w.reservation.clone() {
+                let node = self.cqs[c as usize].node;
+                self.tree.add_amounts(node, &usage);
+                st.charged.insert(id);
+            }
+        }
+    }
+
+    /// Takes a preemptor's reservation out of the tree, before it is evaluated itself.
+    fn discharge(&mut self, id: WlId) {
+        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else { return };
+        if let Some((c, usage)) = w.reservation.clone() {
+            let node = self.cqs[c as usize].node;
+            self.tree.remove_amounts(node, &usage);
+        }
     }
 
     fn run_pass(&mut self, pass: Pass, st: &mut CycleState) {
@@ -83,7 +121,7 @@ impl Engine {
             let mut heads = Vec::with_capacity(open.len());
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
-                if let Some(id) = self.next_head(c, &mut cursor[c as usize], &st.failed) {
+                if let Some(id) = self.next_head(c, &mut cursor[c as usize], st) {
                     let assignment = self.assign(c, id, None);
                     heads.push(self.head(c, id, assignment));
                     still_open.push(c);
@@ -138,12 +176,7 @@ impl Engine {
 
     /// The next workload of `c` worth evaluating, skipping (or, under StrictFIFO,
     /// stopping at) workloads that wait for their victims.
-    fn next_head(
-        &mut self,
-        c: CqId,
-        cursor: &mut Option<QueueKey>,
-        failed: &HashMap<(CqId, u64), (PendingReason, String)>,
-    ) -> Option<WlId> {
+    fn next_head(&mut self, c: CqId, cursor: &mut Option<QueueKey>, st: &mut CycleState) -> Option<WlId> {
         let strict = self.cqs[c as usize].spec.strict_fifo;
         loop {
             let key = self.cqs[c as usize].queue.next_after(cursor.as_ref())?;
@@ -155,6 +188,12 @@ impl Engine {
                 }
                 continue;
             }
+            if st.charged.remove(&id) {
+                // Its victims are gone: it now competes with its own reservation released.
+                self.discharge(id);
+                self.preemptors.remove(&id);
+                self.wl_mut(id).reservation = None;
+            }
             if let Some(ns_msg) = self.namespace_mismatch(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);
                 let shape = self.wl(id).spec.shape;
@@ -163,7 +202,7 @@ impl Engine {
             }
             if !strict {
                 let shape = self.wl(id).spec.shape;
-                if let Some((reason, msg)) = failed.get(&(c, shape)).cloned() {
+                if let Some((reason, msg)) = st.failed.get(&(c, shape)).cloned() {
                     self.set_pending(id, reason, msg);
                     self.cqs[c as usize].queue.park(key, shape);
                     continue;
@@ -302,6 +341,12 @@ impl Engine {
                     if !targets.is_empty() {
                         st.preempting.entry(root).or_default().extend(a.preempt_frs.iter().copied());
                         self.issue_preemptions(id, &targets, &mut st.untouchable);
+                        // Hold the quota from now on, this cycle included.
+                        let node = self.cqs[c as usize].node;
+                        self.tree.add_amounts(node, &a.usage);
+                        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
+                        self.preemptors.insert(id);
+                        st.charged.insert(id);
                         return Outcome::Blocked;
                     }
                     if a.last_tried.iter().flatten().any(|t| t.is_some()) {
@@ -449,6 +494,7 @@ impl Engine {
         w.pending = None;
         w.resume.clear();
         w.waiting_for.clear();
+        w.reservation = None;
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Admit { workload: key, admission });
         Ok(())

@@ -57,6 +57,9 @@ pub(crate) struct Wl {
     pub resume_gen: u64,
     /// Victims this workload waits for after preempting them.
     pub waiting_for: Vec<WlId>,
+    /// Quota held for it while its victims stop: (ClusterQueue, usage). Charged to the
+    /// tree during cycles only, so nothing else takes what the preemption frees.
+    pub reservation: Option<(CqId, FrAmounts)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -114,6 +117,8 @@ pub struct Engine {
     pub(crate) quota_gen: u64,
     pub(crate) outbox: Vec<Decision>,
     pub(crate) inventory: crate::placement::Inventory,
+    /// Workloads holding a preemption reservation.
+    pub(crate) preemptors: BTreeSet<WlId>,
 }
 
 impl Engine {
@@ -146,6 +151,7 @@ impl Engine {
             quota_gen: 0,
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
+            preemptors: BTreeSet::new(),
         }
     }
 
@@ -286,6 +292,7 @@ impl Engine {
                 self.release(&key, true);
                 if let Some(id) = self.wl_index.remove(&key) {
                     self.dequeue(id);
+                    self.preemptors.remove(&id);
                     self.wls[id as usize] = None;
                     self.free_ids.push(id);
                 }
@@ -335,6 +342,7 @@ impl Engine {
             resume: vec![],
             resume_gen: 0,
             waiting_for: vec![],
+            reservation: None,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {

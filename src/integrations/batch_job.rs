@@ -1,79 +1,123 @@
-//! batch/v1 Job integration, following Kueue's job controller.
+//! batch/v1 Job integration, following Kueue's job controller and job webhook.
+//!
+//! One pod set `main` with count = min(parallelism, completions); suspension is
+//! `spec.suspend`; partial admission through `kueue.x-k8s.io/job-min-parallelism`.
 
-use super::{IntegrationError, JobIntegration};
+use super::object::JobObject;
+use super::{IntegrationError, JobIntegration, PatchBuilder, PodSetRef, RuleOptions, tas};
 use crate::api::constants::{
-    JOB_COMPLETION_INDEX_LABEL, JOB_MIN_PARALLELISM_ANNOTATION, PODSET_GROUP_NAME_ANNOTATION,
-    PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
-    PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, PODSET_SLICE_SIZE_ANNOTATION,
-    PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+    JOB_COMPLETION_INDEX_LABEL, JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+    JOB_MIN_PARALLELISM_ANNOTATION,
 };
 use crate::api::validate::{FieldError, Path};
-use crate::api::{DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload};
+use crate::api::{DEFAULT_POD_SET_NAME, Workload};
+use json_patch::jsonptr::PointerBuf;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::GroupVersionKind;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 /// The batch/v1 Job integration.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BatchJob;
 
 impl JobIntegration for BatchJob {
-    type Object = Job;
-
     fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk("batch", "v1", "Job")
     }
 
-    /// One pod set `main`: count = min(parallelism, completions), minCount from
-    /// `kueue.x-k8s.io/job-min-parallelism`, topology request from template annotations.
-    fn pod_sets(&self, job: &Job) -> Result<Vec<PodSet>, IntegrationError> {
-        let spec = job.spec.clone().unwrap_or_default();
-        let count = pods_count(job);
-        let mut errors = Vec::new();
-        let min_count = min_count(job, count).unwrap_or_else(|e| {
-            errors.push(e);
-            None
-        });
-        let annotations = spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.annotations.clone());
-        let path = Path::new("spec")
-            .child("template")
-            .child("metadata")
-            .child("annotations");
-        let topology_request =
-            topology_request(annotations.as_ref(), &path).unwrap_or_else(|mut e| {
-                errors.append(&mut e);
-                None
-            });
-        if !errors.is_empty() {
-            return Err(IntegrationError { errors });
-        }
-        Ok(vec![PodSet {
-            name: DEFAULT_POD_SET_NAME.to_string(),
-            template: clean_template(spec.template),
+    fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
+        let spec = job.spec();
+        let count = super::job_pods_count(spec);
+        let template = spec.template.as_ref();
+        vec![PodSetRef {
+            name: Cow::Borrowed(DEFAULT_POD_SET_NAME),
             count,
-            min_count,
-            topology_request,
-        }])
+            pointer: PointerBuf::from_tokens(["spec", "template"]),
+            meta_path: Path::new("spec").child("template").child("metadata"),
+            meta: template.and_then(|t| t.metadata.as_ref()),
+            spec: template.and_then(|t| t.spec.as_deref()),
+            pod_index_label: Some(JOB_COMPLETION_INDEX_LABEL),
+            min_count: min_count(job, count).ok().flatten(),
+        }]
     }
 
-    fn is_suspended(&self, job: &Job) -> bool {
-        job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+    fn is_suspended(&self, job: &JobObject<'_>) -> bool {
+        job.spec().suspend.unwrap_or(false)
     }
 
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
         serde_json::json!({ "spec": { "suspend": suspend } })
     }
+
+    fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
+        if !self.is_suspended(job) {
+            patch.set_entry(&["spec"], job.spec.is_some(), "suspend", true.into());
+        }
+    }
+
+    /// Kueue's job webhook: partial admission and completions-equal-parallelism annotations,
+    /// then topology annotations.
+    fn validate_create(&self, job: &JobObject<'_>, opts: &RuleOptions) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if let Err(e) = min_count(job, super::job_pods_count(job.spec())) {
+            errs.push(e);
+        }
+        errs.extend(sync_completions(job));
+        if opts.topology_aware_scheduling {
+            for ps in self.pod_sets(job) {
+                errs.extend(tas::validate(&ps.annotations(), &ps.meta_path, ps.count));
+            }
+        }
+        errs
+    }
+
+    /// Min-parallelism is re-checked only when it changed; parallelism is frozen while a
+    /// partially admissible job runs; completions-equal-parallelism is frozen while running.
+    fn validate_update(
+        &self,
+        old: &JobObject<'_>,
+        new: &JobObject<'_>,
+        opts: &RuleOptions,
+    ) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let min_changed = old.annotation(JOB_MIN_PARALLELISM_ANNOTATION)
+            != new.annotation(JOB_MIN_PARALLELISM_ANNOTATION);
+        if min_changed && let Err(e) = min_count(new, super::job_pods_count(new.spec())) {
+            errs.push(e);
+        }
+        errs.extend(sync_completions(new));
+        if opts.topology_aware_scheduling {
+            for ps in self.pod_sets(new) {
+                errs.extend(tas::validate(&ps.annotations(), &ps.meta_path, ps.count));
+            }
+        }
+        let old_running = !self.is_suspended(old);
+        if old.annotation(JOB_MIN_PARALLELISM_ANNOTATION).is_some()
+            && old_running
+            && old.spec().parallelism.unwrap_or(1) != new.spec().parallelism.unwrap_or(1)
+        {
+            errs.push(FieldError::forbidden(
+                &Path::new("spec").child("parallelism"),
+                "cannot change when partial admission is enabled and the job is not suspended",
+            ));
+        }
+        let both_running = !self.is_suspended(old) && !self.is_suspended(new);
+        if both_running && sync_enabled(old) != sync_enabled(new) {
+            errs.push(FieldError::forbidden(
+                &annotation_path(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION),
+                "field is immutable while the job is not suspended",
+            ));
+        }
+        errs
+    }
 }
 
 /// The Workload Kueue would create for a batch/v1 Job.
 pub fn workload_for(job: &Job) -> Result<Workload, IntegrationError> {
-    BatchJob.workload(job)
+    let value = serde_json::to_value(job).map_err(|e| {
+        IntegrationError::from(FieldError::invalid_omit(&Path::new(""), e.to_string()))
+    })?;
+    BatchJob.workload(&value)
 }
 
 /// Pods the job runs at once: parallelism (default 1), capped by completions.
@@ -86,130 +130,69 @@ pub fn pods_count(job: &Job) -> i32 {
     }
 }
 
+fn annotation_path(key: &str) -> Path {
+    Path::new("metadata").child("annotations").key(key)
+}
+
 /// `kueue.x-k8s.io/job-min-parallelism`, which must lie in `1..count` (Kueue's webhook rule).
-fn min_count(job: &Job, count: i32) -> Result<Option<i32>, FieldError> {
-    let Some(raw) = job
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(JOB_MIN_PARALLELISM_ANNOTATION))
-    else {
+fn min_count(job: &JobObject<'_>, count: i32) -> Result<Option<i32>, FieldError> {
+    let Some(raw) = job.annotation(JOB_MIN_PARALLELISM_ANNOTATION) else {
         return Ok(None);
     };
-    let path = Path::new("metadata")
-        .child("annotations")
-        .key(JOB_MIN_PARALLELISM_ANNOTATION);
+    let path = annotation_path(JOB_MIN_PARALLELISM_ANNOTATION);
     let v: i32 = raw
         .parse()
         .map_err(|e: std::num::ParseIntError| FieldError::invalid(&path, raw, e.to_string()))?;
     if v <= 0 || v >= count {
-        let detail = format!("should be between 0 and {}", count - 1);
+        let detail = format!("should be between 0 and {}", count.saturating_sub(1));
         return Err(FieldError::invalid_num(&path, v, detail));
     }
     Ok(Some(v))
 }
 
-/// Builds the pod set's topology request from the `podset-*` annotations of the template,
-/// or `None` when the pod set does not ask for topology-aware scheduling.
-pub fn topology_request(
-    annotations: Option<&BTreeMap<String, String>>,
-    path: &Path,
-) -> Result<Option<PodSetTopologyRequest>, Vec<FieldError>> {
-    let Some(a) = annotations else {
-        return Ok(None);
-    };
-    let get = |k: &str| a.get(k).cloned();
-    let required = get(PODSET_REQUIRED_TOPOLOGY_ANNOTATION);
-    let preferred = get(PODSET_PREFERRED_TOPOLOGY_ANNOTATION);
-    let unconstrained = get(PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION);
-    let slice_topology = get(PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION);
-    let slice_size = get(PODSET_SLICE_SIZE_ANNOTATION);
-    let group = get(PODSET_GROUP_NAME_ANNOTATION);
-    let mut errs = Vec::new();
-    let modes: Vec<&str> = [
-        (PODSET_REQUIRED_TOPOLOGY_ANNOTATION, required.is_some()),
-        (PODSET_PREFERRED_TOPOLOGY_ANNOTATION, preferred.is_some()),
-        (
-            PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
-            unconstrained.is_some(),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(k, set)| set.then_some(k))
-    .collect();
-    if modes.len() > 1 {
-        let detail = format!("must not contain more than one topology annotation: {modes:?}");
-        errs.push(FieldError::invalid_omit(path, detail));
-    }
-    let unconstrained = match unconstrained.as_deref() {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(other) => {
-            let p = path.key(PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION);
-            errs.push(FieldError::invalid(
-                &p,
-                other,
-                "must be a boolean (\"true\" or \"false\")",
-            ));
-            None
-        }
-    };
-    let slice_size = match (&slice_topology, slice_size.as_deref()) {
-        (Some(_), None) => {
-            let detail =
-                format!("must be set when {PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION} is set");
-            errs.push(FieldError::required(
-                &path.key(PODSET_SLICE_SIZE_ANNOTATION),
-                detail,
-            ));
-            None
-        }
-        (_, Some(raw)) => match raw.parse::<i32>() {
-            Ok(n) if n >= 1 => Some(n),
-            _ => {
-                let p = path.key(PODSET_SLICE_SIZE_ANNOTATION);
-                errs.push(FieldError::invalid(&p, raw, "must be a positive integer"));
-                None
-            }
-        },
-        (None, None) => None,
-    };
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    let wants_tas = required.is_some()
-        || preferred.is_some()
-        || unconstrained.is_some()
-        || slice_topology.is_some()
-        || group.is_some();
-    if !wants_tas {
-        return Ok(None);
-    }
-    Ok(Some(PodSetTopologyRequest {
-        required,
-        preferred,
-        unconstrained,
-        pod_index_label: Some(JOB_COMPLETION_INDEX_LABEL.to_string()),
-        sub_group_index_label: None,
-        sub_group_count: None,
-        pod_set_group_name: group,
-        pod_set_slice_required_topology: slice_topology,
-        pod_set_slice_size: slice_size,
-    }))
+fn sync_enabled(job: &JobObject<'_>) -> bool {
+    job.annotation(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
+        .and_then(tas::parse_go_bool)
+        .unwrap_or(false)
 }
 
-/// Workload pod templates may only carry labels and annotations in their metadata.
-fn clean_template(t: PodTemplateSpec) -> PodTemplateSpec {
-    let metadata = t.metadata.map(|m| ObjectMeta {
-        labels: m.labels,
-        annotations: m.annotations,
-        ..ObjectMeta::default()
-    });
-    PodTemplateSpec {
-        metadata,
-        spec: t.spec,
+/// `kueue.x-k8s.io/job-completions-equal-parallelism`: a boolean; when true the job must be
+/// Indexed and have completions equal to parallelism.
+fn sync_completions(job: &JobObject<'_>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(raw) = job.annotation(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) else {
+        return errs;
+    };
+    let path = annotation_path(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION);
+    match tas::parse_go_bool(raw) {
+        None => errs.push(FieldError::invalid(
+            &path,
+            raw,
+            format!("strconv.ParseBool: parsing {raw:?}: invalid syntax"),
+        )),
+        Some(true) => {
+            let spec = job.spec();
+            if spec.completion_mode.as_deref() != Some("Indexed") {
+                errs.push(FieldError::invalid(
+                    &path,
+                    raw,
+                    "should not be enabled for NonIndexed jobs",
+                ));
+            }
+            let (p, c) = (spec.parallelism.unwrap_or(1), spec.completions.unwrap_or(1));
+            if p != c {
+                errs.push(FieldError::invalid_num(
+                    &Path::new("spec").child("completions"),
+                    c,
+                    format!(
+                        "should be equal to parallelism when {JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION} is annotation is true"
+                    ),
+                ));
+            }
+        }
+        Some(false) => {}
     }
+    errs
 }
 
 #[cfg(test)]
@@ -218,6 +201,10 @@ mod tests {
     use crate::api::validate::validate_workload;
 
     fn job(yaml: &str) -> Job {
+        serde_yaml::from_str(yaml).expect("test job parses")
+    }
+
+    fn view(yaml: &str) -> serde_json::Value {
         serde_yaml::from_str(yaml).expect("test job parses")
     }
 
@@ -276,10 +263,15 @@ spec:
             ps.template.metadata.as_ref().and_then(|m| m.name.clone()),
             None
         );
-        assert!(BatchJob.is_suspended(&j));
+        let v = view(JOB);
+        let o = JobObject::from_value(&v).expect("view");
+        assert!(BatchJob.is_suspended(&o));
         assert_eq!(BatchJob.suspend_patch(false)["spec"]["suspend"], false);
-        assert!(BatchJob.queue_name(&j).is_some());
+        assert!(super::super::queue_name(&o).is_some());
         assert_eq!(BatchJob.kind(), "Job");
+        let mut p = PatchBuilder::new();
+        BatchJob.suspend(&o, &mut p);
+        assert!(p.is_empty(), "already suspended");
         // Missing priority is the engine's to resolve; everything else validates.
         let errs = validate_workload(&wl);
         assert_eq!(errs.len(), 1, "{errs:?}");
@@ -352,5 +344,30 @@ spec:
             "metadata:\n  name: j\n  labels: {kueue.x-k8s.io/max-exec-time-seconds: '0'}\nspec: {template: {}}\n",
         );
         assert!(workload_for(&j).is_err());
+    }
+
+    #[test]
+    fn update_rules() {
+        let old = view(
+            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 4, suspend: false}\n",
+        );
+        let new = view(
+            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 3, suspend: false}\n",
+        );
+        let (o, n) = (
+            JobObject::from_value(&old).expect("view"),
+            JobObject::from_value(&new).expect("view"),
+        );
+        let errs = BatchJob.validate_update(&o, &n, &RuleOptions::default());
+        assert_eq!(
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"]
+        );
+        let sync = view(
+            "metadata: {annotations: {kueue.x-k8s.io/job-completions-equal-parallelism: 'true'}}\nspec: {parallelism: 2, completions: 3}\n",
+        );
+        let s = JobObject::from_value(&sync).expect("view");
+        let errs = BatchJob.validate_create(&s, &RuleOptions::default());
+        assert_eq!(errs.len(), 2, "{errs:?}");
     }
 }

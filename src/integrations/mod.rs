@@ -1,21 +1,38 @@
-//! Job integrations: turning a job-like object into the Workload Kueue would create for it.
+//! Job integrations: what each job kind Kueue can manage looks like to admission.
 //!
-//! Each job kind implements [`JobIntegration`]; everything else (queues, admission,
-//! suspension) works on the resulting [`Workload`] and never special-cases a kind.
+//! Every kind implements [`JobIntegration`] over the kind-agnostic [`JobObject`] view, so the
+//! webhook, the controller and the simulator share one code path and nothing outside a
+//! kind's module special-cases a kind. The trait answers: which pod sets the job has (names,
+//! counts, templates), whether it is suspended, how to suspend it (a JSON patch for the
+//! mutating webhook, a merge patch for the controller), which kind-specific rules its
+//! webhook enforces, and the Workload Kueue would create for it.
 
 #![warn(missing_docs)]
 
 pub mod batch_job;
+pub mod jobset;
+pub mod kubeflow;
+pub mod object;
+pub mod patch;
+pub mod pod;
+pub mod ray;
 mod sha1;
+pub mod tas;
+
+pub use object::{JobObject, MetaView, SpecView, Str};
+pub use patch::PatchBuilder;
 
 use crate::api::constants::{
     JOB_UID_LABEL, MAX_EXEC_TIME_SECONDS_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
-use crate::api::validate::FieldError;
+use crate::api::validate::{FieldError, Path};
 use crate::api::{PodSet, PriorityClassRef, Workload, WorkloadSpec};
+use json_patch::jsonptr::PointerBuf;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
 use kube::core::GroupVersionKind;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Characters of the SHA-1 kept in a workload name.
@@ -45,11 +62,61 @@ impl From<FieldError> for IntegrationError {
     }
 }
 
-/// One job kind Kueue can manage.
-pub trait JobIntegration {
-    /// The Kubernetes object type of the job.
-    type Object: Resource<DynamicType = ()>;
+/// Settings that change which kind-specific rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleOptions {
+    /// Kueue's `manageJobsWithoutQueueName`: jobs without a queue name are managed too.
+    pub manage_jobs_without_queue_name: bool,
+    /// Whether topology-aware scheduling annotations are validated.
+    pub topology_aware_scheduling: bool,
+}
 
+impl Default for RuleOptions {
+    fn default() -> Self {
+        Self {
+            manage_jobs_without_queue_name: false,
+            topology_aware_scheduling: true,
+        }
+    }
+}
+
+impl RuleOptions {
+    /// Whether Kueue manages this job (it names a queue, or every job is managed).
+    pub fn is_managed(&self, job: &JobObject<'_>) -> bool {
+        self.manage_jobs_without_queue_name || queue_name(job).is_some()
+    }
+}
+
+/// One pod set of a job, located inside the job object.
+#[derive(Debug, Clone)]
+pub struct PodSetRef<'o> {
+    /// Pod set name (`main`, a replicated job name, `head`, a worker group, ...).
+    pub name: Cow<'o, str>,
+    /// Pods in the pod set.
+    pub count: i32,
+    /// JSON pointer to the pod template (empty: the object itself is the pod).
+    pub pointer: PointerBuf,
+    /// Field path of the template's metadata, for error messages.
+    pub meta_path: Path,
+    /// Template metadata, if present.
+    pub meta: Option<&'o MetaView<'o>>,
+    /// Pod spec, if present.
+    pub spec: Option<&'o SpecView<'o>>,
+    /// Label carrying the pod index, used by topology-aware scheduling.
+    pub pod_index_label: Option<&'static str>,
+    /// Minimum count under partial admission.
+    pub min_count: Option<i32>,
+}
+
+impl<'o> PodSetRef<'o> {
+    /// The template's annotations, if any.
+    pub fn annotations(&self) -> Option<&'o object::StrMap<'o>> {
+        self.meta.and_then(|m| m.annotations.as_ref())
+    }
+}
+
+/// One job kind Kueue can manage.
+pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Group/version/kind of the job object, e.g. `batch/v1 Job`.
     fn gvk(&self) -> GroupVersionKind;
 
@@ -58,28 +125,61 @@ pub trait JobIntegration {
         self.gvk().kind
     }
 
-    /// The pod sets the job needs admitted together.
-    fn pod_sets(&self, obj: &Self::Object) -> Result<Vec<PodSet>, IntegrationError>;
+    /// The pod sets the job needs admitted together, in Kueue's order.
+    fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>>;
 
-    /// Whether the job is currently suspended (not running pods).
-    fn is_suspended(&self, obj: &Self::Object) -> bool;
+    /// Whether the job is currently suspended (runs no pods).
+    fn is_suspended(&self, job: &JobObject<'_>) -> bool;
 
     /// JSON merge patch that suspends (`true`) or resumes (`false`) the job.
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value;
 
-    /// LocalQueue named by the `kueue.x-k8s.io/queue-name` label.
-    fn queue_name(&self, obj: &Self::Object) -> Option<String> {
-        obj.meta()
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(QUEUE_NAME_LABEL))
-            .filter(|q| !q.is_empty())
-            .cloned()
+    /// Records the JSON patch operations that suspend a job being created (nothing when it
+    /// is already suspended, so a second pass adds nothing).
+    fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder);
+
+    /// Whether jobs of this kind are only managed inside managed namespaces even when they
+    /// name a queue (Kueue's pod webhook skips pods outside `managedJobsNamespaceSelector`).
+    fn requires_managed_namespace(&self) -> bool {
+        false
+    }
+
+    /// Whether a parent suspends this object itself, so it is suspended unconditionally.
+    fn suspended_by_parent(&self, _job: &JobObject<'_>) -> bool {
+        false
+    }
+
+    /// Warnings the kind's webhook gives (not errors).
+    fn warnings(&self, _job: &JobObject<'_>) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The kind's own webhook rules on create (Kueue's `ValidateOnCreate` of the kind).
+    /// The default checks the topology annotations of every pod set.
+    fn validate_create(&self, job: &JobObject<'_>, opts: &RuleOptions) -> Vec<FieldError> {
+        if !opts.topology_aware_scheduling {
+            return Vec::new();
+        }
+        let mut errs = Vec::new();
+        for ps in self.pod_sets(job) {
+            errs.extend(tas::validate(&ps.annotations(), &ps.meta_path, ps.count));
+        }
+        errs
+    }
+
+    /// The kind's own webhook rules on update; the default re-runs the create rules.
+    fn validate_update(
+        &self,
+        _old: &JobObject<'_>,
+        new: &JobObject<'_>,
+        opts: &RuleOptions,
+    ) -> Vec<FieldError> {
+        self.validate_create(new, opts)
     }
 
     /// Kueue's workload name for this object: `<kind>-<name>-<5 hex of sha1>`.
-    fn workload_name(&self, obj: &Self::Object) -> String {
-        let meta = obj.meta();
+    fn workload_name(&self, job: &JobObject<'_>) -> String {
+        let meta = &job.metadata;
         workload_name(
             meta.name.as_deref().unwrap_or_default(),
             meta.uid.as_deref().unwrap_or_default(),
@@ -91,16 +191,44 @@ pub trait JobIntegration {
     ///
     /// `spec.priority` is left unset: the referenced class lives elsewhere and is resolved
     /// by whoever holds the priority classes (the engine or the controller).
-    fn workload(&self, obj: &Self::Object) -> Result<Workload, IntegrationError> {
-        let pod_sets = self.pod_sets(obj)?;
-        let meta = obj.meta();
-        let gvk = self.gvk();
-        let labels = meta.labels.clone().unwrap_or_default();
-        let max_exec = max_execution_time(&labels)?;
-        let priority_class_ref = labels
-            .get(PRIORITY_CLASS_LABEL)
+    fn workload(&self, obj: &serde_json::Value) -> Result<Workload, IntegrationError> {
+        let job = JobObject::from_value(obj).map_err(|e| {
+            IntegrationError::from(FieldError::invalid_omit(&Path::new(""), e.to_string()))
+        })?;
+        let mut errors = self.validate_create(&job, &RuleOptions::default());
+        let labels = &job.metadata;
+        let max_exec = max_execution_time(labels.label(MAX_EXEC_TIME_SECONDS_LABEL))
+            .unwrap_or_else(|e| {
+                errors.push(e);
+                None
+            });
+        if !errors.is_empty() {
+            return Err(IntegrationError { errors });
+        }
+        let refs = self.pod_sets(&job);
+        let mut pod_sets = Vec::with_capacity(refs.len());
+        for ps in &refs {
+            let template = full_template(obj, &ps.pointer).map_err(|e| {
+                let p = ps.meta_path.to_string();
+                let path = Path::new(p.strip_suffix(".metadata").unwrap_or(&p));
+                IntegrationError::from(FieldError::invalid_omit(&path, e))
+            })?;
+            let topology_request = ps
+                .meta
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| tas::topology_request(a, ps.pod_index_label));
+            pod_sets.push(PodSet {
+                name: ps.name.to_string(),
+                template,
+                count: ps.count,
+                min_count: ps.min_count,
+                topology_request,
+            });
+        }
+        let priority_class_ref = job
+            .label(PRIORITY_CLASS_LABEL)
             .filter(|p| !p.is_empty())
-            .map(|p| PriorityClassRef::workload(p))
+            .map(PriorityClassRef::workload)
             .or_else(|| {
                 pod_sets
                     .iter()
@@ -108,29 +236,31 @@ pub trait JobIntegration {
                     .find(|p| !p.is_empty())
                     .map(PriorityClassRef::pod)
             });
-        let mut wl_labels = std::collections::BTreeMap::new();
+        let gvk = self.gvk();
+        let meta = &job.metadata;
+        let mut wl_labels = BTreeMap::new();
         let owner = meta.uid.as_ref().map(|uid| {
-            wl_labels.insert(JOB_UID_LABEL.to_string(), uid.clone());
+            wl_labels.insert(JOB_UID_LABEL.to_string(), uid.to_string());
             OwnerReference {
                 api_version: gvk.api_version(),
                 kind: gvk.kind.clone(),
-                name: meta.name.clone().unwrap_or_default(),
-                uid: uid.clone(),
+                name: meta.name.as_deref().unwrap_or_default().to_string(),
+                uid: uid.to_string(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }
         });
         Ok(Workload {
             metadata: ObjectMeta {
-                name: Some(self.workload_name(obj)),
-                namespace: meta.namespace.clone(),
+                name: Some(self.workload_name(&job)),
+                namespace: meta.namespace.as_ref().map(ToString::to_string),
                 labels: (!wl_labels.is_empty()).then_some(wl_labels),
                 owner_references: owner.map(|o| vec![o]),
                 ..ObjectMeta::default()
             },
             spec: WorkloadSpec {
                 pod_sets,
-                queue_name: self.queue_name(obj),
+                queue_name: queue_name(&job).map(str::to_string),
                 priority_class_ref,
                 priority: None,
                 active: None,
@@ -139,6 +269,37 @@ pub trait JobIntegration {
             status: None,
         })
     }
+}
+
+/// LocalQueue named by the `kueue.x-k8s.io/queue-name` label (empty counts as unset).
+pub fn queue_name<'o>(job: &'o JobObject<'_>) -> Option<&'o str> {
+    job.label(QUEUE_NAME_LABEL).filter(|q| !q.is_empty())
+}
+
+/// Every integration kuota supports, in a fixed order.
+pub fn all() -> [&'static dyn JobIntegration; 6] {
+    [
+        &batch_job::BatchJob,
+        &jobset::JobSet,
+        &kubeflow::PyTorchJob,
+        &ray::RayJob,
+        &ray::RayCluster,
+        &pod::Pod,
+    ]
+}
+
+/// The integration for an object's `apiVersion` and `kind`.
+pub fn for_kind(api_version: &str, kind: &str) -> Option<&'static dyn JobIntegration> {
+    all().into_iter().find(|i| {
+        let gvk = i.gvk();
+        gvk.kind == kind && gvk.api_version() == api_version
+    })
+}
+
+/// Whether an owner of this type is a job Kueue manages, so its children are left alone
+/// (Kueue's `IsOwnerManagedByKueue`). Pods are never owners of managed jobs.
+pub fn is_managed_owner_kind(api_version: &str, kind: &str) -> bool {
+    for_kind(api_version, kind).is_some_and(|i| i.gvk().kind != "Pod")
 }
 
 /// Kueue's `GetWorkloadNameForOwnerWithGVK`: `lower(kind)-name`, truncated to leave room for
@@ -159,20 +320,77 @@ pub fn workload_name(owner_name: &str, owner_uid: &str, gvk: &GroupVersionKind) 
     format!("{prefix}-{}", &hash[..HASH_LENGTH])
 }
 
-fn max_execution_time(
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Result<Option<i32>, IntegrationError> {
-    let Some(v) = labels.get(MAX_EXEC_TIME_SECONDS_LABEL) else {
+/// The `kueue.x-k8s.io/max-exec-time-seconds` label: a positive integer (Kueue's rule).
+pub fn max_execution_time(value: Option<&str>) -> Result<Option<i32>, FieldError> {
+    let Some(v) = value else {
         return Ok(None);
     };
-    let path = crate::api::validate::Path::new("metadata")
+    let path = Path::new("metadata")
         .child("labels")
         .key(MAX_EXEC_TIME_SECONDS_LABEL);
     match v.parse::<i32>() {
         Ok(n) if n > 0 => Ok(Some(n)),
-        Ok(_) => Err(FieldError::invalid(&path, v, "should be greater than 0").into()),
-        Err(e) => Err(FieldError::invalid(&path, v, e.to_string()).into()),
+        Ok(n) => Err(FieldError::invalid_num(&path, n, "should be greater than 0")),
+        Err(e) => Err(FieldError::invalid(&path, v, e.to_string())),
     }
+}
+
+/// The full pod template at `pointer` (the object itself when empty), with its metadata
+/// reduced to labels and annotations as Workload pod templates require.
+fn full_template(obj: &serde_json::Value, pointer: &PointerBuf) -> Result<PodTemplateSpec, String> {
+    let at = if pointer.is_root() {
+        Some(obj)
+    } else {
+        obj.pointer(pointer.as_str())
+    };
+    let Some(at) = at else {
+        return Ok(PodTemplateSpec::default());
+    };
+    let t = PodTemplateSpec::deserialize_from(at).map_err(|e| e.to_string())?;
+    let metadata = t.metadata.map(|m| ObjectMeta {
+        labels: m.labels,
+        annotations: m.annotations,
+        ..ObjectMeta::default()
+    });
+    Ok(PodTemplateSpec {
+        metadata,
+        spec: t.spec,
+    })
+}
+
+/// Deserializes only the `metadata` and `spec` members, so a whole Pod can be read as a
+/// template without tripping over `status`.
+trait DeserializeTemplate: Sized {
+    fn deserialize_from(v: &serde_json::Value) -> Result<Self, serde_json::Error>;
+}
+
+impl DeserializeTemplate for PodTemplateSpec {
+    fn deserialize_from(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        use serde::Deserialize;
+        let metadata = match v.get("metadata") {
+            Some(m) if !m.is_null() => Some(ObjectMeta::deserialize(m)?),
+            _ => None,
+        };
+        let spec = match v.get("spec") {
+            Some(s) if !s.is_null() => Some(k8s_openapi::api::core::v1::PodSpec::deserialize(s)?),
+            _ => None,
+        };
+        Ok(PodTemplateSpec { metadata, spec })
+    }
+}
+
+/// Pods per Job: parallelism (default 1), capped by completions.
+pub(crate) fn job_pods_count(spec: &SpecView<'_>) -> i32 {
+    let parallelism = spec.parallelism.unwrap_or(1);
+    match spec.completions {
+        Some(c) if c < parallelism => c,
+        _ => parallelism,
+    }
+}
+
+/// `replicas * per_replica`, saturating so absurd input cannot overflow.
+pub(crate) fn times(replicas: Option<i32>, per_replica: i32) -> i32 {
+    replicas.unwrap_or(1).saturating_mul(per_replica)
 }
 
 #[cfg(test)]
@@ -195,5 +413,34 @@ mod tests {
         let n = workload_name(&long, "", &gvk);
         assert_eq!(n.len(), 253);
         assert!(n.starts_with("job-aaa"));
+    }
+
+    #[test]
+    fn registry_finds_kinds_and_managed_owners() {
+        assert_eq!(
+            for_kind("jobset.x-k8s.io/v1alpha2", "JobSet").map(|i| i.kind()),
+            Some("JobSet".to_string())
+        );
+        assert!(for_kind("batch/v1", "CronJob").is_none());
+        assert!(is_managed_owner_kind("batch/v1", "Job"));
+        assert!(is_managed_owner_kind("ray.io/v1", "RayJob"));
+        assert!(!is_managed_owner_kind("v1", "Pod"));
+        assert!(!is_managed_owner_kind("apps/v1", "ReplicaSet"));
+        let kinds: Vec<String> = all().iter().map(|i| i.kind()).collect();
+        assert_eq!(
+            kinds,
+            ["Job", "JobSet", "PyTorchJob", "RayJob", "RayCluster", "Pod"]
+        );
+    }
+
+    #[test]
+    fn max_exec_time_rules() {
+        assert_eq!(max_execution_time(Some("30")), Ok(Some(30)));
+        assert_eq!(max_execution_time(None), Ok(None));
+        assert_eq!(
+            max_execution_time(Some("0")).map_err(|e| e.to_string()),
+            Err("metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: should be greater than 0".to_string())
+        );
+        assert!(max_execution_time(Some("x")).is_err());
     }
 }

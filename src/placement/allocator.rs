@@ -129,7 +129,10 @@ impl Ctx<'_> {
                 // best fit, and fewer whole free nodes.
                 let fitting = cands.iter().enumerate().filter(|(_, (_, e))| *e >= want).min_by_key(|(i, (d, e))| {
                     let breaks_whole = self.partial_fit(*d) < want;
-                    (breaks_whole, self.nodes_needed(*d, want), *e, self.dom(*d).whole_free, *i)
+                    // When a whole free node must be broken, break it where whole nodes are
+                    // scarcest: those domains could host the fewest large gangs anyway.
+                    let damage = if breaks_whole { self.dom(*d).whole_free } else { 0 };
+                    (breaks_whole, damage, self.nodes_needed(*d, want), *e, *i)
                 });
                 fitting.map(|(i, _)| i).unwrap_or_else(|| largest(cands, |d| self.dom(d).whole_free))
             }

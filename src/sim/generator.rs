@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use serde::{Deserialize, Serialize};
 
-use super::rng::{SplitMix64, derive_seed};
 use super::SimError;
+use super::rng::{SplitMix64, derive_seed};
 use crate::api;
 use crate::api::quantity::parse_milli;
 use crate::engine::{Millis, WorkloadKey};
@@ -208,10 +208,11 @@ impl GeneratorConfig {
     pub fn workload_count(&self) -> u64 {
         let mut n: u64 = 0;
         for c in &self.cohorts {
-            let cohorts = u64::from(c.count.unwrap_or(0)).max(c.names.as_ref().map_or(0, |v| v.len() as u64));
+            let cohorts =
+                u64::from(c.count.unwrap_or(0)).max(c.names.as_ref().map_or(0, |v| v.len() as u64));
             for q in &c.queues_sets {
-                let queues =
-                    u64::from(q.count.unwrap_or(0)).max(q.names.as_ref().map_or(0, |v| v.len() as u64));
+                let queues = u64::from(q.count.unwrap_or(0))
+                    .max(q.names.as_ref().map_or(0, |v| v.len() as u64));
                 for s in &q.workloads_sets {
                     let per_queue = u64::from(s.count).saturating_mul(s.workloads.len() as u64);
                     n = n.saturating_add(cohorts.saturating_mul(queues).saturating_mul(per_queue));
@@ -222,11 +223,21 @@ impl GeneratorConfig {
     }
 
     /// Builds the objects and workloads. `seed` only matters for `Poisson` sets.
-    pub fn generate(&self, source: &str, existing: &ExistingObjects, seed: u64) -> Result<Generated, SimError> {
-        let err = |message: String| SimError::Generator { source_name: source.to_string(), message };
+    pub fn generate(
+        &self,
+        source: &str,
+        existing: &ExistingObjects,
+        seed: u64,
+    ) -> Result<Generated, SimError> {
+        let err = |message: String| SimError::Generator {
+            source_name: source.to_string(),
+            message,
+        };
         let total = self.workload_count();
         if total > MAX_WORKLOADS {
-            return Err(err(format!("the config creates {total} workloads, more than the limit of {MAX_WORKLOADS}")));
+            return Err(err(format!(
+                "the config creates {total} workloads, more than the limit of {MAX_WORKLOADS}"
+            )));
         }
         let flavor = self
             .resource_flavor
@@ -240,20 +251,30 @@ impl GeneratorConfig {
 
         for (ci, cset) in self.cohorts.iter().enumerate() {
             let cpath = format!("cohorts[{ci}]");
-            let cohort_names = names_of(&cpath, &cset.class_name, cset.count, cset.names.as_ref(), |i| {
-                format!("{}-{i}", cset.class_name)
-            })
+            let cohort_names = names_of(
+                &cpath,
+                &cset.class_name,
+                cset.count,
+                cset.names.as_ref(),
+                |i| format!("{}-{i}", cset.class_name),
+            )
             .map_err(&err)?;
             for (cidx, cohort) in cohort_names.iter().enumerate() {
                 for (qsi, qset) in cset.queues_sets.iter().enumerate() {
                     let qpath = format!("{cpath}.queuesSets[{qsi}]");
-                    let queue_names = names_of(&qpath, &qset.class_name, qset.count, qset.names.as_ref(), |i| {
-                        format!("{}-{qsi}-{i}-{cohort}", qset.class_name)
-                    })
+                    let queue_names = names_of(
+                        &qpath,
+                        &qset.class_name,
+                        qset.count,
+                        qset.names.as_ref(),
+                        |i| format!("{}-{qsi}-{i}-{cohort}", qset.class_name),
+                    )
                     .map_err(&err)?;
                     for (qidx, cq) in queue_names.iter().enumerate() {
                         if !seen_cqs.insert(cq.clone()) {
-                            return Err(err(format!("{qpath}: ClusterQueue {cq:?} is generated twice")));
+                            return Err(err(format!(
+                                "{qpath}: ClusterQueue {cq:?} is generated twice"
+                            )));
                         }
                         // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
                         let (namespace, lq) = (cq.clone(), cq.clone());
@@ -263,8 +284,17 @@ impl GeneratorConfig {
                                     "{qpath}: ClusterQueue {cq:?} is both in the manifests and generated (drop nominalQuota to use the manifest's)"
                                 )));
                             }
-                            out.cluster_queues.push(kueue_cluster_queue(cq, cohort, &flavor, nominal, qset, &qpath).map_err(&err)?);
-                            let mut local = api::LocalQueue::new(&lq, api::LocalQueueSpec { cluster_queue: cq.clone(), ..Default::default() });
+                            out.cluster_queues.push(
+                                kueue_cluster_queue(cq, cohort, &flavor, nominal, qset, &qpath)
+                                    .map_err(&err)?,
+                            );
+                            let mut local = api::LocalQueue::new(
+                                &lq,
+                                api::LocalQueueSpec {
+                                    cluster_queue: cq.clone(),
+                                    ..Default::default()
+                                },
+                            );
                             local.metadata.namespace = Some(namespace.clone());
                             out.local_queues.push(local);
                             out.namespaces.insert(namespace.clone());
@@ -285,13 +315,20 @@ impl GeneratorConfig {
                         }
                         for (wsi, wset) in qset.workloads_sets.iter().enumerate() {
                             let wpath = format!("{qpath}.workloadsSets[{wsi}]");
-                            let stream = derive_seed(seed, &[ci as u64, cidx as u64, qsi as u64, qidx as u64, wsi as u64]);
+                            let stream = derive_seed(
+                                seed,
+                                &[ci as u64, cidx as u64, qsi as u64, qidx as u64, wsi as u64],
+                            );
                             let templates = wset
                                 .workloads
                                 .iter()
                                 .enumerate()
                                 .map(|(ti, t)| {
-                                    Template::new(t, &format!("{wpath}.workloads[{ti}]"), qset.nominal_quota.is_some())
+                                    Template::new(
+                                        t,
+                                        &format!("{wpath}.workloads[{ti}]"),
+                                        qset.nominal_quota.is_some(),
+                                    )
                                 })
                                 .collect::<Result<Vec<_>, _>>()
                                 .map_err(&err)?;
@@ -313,13 +350,19 @@ impl GeneratorConfig {
         }
 
         if !out.cluster_queues.is_empty() && !existing.flavors.contains(&flavor) {
-            out.flavors.push(api::ResourceFlavor::new(&flavor, api::ResourceFlavorSpec::default()));
+            out.flavors.push(api::ResourceFlavor::new(
+                &flavor,
+                api::ResourceFlavorSpec::default(),
+            ));
         }
         // Stable sort by arrival: ties keep generation order, which is itself
         // fixed by the config's order, so the submission order is reproducible.
         seq.sort_by_key(|&(at, _)| at);
         let mut slots: Vec<Option<SimWorkload>> = wls.into_iter().map(Some).collect();
-        out.workloads = seq.into_iter().filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take)).collect();
+        out.workloads = seq
+            .into_iter()
+            .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
+            .collect();
         Ok(out)
     }
 }
@@ -336,12 +379,15 @@ fn names_of(
         return Err(format!("{path}.className: must not be empty"));
     }
     match (count, names) {
-        (Some(c), Some(n)) if c as usize != n.len() => {
-            Err(format!("{path}: count is {c} but {} names are given", n.len()))
-        }
+        (Some(c), Some(n)) if c as usize != n.len() => Err(format!(
+            "{path}: count is {c} but {} names are given",
+            n.len()
+        )),
         (_, Some(n)) => {
             if let Some(bad) = n.iter().find(|s| !is_dns_label(s)) {
-                return Err(format!("{path}.names: {bad:?} is not a valid name (lowercase DNS label)"));
+                return Err(format!(
+                    "{path}.names: {bad:?} is not a valid name (lowercase DNS label)"
+                ));
             }
             Ok(n.clone())
         }
@@ -353,7 +399,8 @@ fn names_of(
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -395,7 +442,10 @@ fn kueue_cluster_queue(
         ..Default::default()
     };
     let mut cq = api::ClusterQueue::new(name, spec);
-    cq.metadata.labels = Some(BTreeMap::from([(CLASS_LABEL.to_string(), qset.class_name.clone())]));
+    cq.metadata.labels = Some(BTreeMap::from([(
+        CLASS_LABEL.to_string(),
+        qset.class_name.clone(),
+    )]));
     Ok(cq)
 }
 
@@ -432,13 +482,17 @@ struct Template {
 impl Template {
     fn new(t: &WorkloadTemplate, path: &str, kueue_mode: bool) -> Result<Self, String> {
         if !is_dns_label(&t.class_name) {
-            return Err(format!("{path}.className: {:?} is not a valid name (lowercase DNS label)", t.class_name));
+            return Err(format!(
+                "{path}.className: {:?} is not a valid name (lowercase DNS label)",
+                t.class_name
+            ));
         }
         let pod_count = t.pod_count.unwrap_or(1);
         if pod_count == 0 {
             return Err(format!("{path}.podCount: must be at least 1"));
         }
-        let pod_count = i32::try_from(pod_count).map_err(|_| format!("{path}.podCount: too large"))?;
+        let pod_count =
+            i32::try_from(pod_count).map_err(|_| format!("{path}.podCount: too large"))?;
         let mut requests = t.requests.clone();
         if let Some(cpu) = &t.request {
             requests.insert("cpu".to_string(), cpu.clone());
@@ -458,7 +512,8 @@ impl Template {
         }
         Ok(Self {
             class: t.class_name.clone(),
-            runtime: Millis::try_from(t.runtime_ms).map_err(|_| format!("{path}.runtimeMs: too large"))?,
+            runtime: Millis::try_from(t.runtime_ms)
+                .map_err(|_| format!("{path}.runtimeMs: too large"))?,
             priority: t.priority,
             pod_count,
             requests,
@@ -466,7 +521,14 @@ impl Template {
         })
     }
 
-    fn instantiate(&self, namespace: &str, name: &str, lq: &str, cq: &str, arrival: Millis) -> SimWorkload {
+    fn instantiate(
+        &self,
+        namespace: &str,
+        name: &str,
+        lq: &str,
+        cq: &str,
+        arrival: Millis,
+    ) -> SimWorkload {
         let pod_set = api::PodSet {
             count: self.pod_count,
             template: PodTemplateSpec {
@@ -559,7 +621,9 @@ cohorts:
     fn kueue_config_generates_kueue_names() {
         let cfg = GeneratorConfig::from_yaml("g.yaml", KUEUE_BASELINE).expect("parses");
         assert_eq!(cfg.workload_count(), 2 * 3 * (4 + 2));
-        let g = cfg.generate("g.yaml", &ExistingObjects::default(), 1).expect("generates");
+        let g = cfg
+            .generate("g.yaml", &ExistingObjects::default(), 1)
+            .expect("generates");
         assert_eq!(g.cluster_queues.len(), 6);
         assert_eq!(g.flavors.len(), 1);
         let cq = &g.cluster_queues[0];
@@ -569,7 +633,11 @@ cohorts:
         // Fixed arrivals: first after one interval, sorted by time.
         assert_eq!(g.workloads[0].arrival, 100);
         assert!(g.workloads.windows(2).all(|w| w[0].arrival <= w[1].arrival));
-        let large = g.workloads.iter().find(|w| w.class == "large").expect("has large");
+        let large = g
+            .workloads
+            .iter()
+            .find(|w| w.class == "large")
+            .expect("has large");
         assert_eq!(large.key.name, "large-1-0-0");
         assert_eq!(large.total_requests.get("cpu"), Some(&20_000));
         assert_eq!(large.object.spec.priority, Some(200));
@@ -589,10 +657,14 @@ cohorts:
       workloads: [{className: small, runtimeMs: 5, requests: {nvidia.com/gpu: 1}}]
 "#;
         let cfg = GeneratorConfig::from_yaml("g.yaml", yaml).expect("parses");
-        let e = cfg.generate("g.yaml", &ExistingObjects::default(), 1).expect_err("no LocalQueue");
+        let e = cfg
+            .generate("g.yaml", &ExistingObjects::default(), 1)
+            .expect_err("no LocalQueue");
         assert!(e.to_string().contains("no LocalQueue team-a/team-a"), "{e}");
         let mut existing = ExistingObjects::default();
-        existing.local_queues.insert(("team-a".into(), "team-a".into()), "team-a".into());
+        existing
+            .local_queues
+            .insert(("team-a".into(), "team-a".into()), "team-a".into());
         let g = cfg.generate("g.yaml", &existing, 1).expect("generates");
         assert!(g.cluster_queues.is_empty());
         assert_eq!(g.workloads[0].cluster_queue, "team-a");
@@ -616,7 +688,9 @@ cohorts:
 "#;
         let cfg = GeneratorConfig::from_yaml("g.yaml", yaml).expect("parses");
         let at = |seed| {
-            let g = cfg.generate("g", &ExistingObjects::default(), seed).expect("generates");
+            let g = cfg
+                .generate("g", &ExistingObjects::default(), seed)
+                .expect("generates");
             g.workloads.iter().map(|w| w.arrival).collect::<Vec<_>>()
         };
         assert_eq!(at(1), at(1));
@@ -631,7 +705,8 @@ cohorts:
             "cohorts: [{className: c, count: 2, names: [a]}]",
             "cohorts: [{className: c, count: 1, queuesSets: [{className: q, count: 1, nominalQuota: 4, workloadsSets: [{count: 1, workloads: [{className: w, request: 1, requests: {memory: 1Gi}}]}]}]}]",
         ] {
-            let r = GeneratorConfig::from_yaml("g", yaml).and_then(|c| c.generate("g", &ExistingObjects::default(), 0));
+            let r = GeneratorConfig::from_yaml("g", yaml)
+                .and_then(|c| c.generate("g", &ExistingObjects::default(), 0));
             assert!(r.is_err(), "{yaml}");
         }
         assert!(GeneratorConfig::from_yaml("g", "cohorts: [{clasName: c}]").is_err());

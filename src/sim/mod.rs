@@ -27,11 +27,20 @@ pub enum SimError {
     #[error("{path}: {message}")]
     Io { path: String, message: String },
     #[error("{source_name}: {message}")]
-    Manifest { source_name: String, message: String },
+    Manifest {
+        source_name: String,
+        message: String,
+    },
     #[error("{source_name}: {message}")]
-    Generator { source_name: String, message: String },
+    Generator {
+        source_name: String,
+        message: String,
+    },
     #[error("{source_name}: {message}")]
-    Scenario { source_name: String, message: String },
+    Scenario {
+        source_name: String,
+        message: String,
+    },
     #[error("the engine rejected {what}: {message}")]
     Engine { what: String, message: String },
 }

@@ -168,7 +168,10 @@ pub struct Timing {
 impl Report {
     /// The report with measured fields removed: equal for equal inputs.
     pub fn without_timing(&self) -> Self {
-        Self { timing: None, ..self.clone() }
+        Self {
+            timing: None,
+            ..self.clone()
+        }
     }
 
     /// Pretty JSON.
@@ -182,7 +185,13 @@ impl Report {
     pub fn render_table(&self) -> String {
         let mut out = String::new();
         let t = &self.totals;
-        let _ = writeln!(out, "{REPORT_HEADER}: {} (seed {}, eviction delay {})", self.scenario, self.seed, duration(self.eviction_delay_ms));
+        let _ = writeln!(
+            out,
+            "{REPORT_HEADER}: {} (seed {}, eviction delay {})",
+            self.scenario,
+            self.seed,
+            duration(self.eviction_delay_ms)
+        );
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -193,18 +202,34 @@ impl Report {
             t.preemptions,
             t.evictions,
             self.never_admitted.iter().map(|g| g.count).sum::<u64>(),
-            if t.rejected > 0 { format!("  rejected {}", t.rejected) } else { String::new() }
+            if t.rejected > 0 {
+                format!("  rejected {}", t.rejected)
+            } else {
+                String::new()
+            }
         );
         let bound = match (t.capacity_bound_ms, &t.binding_resource) {
             (Some(b), Some(r)) if b > 0 => {
-                format!("  capacity bound {} ({r}; makespan is {:.2}x the bound)", duration(b), t.makespan_ms as f64 / b as f64)
+                format!(
+                    "  capacity bound {} ({r}; makespan is {:.2}x the bound)",
+                    duration(b),
+                    t.makespan_ms as f64 / b as f64
+                )
             }
             _ => String::new(),
         };
         let _ = writeln!(out, "makespan {}{bound}", duration(t.makespan_ms));
-        let util: Vec<String> = t.utilization.iter().map(|(r, u)| format!("{r} {}", pct(Some(*u)))).collect();
+        let util: Vec<String> = t
+            .utilization
+            .iter()
+            .map(|(r, u)| format!("{r} {}", pct(Some(*u))))
+            .collect();
         if !util.is_empty() {
-            let _ = writeln!(out, "cluster utilization of nominal quota: {}", util.join(", "));
+            let _ = writeln!(
+                out,
+                "cluster utilization of nominal quota: {}",
+                util.join(", ")
+            );
         }
         let d = &t.time_to_admission;
         let _ = writeln!(
@@ -228,21 +253,44 @@ impl Report {
                 );
             }
             None => {
-                let _ = writeln!(out, "engine: {} decisions in {} cycles, {} events", t.decisions, t.cycles, t.events);
+                let _ = writeln!(
+                    out,
+                    "engine: {} decisions in {} cycles, {} events",
+                    t.decisions, t.cycles, t.events
+                );
             }
         }
         if t.truncated {
-            let _ = writeln!(out, "WARNING: stopped at the batch limit before the run drained; numbers cover the run so far");
+            let _ = writeln!(
+                out,
+                "WARNING: stopped at the batch limit before the run drained; numbers cover the run so far"
+            );
         }
 
         let _ = writeln!(out);
         let mut cq = Table::new(&[
-            "ClusterQueue", "cohort", "wl", "admit", "preempted", "wait mean", "p50", "p90", "utilization", "borrowed",
+            "ClusterQueue",
+            "cohort",
+            "wl",
+            "admit",
+            "preempted",
+            "wait mean",
+            "p50",
+            "p90",
+            "utilization",
+            "borrowed",
         ]);
         for c in &self.cluster_queues {
-            let util: Vec<String> = c.resources.iter().map(|(r, s)| format!("{}={}", short(r), pct(s.utilization))).collect();
-            let borrowed: Vec<String> =
-                c.resources.iter().map(|(r, s)| format!("{}={}", short(r), pct(s.borrowed_share))).collect();
+            let util: Vec<String> = c
+                .resources
+                .iter()
+                .map(|(r, s)| format!("{}={}", short(r), pct(s.utilization)))
+                .collect();
+            let borrowed: Vec<String> = c
+                .resources
+                .iter()
+                .map(|(r, s)| format!("{}={}", short(r), pct(s.borrowed_share)))
+                .collect();
             cq.row(vec![
                 c.name.clone(),
                 c.cohort.clone().unwrap_or_else(|| "-".into()),
@@ -259,7 +307,17 @@ impl Report {
         out.push_str(&cq.render());
 
         let _ = writeln!(out);
-        let mut cls = Table::new(&["class", "wl", "admit", "finished", "preempted", "wait mean", "p50", "p90", "max"]);
+        let mut cls = Table::new(&[
+            "class",
+            "wl",
+            "admit",
+            "finished",
+            "preempted",
+            "wait mean",
+            "p50",
+            "p90",
+            "max",
+        ]);
         for c in &self.classes {
             let d = &c.time_to_admission;
             cls.row(vec![
@@ -280,8 +338,16 @@ impl Report {
             let _ = writeln!(out);
             let _ = writeln!(out, "never admitted:");
             for g in &self.never_admitted {
-                let cq = if g.cluster_queue.is_empty() { "(no ClusterQueue)" } else { g.cluster_queue.as_str() };
-                let _ = writeln!(out, "  {cq}: {} x {}, e.g. {}: {}", g.count, g.reason, g.example, g.message);
+                let cq = if g.cluster_queue.is_empty() {
+                    "(no ClusterQueue)"
+                } else {
+                    g.cluster_queue.as_str()
+                };
+                let _ = writeln!(
+                    out,
+                    "  {cq}: {} x {}, e.g. {}: {}",
+                    g.count, g.reason, g.example, g.message
+                );
             }
         }
         if !self.anomalies.is_empty() {
@@ -353,7 +419,10 @@ struct Table {
 
 impl Table {
     fn new(header: &[&str]) -> Self {
-        Self { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Self {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     fn row(&mut self, r: Vec<String>) {
@@ -369,9 +438,17 @@ impl Table {
             }
         }
         // A column is right-aligned when every cell in it is a number or a duration.
-        let numeric = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit()) && !s.contains('=');
+        let numeric =
+            |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit()) && !s.contains('=');
         let right: Vec<bool> = (0..cols)
-            .map(|i| i > 0 && !self.rows.is_empty() && self.rows.iter().all(|r| r.get(i).is_some_and(|c| numeric(c) || c == "-")))
+            .map(|i| {
+                i > 0
+                    && !self.rows.is_empty()
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r.get(i).is_some_and(|c| numeric(c) || c == "-"))
+            })
             .collect();
         let mut out = String::new();
         let line = |cells: &[String], out: &mut String| {

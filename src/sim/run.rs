@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use super::SimError;
 use super::clock::EventQueue;
 use super::generator::set_creation_time;
-use super::report::{ClassStats, ClusterQueueStats, Distribution, PendingGroup, Report, ResourceStats, Timing, Totals};
+use super::report::{
+    ClassStats, ClusterQueueStats, Distribution, PendingGroup, Report, ResourceStats, Timing,
+    Totals,
+};
 use super::scenario::Plan;
 use crate::engine::{Decision, Engine, EngineConfig, Event, Millis, PendingReason};
 
@@ -180,7 +183,10 @@ impl<'p> Simulation<'p> {
             touched: BTreeSet::new(),
             engine_time: Duration::ZERO,
             now: 0,
-            totals: Totals { workloads: plan.workloads.len() as u64, ..Default::default() },
+            totals: Totals {
+                workloads: plan.workloads.len() as u64,
+                ..Default::default()
+            },
             anomalies: Vec::new(),
             anomaly_count: 0,
         }
@@ -189,7 +195,10 @@ impl<'p> Simulation<'p> {
     /// Runs to completion (or to the batch limit) and returns the report.
     pub fn run(mut self) -> Result<Report, SimError> {
         for (what, ev) in &self.plan.setup {
-            self.apply(ev.clone()).map_err(|e| SimError::Engine { what: what.clone(), message: e.to_string() })?;
+            self.apply(ev.clone()).map_err(|e| SimError::Engine {
+                what: what.clone(),
+                message: e.to_string(),
+            })?;
         }
         for (i, w) in self.plan.workloads.iter().enumerate() {
             self.queue.push(w.arrival, SimEvent::Arrive(i));
@@ -202,7 +211,10 @@ impl<'p> Simulation<'p> {
                 // Drained. A cycle is only triggered by events, so give the
                 // engine one more look in case it left admissible work for a
                 // later cycle; stop once a cycle changes nothing.
-                if self.pending_workloads() > 0 && batches < self.cfg.max_batches && self.cycle(self.now) {
+                if self.pending_workloads() > 0
+                    && batches < self.cfg.max_batches
+                    && self.cycle(self.now)
+                {
                     batches += 1;
                     continue;
                 }
@@ -231,7 +243,10 @@ impl<'p> Simulation<'p> {
     }
 
     fn pending_workloads(&self) -> usize {
-        self.runs.iter().filter(|r| r.phase == Phase::Pending).count()
+        self.runs
+            .iter()
+            .filter(|r| r.phase == Phase::Pending)
+            .count()
     }
 
     /// Applies one event to the engine, timing only the engine call.
@@ -246,7 +261,9 @@ impl<'p> Simulation<'p> {
     fn handle(&mut self, t: Millis, ev: SimEvent) {
         match ev {
             SimEvent::Arrive(i) => {
-                let Some(w) = self.plan.workloads.get(i) else { return };
+                let Some(w) = self.plan.workloads.get(i) else {
+                    return;
+                };
                 let mut obj = w.object.clone();
                 set_creation_time(&mut obj, SIM_EPOCH_MS + t);
                 match self.apply(Event::WorkloadUpserted(obj)) {
@@ -304,19 +321,28 @@ impl<'p> Simulation<'p> {
         let mut progress = false;
         for d in decisions {
             match d {
-                Decision::Admit { workload, admission } => {
+                Decision::Admit {
+                    workload,
+                    admission,
+                } => {
                     let Some(&i) = self.index.get(&workload) else {
                         self.anomaly(format!("t={t}ms: admitted unknown workload {workload}"));
                         continue;
                     };
                     if self.runs[i].phase != Phase::Pending {
-                        self.anomaly(format!("t={t}ms: admitted {workload} while {:?}", self.runs[i].phase));
+                        self.anomaly(format!(
+                            "t={t}ms: admitted {workload} while {:?}",
+                            self.runs[i].phase
+                        ));
                         continue;
                     }
                     progress = true;
                     let cq = self.cq_index.get(&admission.cluster_queue).copied();
                     if cq.is_none() {
-                        self.anomaly(format!("t={t}ms: {workload} admitted to unknown ClusterQueue {}", admission.cluster_queue));
+                        self.anomaly(format!(
+                            "t={t}ms: {workload} admitted to unknown ClusterQueue {}",
+                            admission.cluster_queue
+                        ));
                     }
                     let r = &mut self.runs[i];
                     r.phase = Phase::Running;
@@ -331,9 +357,12 @@ impl<'p> Simulation<'p> {
                         self.touched.insert(c);
                     }
                     let runtime = self.plan.workloads[i].runtime;
-                    self.queue.push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
+                    self.queue
+                        .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
                 }
-                Decision::Preempt { victim, preemptor, .. } => {
+                Decision::Preempt {
+                    victim, preemptor, ..
+                } => {
                     if self.stop(t, &victim, "preempted") {
                         progress = true;
                         self.totals.preemptions += 1;
@@ -343,7 +372,10 @@ impl<'p> Simulation<'p> {
                                 self.cqs[c].preempted += 1;
                             }
                         }
-                        let by = self.index.get(&preemptor).map(|&p| &self.plan.workloads[p].cluster_queue);
+                        let by = self
+                            .index
+                            .get(&preemptor)
+                            .map(|&p| &self.plan.workloads[p].cluster_queue);
                         if let Some(c) = by.and_then(|n| self.cq_index.get(n)) {
                             self.cqs[*c].preemptions_issued += 1;
                         }
@@ -353,12 +385,18 @@ impl<'p> Simulation<'p> {
                     if self.stop(t, &workload, "evicted") {
                         progress = true;
                         self.totals.evictions += 1;
-                        if let Some(c) = self.index.get(&workload).and_then(|&i| self.runs[i].holder) {
+                        if let Some(c) =
+                            self.index.get(&workload).and_then(|&i| self.runs[i].holder)
+                        {
                             self.cqs[c].evicted += 1;
                         }
                     }
                 }
-                Decision::Pending { workload, reason, message } => {
+                Decision::Pending {
+                    workload,
+                    reason,
+                    message,
+                } => {
                     if let Some(&i) = self.index.get(&workload) {
                         self.runs[i].pending = Some((reason, message));
                     }
@@ -398,7 +436,9 @@ impl<'p> Simulation<'p> {
     fn sample_usage(&mut self, t: Millis) {
         let touched = std::mem::take(&mut self.touched);
         for c in touched {
-            let Some(rep) = self.engine.cluster_queue_report(&self.cqs[c].name) else { continue };
+            let Some(rep) = self.engine.cluster_queue_report(&self.cqs[c].name) else {
+                continue;
+            };
             let mut per_resource: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
             for ((_, resource), u) in &rep.usage {
                 let e = per_resource.entry(resource.as_str()).or_default();
@@ -415,7 +455,13 @@ impl<'p> Simulation<'p> {
                 }
             }
             for (r, (used, borrowed)) in per_resource {
-                let track = acc.usage.entry(r.to_string()).or_insert_with(|| UsageTrack { since: t, ..Default::default() });
+                let track = acc
+                    .usage
+                    .entry(r.to_string())
+                    .or_insert_with(|| UsageTrack {
+                        since: t,
+                        ..Default::default()
+                    });
                 track.advance(t);
                 track.used = used;
                 track.borrowed = borrowed;
@@ -451,7 +497,13 @@ impl<'p> Simulation<'p> {
         let mut pending: BTreeMap<(String, String), PendingGroup> = BTreeMap::new();
         for (w, r) in self.plan.workloads.iter().zip(&self.runs) {
             let class = classes.entry(w.class.as_str()).or_insert_with(|| {
-                (ClassStats { class: w.class.clone(), ..Default::default() }, Vec::new())
+                (
+                    ClassStats {
+                        class: w.class.clone(),
+                        ..Default::default()
+                    },
+                    Vec::new(),
+                )
             });
             class.0.workloads += 1;
             class.0.admissions += u64::from(r.admissions);
@@ -472,13 +524,15 @@ impl<'p> Simulation<'p> {
                     PendingReason::WaitingForQuota,
                     "no scheduling cycle reported a reason".to_string(),
                 ));
-                let g = pending.entry((w.cluster_queue.clone(), reason.as_str().to_string())).or_insert_with(|| PendingGroup {
-                    cluster_queue: w.cluster_queue.clone(),
-                    reason: reason.as_str().to_string(),
-                    message,
-                    count: 0,
-                    example: w.key.to_string(),
-                });
+                let g = pending
+                    .entry((w.cluster_queue.clone(), reason.as_str().to_string()))
+                    .or_insert_with(|| PendingGroup {
+                        cluster_queue: w.cluster_queue.clone(),
+                        reason: reason.as_str().to_string(),
+                        message,
+                        count: 0,
+                        example: w.key.to_string(),
+                    });
                 g.count += 1;
             }
         }
@@ -513,7 +567,9 @@ impl<'p> Simulation<'p> {
         for (r, cap) in &self.plan.capacity {
             if *cap > 0 && makespan > 0 {
                 let area = used_area.get(r.as_str()).copied().unwrap_or(0);
-                self.totals.utilization.insert(r.clone(), area as f64 / (*cap as f64 * makespan as f64));
+                self.totals
+                    .utilization
+                    .insert(r.clone(), area as f64 / (*cap as f64 * makespan as f64));
             }
         }
 
@@ -535,7 +591,8 @@ impl<'p> Simulation<'p> {
                             nominal_milli: nominal,
                             utilization: (nominal > 0 && makespan > 0)
                                 .then(|| used_area as f64 / (nominal as f64 * makespan as f64)),
-                            borrowed_share: (used_area > 0).then(|| borrowed_area as f64 / used_area as f64),
+                            borrowed_share: (used_area > 0)
+                                .then(|| borrowed_area as f64 / used_area as f64),
                             peak_milli: track.map_or(0, |t| t.peak),
                         },
                     );
@@ -592,7 +649,11 @@ mod tests {
     use crate::sim::{Scenario, SourceFile, simulate};
 
     fn generator_only(yaml: &str) -> Scenario {
-        Scenario { name: "t".into(), manifests: vec![], generator: Some(SourceFile::new("generator.yaml", yaml)) }
+        Scenario {
+            name: "t".into(),
+            manifests: vec![],
+            generator: Some(SourceFile::new("generator.yaml", yaml)),
+        }
     }
 
     /// One cpu; a low-priority job starts, a high-priority one preempts it.
@@ -615,12 +676,18 @@ cohorts:
 "#;
 
     fn class<'r>(r: &'r Report, name: &str) -> &'r super::ClassStats {
-        r.classes.iter().find(|c| c.class == name).expect("class present")
+        r.classes
+            .iter()
+            .find(|c| c.class == name)
+            .expect("class present")
     }
 
     #[test]
     fn preempted_workload_requeues_and_runs_its_full_runtime() {
-        let cfg = SimConfig { eviction_delay_ms: 50, ..SimConfig::default() };
+        let cfg = SimConfig {
+            eviction_delay_ms: 50,
+            ..SimConfig::default()
+        };
         let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
         assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
         assert_eq!(r.totals.preemptions, 1);
@@ -653,7 +720,14 @@ cohorts:
         assert_eq!(a.without_timing(), b.without_timing());
         assert_eq!(a.without_timing().to_json(), b.without_timing().to_json());
         assert!(a.timing.is_some());
-        let c = simulate(&Scenario::demo(), SimConfig { seed: 5, ..SimConfig::default() }).expect("runs");
+        let c = simulate(
+            &Scenario::demo(),
+            SimConfig {
+                seed: 5,
+                ..SimConfig::default()
+            },
+        )
+        .expect("runs");
         assert_ne!(a.without_timing().totals, c.without_timing().totals);
     }
 
@@ -663,15 +737,30 @@ cohorts:
     #[ignore = "engine livelock on seeds 2-4: a workload admitted in a cycle is preempted in the same cycle"]
     fn demo_runs_clean_for_many_seeds() {
         for seed in 1..=8 {
-            let r = simulate(&Scenario::demo(), SimConfig { seed, ..SimConfig::default() }).expect("runs");
-            assert!(r.anomalies.is_empty() && !r.totals.truncated, "seed {seed}: {:?}", r.anomalies);
+            let r = simulate(
+                &Scenario::demo(),
+                SimConfig {
+                    seed,
+                    ..SimConfig::default()
+                },
+            )
+            .expect("runs");
+            assert!(
+                r.anomalies.is_empty() && !r.totals.truncated,
+                "seed {seed}: {:?}",
+                r.anomalies
+            );
         }
     }
 
     #[test]
     fn livelock_guard_stops_the_run() {
         // Whatever the engine does, the run ends quickly with a small per-instant budget.
-        let cfg = SimConfig { seed: 2, max_batches_per_instant: 50, ..SimConfig::default() };
+        let cfg = SimConfig {
+            seed: 2,
+            max_batches_per_instant: 50,
+            ..SimConfig::default()
+        };
         let r = simulate(&Scenario::demo(), cfg).expect("runs");
         assert!(r.totals.cycles < 20_000);
     }
@@ -685,11 +774,18 @@ cohorts:
         let borrowed = r
             .cluster_queues
             .iter()
-            .filter_map(|c| c.resources.get("nvidia.com/gpu").and_then(|s| s.borrowed_share))
+            .filter_map(|c| {
+                c.resources
+                    .get("nvidia.com/gpu")
+                    .and_then(|s| s.borrowed_share)
+            })
             .fold(0.0, f64::max);
         assert!(borrowed > 0.0);
         let table = r.render_table();
-        assert!(table.starts_with(super::super::report::REPORT_HEADER), "{table}");
+        assert!(
+            table.starts_with(super::super::report::REPORT_HEADER),
+            "{table}"
+        );
     }
 
     #[test]
@@ -715,7 +811,10 @@ cohorts:
 
     #[test]
     fn batch_limit_truncates() {
-        let cfg = SimConfig { max_batches: 2, ..SimConfig::default() };
+        let cfg = SimConfig {
+            max_batches: 2,
+            ..SimConfig::default()
+        };
         let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
         assert!(r.totals.truncated);
     }

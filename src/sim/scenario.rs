@@ -8,11 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::SimError;
-use super::generator::{CLASS_LABEL, ExistingObjects, GeneratorConfig, RUNNING_TIME_LABEL, SimWorkload};
+use super::generator::{
+    CLASS_LABEL, ExistingObjects, GeneratorConfig, RUNNING_TIME_LABEL, SimWorkload,
+};
 use crate::api;
 use crate::api::manifest::{self, Manifest};
 use crate::api::quantity::parse_milli;
 use crate::engine::{Event, Millis, WorkloadKey};
+use crate::integrations::batch_job;
 
 /// The built-in demo, embedded so `kuota` works from any directory.
 const DEMO_CLUSTER: &str = include_str!("../../examples/demo/cluster.yaml");
@@ -33,17 +36,25 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        Self { name: name.into(), text: text.into() }
+        Self {
+            name: name.into(),
+            text: text.into(),
+        }
     }
 
     pub fn read(path: &Path) -> Result<Self, SimError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SimError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         Ok(Self::new(path.display().to_string(), text))
     }
 
     fn is_generator(&self) -> bool {
-        let base = Path::new(&self.name).file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let base = Path::new(&self.name)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
         GENERATOR_FILES.contains(&base)
     }
 }
@@ -83,24 +94,37 @@ impl Scenario {
         Self {
             name: "demo".to_string(),
             manifests: vec![SourceFile::new("examples/demo/cluster.yaml", DEMO_CLUSTER)],
-            generator: Some(SourceFile::new("examples/demo/generator.yaml", DEMO_GENERATOR)),
+            generator: Some(SourceFile::new(
+                "examples/demo/generator.yaml",
+                DEMO_GENERATOR,
+            )),
         }
     }
 
     /// Loads a scenario directory.
     pub fn from_dir(dir: &Path) -> Result<Self, SimError> {
-        let io = |e: std::io::Error| SimError::Io { path: dir.display().to_string(), message: e.to_string() };
+        let io = |e: std::io::Error| SimError::Io {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        };
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io)? {
             let path = entry.map_err(io)?.path();
-            let yaml = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "yaml" || e == "yml");
+            let yaml = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e == "yaml" || e == "yml");
             if yaml && path.is_file() {
                 paths.push(path);
             }
         }
         paths.sort();
         let mut scenario = Self {
-            name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("scenario").to_string(),
+            name: dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("scenario")
+                .to_string(),
             manifests: Vec::new(),
             generator: None,
         };
@@ -127,36 +151,57 @@ impl Scenario {
     pub fn plan(&self, seed: u64) -> Result<Plan, SimError> {
         let mut objs = Objects::default();
         for f in &self.manifests {
-            let loaded = manifest::load_str(&f.name, &f.text)
-                .map_err(|e| SimError::Manifest { source_name: f.name.clone(), message: e.to_string() })?;
+            let loaded = manifest::load_str(&f.name, &f.text).map_err(|e| SimError::Manifest {
+                source_name: f.name.clone(),
+                message: e.to_string(),
+            })?;
             for m in loaded {
                 objs.add(&f.name, m)?;
             }
         }
 
         let existing = ExistingObjects {
-            cluster_queues: objs.cluster_queues.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect(),
+            cluster_queues: objs
+                .cluster_queues
+                .iter()
+                .filter_map(|(_, c)| c.metadata.name.clone())
+                .collect(),
             local_queues: objs
                 .local_queues
                 .iter()
                 .map(|(_, lq)| {
                     (
-                        (lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default()),
+                        (
+                            lq.metadata.namespace.clone().unwrap_or_default(),
+                            lq.metadata.name.clone().unwrap_or_default(),
+                        ),
                         lq.spec.cluster_queue.clone(),
                     )
                 })
                 .collect(),
-            flavors: objs.flavors.iter().filter_map(|(_, f)| f.metadata.name.clone()).collect(),
+            flavors: objs
+                .flavors
+                .iter()
+                .filter_map(|(_, f)| f.metadata.name.clone())
+                .collect(),
         };
         let mut workloads = objs.manifest_workloads(&existing)?;
         if let Some(g) = &self.generator {
             let cfg = GeneratorConfig::from_yaml(&g.name, &g.text)?;
             let generated = cfg.generate(&g.name, &existing, seed)?;
             let src = || format!("{} (generated)", g.name);
-            objs.flavors.extend(generated.flavors.into_iter().map(|o| (src(), o)));
-            objs.cluster_queues.extend(generated.cluster_queues.into_iter().map(|o| (src(), o)));
-            objs.local_queues.extend(generated.local_queues.into_iter().map(|o| (src(), o)));
-            objs.namespaces.extend(generated.namespaces.into_iter().map(|n| (n, BTreeMap::new())));
+            objs.flavors
+                .extend(generated.flavors.into_iter().map(|o| (src(), o)));
+            objs.cluster_queues
+                .extend(generated.cluster_queues.into_iter().map(|o| (src(), o)));
+            objs.local_queues
+                .extend(generated.local_queues.into_iter().map(|o| (src(), o)));
+            objs.namespaces.extend(
+                generated
+                    .namespaces
+                    .into_iter()
+                    .map(|n| (n, BTreeMap::new())),
+            );
             workloads.extend(generated.workloads);
         }
         // Stable: manifest workloads (arrival 0) stay ahead of generated ones at 0.
@@ -176,23 +221,43 @@ impl Scenario {
         let mut capacity: BTreeMap<String, i64> = BTreeMap::new();
         for (src, cq) in &objs.cluster_queues {
             let name = cq.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&cq.spec.resource_groups)
-                .map_err(|message| SimError::Manifest { source_name: src.clone(), message: format!("ClusterQueue {name}: {message}") })?;
+            let nominal = nominal_per_resource(&cq.spec.resource_groups).map_err(|message| {
+                SimError::Manifest {
+                    source_name: src.clone(),
+                    message: format!("ClusterQueue {name}: {message}"),
+                }
+            })?;
             for (r, m) in &nominal {
                 *capacity.entry(r.clone()).or_default() += m;
             }
-            cluster_queues.insert(name, CqInfo { cohort: cq.spec.cohort().map(str::to_string), nominal });
+            cluster_queues.insert(
+                name,
+                CqInfo {
+                    cohort: cq.spec.cohort().map(str::to_string),
+                    nominal,
+                },
+            );
         }
         for (src, c) in &objs.cohorts {
             let name = c.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&c.spec.resource_groups)
-                .map_err(|message| SimError::Manifest { source_name: src.clone(), message: format!("Cohort {name}: {message}") })?;
+            let nominal = nominal_per_resource(&c.spec.resource_groups).map_err(|message| {
+                SimError::Manifest {
+                    source_name: src.clone(),
+                    message: format!("Cohort {name}: {message}"),
+                }
+            })?;
             for (r, m) in nominal {
                 *capacity.entry(r).or_default() += m;
             }
         }
 
-        Ok(Plan { name: self.name.clone(), setup: objs.into_events(), workloads, cluster_queues, capacity })
+        Ok(Plan {
+            name: self.name.clone(),
+            setup: objs.into_events(),
+            workloads,
+            cluster_queues,
+            capacity,
+        })
     }
 }
 
@@ -202,8 +267,9 @@ fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String
     for g in groups {
         for f in &g.flavors {
             for r in &f.resources {
-                let m = parse_milli(&r.nominal_quota)
-                    .map_err(|e| format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name))?;
+                let m = parse_milli(&r.nominal_quota).map_err(|e| {
+                    format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
+                })?;
                 let e = out.entry(r.name.clone()).or_default();
                 *e = e.saturating_add(m);
             }
@@ -221,6 +287,8 @@ struct Objects {
     cluster_queues: Vec<(String, api::ClusterQueue)>,
     local_queues: Vec<(String, api::LocalQueue)>,
     workloads: Vec<(String, api::Workload)>,
+    topologies: Vec<(String, api::Topology)>,
+    nodes: Vec<(String, Box<k8s_openapi::api::core::v1::Node>)>,
     /// scheduling.k8s.io PriorityClasses: (file, name, value, globalDefault).
     pod_priority_classes: Vec<(String, String, i32, bool)>,
     /// name -> labels.
@@ -242,21 +310,43 @@ impl Objects {
                 self.local_queues.push((s, o));
             }
             Manifest::Workload(o) => self.workloads.push((s, *o)),
+            Manifest::Job(job) => {
+                // The Workload Kueue would create for the Job; the simulator's
+                // labels (runtime, class) are read from the Job itself.
+                let mut wl = batch_job::workload_for(&job).map_err(|e| SimError::Manifest {
+                    source_name: s.clone(),
+                    message: format!(
+                        "Job {}/{}: {e}",
+                        job.metadata.namespace.as_deref().unwrap_or("default"),
+                        job.metadata.name.as_deref().unwrap_or("")
+                    ),
+                })?;
+                let job_labels = job.metadata.labels.clone().unwrap_or_default();
+                let labels = wl.metadata.labels.get_or_insert_with(BTreeMap::new);
+                for key in [RUNNING_TIME_LABEL, CLASS_LABEL] {
+                    if let Some(v) = job_labels.get(key) {
+                        labels.entry(key.to_string()).or_insert_with(|| v.clone());
+                    }
+                }
+                self.workloads.push((s, wl));
+            }
             Manifest::PriorityClass(o) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
-                self.pod_priority_classes.push((s, name, o.value, o.global_default.unwrap_or(false)));
+                self.pod_priority_classes.push((
+                    s,
+                    name,
+                    o.value,
+                    o.global_default.unwrap_or(false),
+                ));
             }
             Manifest::Namespace(o) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
                 let labels = o.metadata.labels.clone().unwrap_or_default();
                 self.namespaces.entry(name).or_default().extend(labels);
             }
-            other => {
-                return Err(SimError::Manifest {
-                    source_name: s,
-                    message: format!("{} objects are not simulated yet", manifest_kind(&other)),
-                });
-            }
+            // Topology-aware placement: the engine places on these nodes.
+            Manifest::Topology(o) => self.topologies.push((s, o)),
+            Manifest::Node(o) => self.nodes.push((s, o)),
         }
         Ok(())
     }
@@ -266,31 +356,54 @@ impl Objects {
     fn manifest_workloads(&self, existing: &ExistingObjects) -> Result<Vec<SimWorkload>, SimError> {
         let mut out = Vec::new();
         for (src, wl) in &self.workloads {
-            let namespace = wl.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+            let namespace = wl
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_string());
             let name = wl.metadata.name.clone().unwrap_or_default();
-            let err = |message: String| SimError::Manifest { source_name: src.clone(), message: format!("Workload {namespace}/{name}: {message}") };
+            let err = |message: String| SimError::Manifest {
+                source_name: src.clone(),
+                message: format!("Workload {namespace}/{name}: {message}"),
+            };
             let labels = wl.metadata.labels.clone().unwrap_or_default();
             let runtime: Millis = labels
                 .get(RUNNING_TIME_LABEL)
-                .ok_or_else(|| err(format!("set label {RUNNING_TIME_LABEL} to its runtime in ms")))?
+                .ok_or_else(|| {
+                    err(format!(
+                        "set label {RUNNING_TIME_LABEL} to its runtime in ms"
+                    ))
+                })?
                 .parse()
                 .map_err(|e| err(format!("label {RUNNING_TIME_LABEL}: {e}")))?;
             if runtime < 0 {
-                return Err(err(format!("label {RUNNING_TIME_LABEL}: must not be negative")));
+                return Err(err(format!(
+                    "label {RUNNING_TIME_LABEL}: must not be negative"
+                )));
             }
             let cluster_queue = wl
                 .spec
                 .queue()
-                .and_then(|q| existing.local_queues.get(&(namespace.clone(), q.to_string())))
+                .and_then(|q| {
+                    existing
+                        .local_queues
+                        .get(&(namespace.clone(), q.to_string()))
+                })
                 .cloned()
                 .unwrap_or_default();
             let mut total_requests: BTreeMap<String, i64> = BTreeMap::new();
             for ps in &wl.spec.pod_sets {
-                let containers = ps.template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+                let containers = ps
+                    .template
+                    .spec
+                    .as_ref()
+                    .map(|s| s.containers.as_slice())
+                    .unwrap_or_default();
                 for c in containers {
                     let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
                     for (r, q) in reqs.into_iter().flatten() {
-                        let m = parse_milli(q).map_err(|e| err(format!("pod set {} request {r}: {e}", ps.name)))?;
+                        let m = parse_milli(q)
+                            .map_err(|e| err(format!("pod set {} request {r}: {e}", ps.name)))?;
                         let e = total_requests.entry(r.clone()).or_default();
                         *e = e.saturating_add(m.saturating_mul(i64::from(ps.count)));
                     }
@@ -300,7 +413,10 @@ impl Objects {
             object.metadata.namespace = Some(namespace.clone());
             out.push(SimWorkload {
                 key: WorkloadKey::new(namespace, name),
-                class: labels.get(CLASS_LABEL).cloned().unwrap_or_else(|| "manifest".to_string()),
+                class: labels
+                    .get(CLASS_LABEL)
+                    .cloned()
+                    .unwrap_or_else(|| "manifest".to_string()),
                 cluster_queue,
                 arrival: 0,
                 runtime,
@@ -316,35 +432,65 @@ impl Objects {
         let label = |src: &str, kind: &str, name: &Option<String>| {
             format!("{kind} {} ({src})", name.as_deref().unwrap_or(""))
         };
+        // Topologies and nodes first: flavors refer to topologies by name.
+        for (s, o) in self.topologies {
+            ev.push((
+                label(&s, "Topology", &o.metadata.name),
+                Event::TopologyUpserted(o),
+            ));
+        }
+        for (s, o) in self.nodes {
+            ev.push((label(&s, "Node", &o.metadata.name), Event::NodeUpserted(o)));
+        }
         for (s, o) in self.flavors {
-            ev.push((label(&s, "ResourceFlavor", &o.metadata.name), Event::ResourceFlavorUpserted(o)));
+            ev.push((
+                label(&s, "ResourceFlavor", &o.metadata.name),
+                Event::ResourceFlavorUpserted(o),
+            ));
         }
         for (s, o) in self.priority_classes {
-            ev.push((label(&s, "WorkloadPriorityClass", &o.metadata.name), Event::WorkloadPriorityClassUpserted(o)));
+            ev.push((
+                label(&s, "WorkloadPriorityClass", &o.metadata.name),
+                Event::WorkloadPriorityClassUpserted(o),
+            ));
         }
         for (s, name, value, global_default) in self.pod_priority_classes {
-            ev.push((format!("PriorityClass {name} ({s})"), Event::PriorityClassUpserted { name, value, global_default }));
+            ev.push((
+                format!("PriorityClass {name} ({s})"),
+                Event::PriorityClassUpserted {
+                    name,
+                    value,
+                    global_default,
+                },
+            ));
         }
         for (name, mut labels) in self.namespaces {
             labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
-            ev.push((format!("Namespace {name}"), Event::NamespaceUpserted { name, labels }));
+            ev.push((
+                format!("Namespace {name}"),
+                Event::NamespaceUpserted { name, labels },
+            ));
         }
         for (s, o) in self.cohorts {
-            ev.push((label(&s, "Cohort", &o.metadata.name), Event::CohortUpserted(o)));
+            ev.push((
+                label(&s, "Cohort", &o.metadata.name),
+                Event::CohortUpserted(o),
+            ));
         }
         for (s, o) in self.cluster_queues {
-            ev.push((label(&s, "ClusterQueue", &o.metadata.name), Event::ClusterQueueUpserted(o)));
+            ev.push((
+                label(&s, "ClusterQueue", &o.metadata.name),
+                Event::ClusterQueueUpserted(o),
+            ));
         }
         for (s, o) in self.local_queues {
-            ev.push((label(&s, "LocalQueue", &o.metadata.name), Event::LocalQueueUpserted(o)));
+            ev.push((
+                label(&s, "LocalQueue", &o.metadata.name),
+                Event::LocalQueueUpserted(o),
+            ));
         }
         ev
     }
-}
-
-fn manifest_kind(m: &Manifest) -> String {
-    // Debug output starts with the variant name; enough for a message.
-    format!("{m:?}").split(['(', ' ', '{']).next().unwrap_or("these").to_string()
 }
 
 /// One finding of [`check`].
@@ -372,40 +518,83 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
     for f in files {
         if f.is_generator() {
             if let Err(e) = GeneratorConfig::from_yaml(&f.name, &f.text) {
-                out.push(Diagnostic { error: true, file: f.name.clone(), message: strip_source(&e.to_string(), &f.name) });
+                out.push(Diagnostic {
+                    error: true,
+                    file: f.name.clone(),
+                    message: strip_source(&e.to_string(), &f.name),
+                });
             }
             continue;
         }
         match manifest::load_str(&f.name, &f.text) {
             Ok(ms) => kinds.extend(ms.into_iter().map(|m| (f.name.clone(), m))),
-            Err(e) => out.push(Diagnostic { error: true, file: f.name.clone(), message: strip_source(&e.to_string(), &f.name) }),
+            Err(e) => out.extend(e.problems.into_iter().map(|p| {
+                let file = match p.line {
+                    Some(l) => format!("{}:{l}", p.source_name),
+                    None => p.source_name,
+                };
+                let mut message = String::new();
+                if let Some(d) = p.document {
+                    message.push_str(&format!("document {d}"));
+                }
+                if let Some(o) = &p.object {
+                    message.push_str(&format!(
+                        "{}({o})",
+                        if message.is_empty() { "" } else { " " }
+                    ));
+                }
+                if !message.is_empty() {
+                    message.push_str(": ");
+                }
+                message.push_str(&p.message);
+                Diagnostic {
+                    error: true,
+                    file,
+                    message,
+                }
+            })),
         }
     }
     for (src, m) in kinds {
-        match m {
-            Manifest::ResourceFlavor(_)
-            | Manifest::WorkloadPriorityClass(_)
-            | Manifest::Cohort(_)
-            | Manifest::ClusterQueue(_)
-            | Manifest::LocalQueue(_)
-            | Manifest::PriorityClass(_)
-            | Manifest::Namespace(_)
-            | Manifest::Workload(_) => {
-                // Cannot fail for these kinds.
-                let _ = objs.add(src.as_str(), m);
-            }
-            _ => {}
+        // Only Jobs can fail here (their Workload is built from the Job).
+        if let Err(e) = objs.add(src.as_str(), m) {
+            out.push(Diagnostic {
+                error: true,
+                file: src.clone(),
+                message: strip_source(&e.to_string(), &src),
+            });
         }
     }
-    let flavors: BTreeSet<String> = objs.flavors.iter().filter_map(|(_, f)| f.metadata.name.clone()).collect();
-    let cqs: BTreeSet<String> = objs.cluster_queues.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect();
-    let cohorts: BTreeSet<String> = objs.cohorts.iter().filter_map(|(_, c)| c.metadata.name.clone()).collect();
+    let flavors: BTreeSet<String> = objs
+        .flavors
+        .iter()
+        .filter_map(|(_, f)| f.metadata.name.clone())
+        .collect();
+    let cqs: BTreeSet<String> = objs
+        .cluster_queues
+        .iter()
+        .filter_map(|(_, c)| c.metadata.name.clone())
+        .collect();
+    let cohorts: BTreeSet<String> = objs
+        .cohorts
+        .iter()
+        .filter_map(|(_, c)| c.metadata.name.clone())
+        .collect();
     let lqs: BTreeSet<(String, String)> = objs
         .local_queues
         .iter()
-        .map(|(_, l)| (l.metadata.namespace.clone().unwrap_or_default(), l.metadata.name.clone().unwrap_or_default()))
+        .map(|(_, l)| {
+            (
+                l.metadata.namespace.clone().unwrap_or_default(),
+                l.metadata.name.clone().unwrap_or_default(),
+            )
+        })
         .collect();
-    let warn = |file: &str, message: String| Diagnostic { error: false, file: file.to_string(), message };
+    let warn = |file: &str, message: String| Diagnostic {
+        error: false,
+        file: file.to_string(),
+        message,
+    };
     for (src, cq) in &objs.cluster_queues {
         let name = cq.metadata.name.as_deref().unwrap_or("");
         for g in &cq.spec.resource_groups {
@@ -417,7 +606,9 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
         }
         if let Some(c) = cq.spec.cohort()
             && !cohorts.contains(c)
-            && !objs.cluster_queues.iter().any(|(_, o)| o.metadata.name.as_deref() != Some(name) && o.spec.cohort() == Some(c))
+            && !objs.cluster_queues.iter().any(|(_, o)| {
+                o.metadata.name.as_deref() != Some(name) && o.spec.cohort() == Some(c)
+            })
         {
             out.push(warn(src, format!("ClusterQueue {name}: cohort {c:?} has no other member or Cohort object here, so there is nothing to borrow")));
         }
@@ -436,7 +627,11 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
         }
     }
     for (src, wl) in &objs.workloads {
-        let ns = wl.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let ns = wl
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
         if let Some(q) = wl.spec.queue()
             && !lqs.contains(&(ns.clone(), q.to_string()))
         {
@@ -451,7 +646,9 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
 
 /// Loader errors may already start with the file name; avoid printing it twice.
 fn strip_source(msg: &str, file: &str) -> String {
-    msg.strip_prefix(file).map(|m| m.trim_start_matches([':', ' ']).to_string()).unwrap_or_else(|| msg.to_string())
+    msg.strip_prefix(file)
+        .map(|m| m.trim_start_matches([':', ' ']).to_string())
+        .unwrap_or_else(|| msg.to_string())
 }
 
 #[cfg(test)]
@@ -461,10 +658,18 @@ mod tests {
     #[test]
     fn demo_plans() {
         let plan = Scenario::demo().plan(1).expect("demo is valid");
-        assert!(plan.workloads.len() >= 200, "{} workloads", plan.workloads.len());
+        assert!(
+            plan.workloads.len() >= 200,
+            "{} workloads",
+            plan.workloads.len()
+        );
         assert_eq!(plan.cluster_queues.len(), 4);
         assert!(plan.capacity.get("nvidia.com/gpu").is_some_and(|&g| g > 0));
-        assert!(plan.setup.iter().any(|(_, e)| matches!(e, Event::LocalQueueUpserted(_))));
+        assert!(
+            plan.setup
+                .iter()
+                .any(|(_, e)| matches!(e, Event::LocalQueueUpserted(_)))
+        );
     }
 
     #[test]
@@ -473,7 +678,10 @@ mod tests {
         let s = Scenario::from_dir(&dir).expect("loads");
         assert_eq!(s.manifests.len(), 1);
         assert_eq!(s.manifests[0].text, DEMO_CLUSTER);
-        assert_eq!(s.generator.as_ref().map(|g| g.text.as_str()), Some(DEMO_GENERATOR));
+        assert_eq!(
+            s.generator.as_ref().map(|g| g.text.as_str()),
+            Some(DEMO_GENERATOR)
+        );
     }
 
     #[test]
@@ -492,7 +700,99 @@ spec: {clusterQueue: missing}
 
     #[test]
     fn check_reports_errors_with_file() {
-        let d = check(&[SourceFile::new("bad.yaml", "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: x}\nspec: {bogus: 1}\n")]);
-        assert!(d.iter().any(|d| d.error && d.file == "bad.yaml"), "{d:?}");
+        let d = check(&[SourceFile::new(
+            "bad.yaml",
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: x}\nspec: {bogus: 1}\n",
+        )]);
+        assert!(
+            d.iter().any(|d| d.error
+                && d.file.starts_with("bad.yaml")
+                && d.message.contains("spec.bogus")),
+            "{d:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod job_tests {
+    use super::*;
+    use crate::sim::{SimConfig, simulate};
+
+    const CLUSTER: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: rf}
+spec: {}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: rf
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: ns
+  labels:
+    kueue.x-k8s.io/queue-name: lq
+    kueue.x-k8s.io/performance-scheduler-running-ms: "1000"
+spec:
+  parallelism: 2
+  completions: 2
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox
+        resources: {requests: {cpu: "1"}}
+"#;
+
+    #[test]
+    fn jobs_in_manifests_run_as_workloads() {
+        let s = Scenario {
+            name: "jobs".into(),
+            manifests: vec![SourceFile::new("c.yaml", CLUSTER)],
+            generator: None,
+        };
+        let r = simulate(&s, SimConfig::default()).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(
+            (r.totals.workloads, r.totals.finished, r.totals.makespan_ms),
+            (1, 1, 1000)
+        );
+        assert_eq!(r.totals.capacity_bound_ms, Some(1000));
+        assert_eq!(r.classes[0].class, "manifest");
+    }
+
+    #[test]
+    fn job_without_runtime_label_is_an_error() {
+        let yaml = CLUSTER.replace(
+            "    kueue.x-k8s.io/performance-scheduler-running-ms: \"1000\"\n",
+            "",
+        );
+        let s = Scenario {
+            name: "jobs".into(),
+            manifests: vec![SourceFile::new("c.yaml", yaml)],
+            generator: None,
+        };
+        let e = Scenario::plan(&s, 1).expect_err("needs a runtime");
+        assert!(
+            e.to_string().contains("performance-scheduler-running-ms"),
+            "{e}"
+        );
     }
 }

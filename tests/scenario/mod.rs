@@ -235,6 +235,9 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         let path = e.path().to_string();
         format!("at `{path}`: {}", e.into_inner())
     })?;
+    if sc.description.trim().is_empty() {
+        return Err("`description` must say why the case matters".into());
+    }
     for (i, step) in sc.steps.iter().enumerate() {
         step.validate().map_err(|e| format!("at `steps[{i}]`: {e}"))?;
     }

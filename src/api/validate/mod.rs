@@ -7,6 +7,7 @@
 mod flavor;
 mod names;
 mod quota;
+mod update;
 mod workload;
 
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
@@ -14,6 +15,10 @@ pub use names::{
     dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, qualified_name_errors,
 };
 pub use quota::{validate_cluster_queue, validate_cohort, validate_local_queue};
+pub use update::{
+    FIELD_IMMUTABLE_MSG, validate_label_selector, validate_local_queue_update,
+    validate_topology_update, validate_workload_update,
+};
 pub use workload::{validate_pod_template, validate_workload};
 
 use super::quantity::{QuantityError, parse_milli};

@@ -1,0 +1,165 @@
+//! The admission webhook: request handlers (review codec, mutation, validation) served over
+//! TLS by a small axum + rustls server.
+//!
+//! Request handling (see docs/webhook.md):
+//! - `review`: AdmissionReview decoding and encoding;
+//! - `routes`: Kueue's paths, the axum [`router`] and the [`handle`] entry point;
+//! - `jobs`: mutation and validation of job kinds (through `integrations`), plus policies;
+//! - `crd`: defaulting and validation of Kueue's kinds (through `api::validate`);
+//! - `index`: the watch-fed [`ClusterIndex`] answering lookups without the API server.
+//!
+//! `server`, `tls` and `certs` are the serving half: listeners, TLS with certificate hot
+//! reload, graceful shutdown, limits, and cert tooling. See docs/webhook-server.md.
+
+pub mod certs;
+pub mod crd;
+pub mod index;
+pub mod jobs;
+pub mod review;
+pub mod routes;
+pub mod server;
+pub mod tls;
+
+pub use index::{ClusterIndex, IndexConfig, IndexEvent, IndexKind};
+pub use routes::{Route, handle, router, routes};
+
+use crate::policy::PolicyHandle;
+use review::Verdict;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Kueue configuration switches the handlers follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// Kueue's `manageJobsWithoutQueueName`: suspend jobs without a queue name too (in
+    /// namespaces the index's managed-namespace selector selects).
+    pub manage_jobs_without_queue_name: bool,
+    /// Kueue's `LocalQueueDefaulting`: jobs without a queue name get `default` when the
+    /// namespace has a LocalQueue of that name.
+    pub local_queue_defaulting: bool,
+    /// Kueue's `WorkloadPriorityClassDefaulting`: managed jobs without a priority class get
+    /// `default` when a WorkloadPriorityClass of that name exists.
+    pub workload_priority_class_defaulting: bool,
+    /// Kueue's `PartialAdmission`: when off, Workload `minCount`s are dropped on creation.
+    pub partial_admission: bool,
+    /// Kueue's `TopologyAwareScheduling`: validate the topology annotations.
+    pub topology_aware_scheduling: bool,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            manage_jobs_without_queue_name: false,
+            local_queue_defaulting: true,
+            workload_priority_class_defaulting: true,
+            partial_admission: true,
+            topology_aware_scheduling: true,
+        }
+    }
+}
+
+/// Counters of answered reviews. Dry-run requests are counted like the others (metrics are
+/// not side effects in the sense of `sideEffects: None`) and also in `dry_run`.
+#[derive(Debug, Default)]
+pub struct WebhookMetrics {
+    allowed: AtomicU64,
+    patched: AtomicU64,
+    denied: AtomicU64,
+    bad_requests: AtomicU64,
+    dry_run: AtomicU64,
+}
+
+/// A copy of the counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Allowed without a patch.
+    pub allowed: u64,
+    /// Allowed with a patch.
+    pub patched: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Bodies that were not AdmissionReviews (HTTP 400).
+    pub bad_requests: u64,
+    /// Dry-run reviews (also counted above).
+    pub dry_run: u64,
+}
+
+impl WebhookMetrics {
+    fn record(&self, v: &Verdict, dry_run: bool) {
+        let c = match (v.allowed, v.patch.is_empty()) {
+            (false, _) => &self.denied,
+            (true, true) => &self.allowed,
+            (true, false) => &self.patched,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        if dry_run {
+            self.dry_run.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn record_bad_request(&self) {
+        self.bad_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The current counts.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            allowed: self.allowed.load(Ordering::Relaxed),
+            patched: self.patched.load(Ordering::Relaxed),
+            denied: self.denied.load(Ordering::Relaxed),
+            bad_requests: self.bad_requests.load(Ordering::Relaxed),
+            dry_run: self.dry_run.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Prometheus text exposition of the counters.
+    pub fn render(&self) -> String {
+        let s = self.snapshot();
+        format!(
+            "# HELP kuota_webhook_reviews_total Admission reviews answered, by result.\n\
+             # TYPE kuota_webhook_reviews_total counter\n\
+             kuota_webhook_reviews_total{{result=\"allowed\"}} {}\n\
+             kuota_webhook_reviews_total{{result=\"patched\"}} {}\n\
+             kuota_webhook_reviews_total{{result=\"denied\"}} {}\n\
+             kuota_webhook_reviews_total{{result=\"bad_request\"}} {}\n\
+             # HELP kuota_webhook_dry_run_reviews_total Dry-run admission reviews answered.\n\
+             # TYPE kuota_webhook_dry_run_reviews_total counter\n\
+             kuota_webhook_dry_run_reviews_total {}\n",
+            s.allowed, s.patched, s.denied, s.bad_requests, s.dry_run
+        )
+    }
+}
+
+/// Everything a handler reads: the cluster index, the policies, the configuration.
+#[derive(Debug)]
+pub struct WebhookState {
+    /// Watch-fed lookups.
+    pub index: Arc<ClusterIndex>,
+    /// Admission policies in force.
+    pub policies: PolicyHandle,
+    /// Kueue configuration switches.
+    pub config: WebhookConfig,
+    /// Review counters.
+    pub metrics: WebhookMetrics,
+}
+
+impl WebhookState {
+    /// A state over an index, policies and configuration.
+    pub fn new(index: Arc<ClusterIndex>, policies: PolicyHandle, config: WebhookConfig) -> Self {
+        Self {
+            index,
+            policies,
+            config,
+            metrics: WebhookMetrics::default(),
+        }
+    }
+
+    /// Empty (unsynced) index, no policies, default configuration.
+    pub fn for_tests() -> Self {
+        Self::new(
+            Arc::new(ClusterIndex::default()),
+            PolicyHandle::empty(),
+            WebhookConfig::default(),
+        )
+    }
+}

@@ -1,0 +1,450 @@
+//! AdmissionReview (admission.k8s.io/v1, and v1beta1) decoding and encoding.
+//!
+//! Own serde types rather than kube's: kube's `AdmissionResponse` serializes the patch
+//! wrongly (kube-rs issue 1781), and owning the request type lets the object decode straight
+//! into a borrowing view (see `integrations::object`) instead of a `serde_json::Value`.
+//!
+//! Decoding distinguishes three outcomes:
+//! - the body is not an AdmissionReview with a request (bad JSON, wrong kind, no `request`):
+//!   [`BadRequest`], answered with HTTP 400 and a JSON `Status` naming the problem;
+//! - the envelope is fine but the object does not decode: [`Decoded::ObjectError`], answered
+//!   with a review that denies the request (code 400) so the user sees why;
+//! - everything decodes: [`Decoded::Ok`].
+//!
+//! Messages name the failing field (`request.object.spec.parallelism: invalid type: ...`):
+//! the fast decoder runs first and only a failure is re-decoded with `serde_path_to_error`.
+
+use crate::integrations::Str;
+use base64::Engine as _;
+use json_patch::PatchOperation;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// `apiVersion` of admission.k8s.io/v1 reviews.
+pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
+/// `apiVersion` of the older admission.k8s.io/v1beta1 reviews (same shape).
+pub const ADMISSION_V1BETA1: &str = "admission.k8s.io/v1beta1";
+/// `kind` of reviews.
+pub const ADMISSION_REVIEW: &str = "AdmissionReview";
+
+/// A review as sent by the API server, with the object decoded as `O`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionReview<'a, O> {
+    /// `admission.k8s.io/v1` or `admission.k8s.io/v1beta1`.
+    #[serde(borrow, default)]
+    pub api_version: Option<Str<'a>>,
+    /// `AdmissionReview`.
+    #[serde(borrow, default)]
+    pub kind: Option<Str<'a>>,
+    /// The request; required.
+    #[serde(borrow, default = "none")]
+    pub request: Option<AdmissionRequest<'a, O>>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+/// Group/version/kind of the object under review.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewKind<'a> {
+    /// API group (empty for core).
+    #[serde(borrow, default)]
+    pub group: Str<'a>,
+    /// Version.
+    #[serde(borrow, default)]
+    pub version: Str<'a>,
+    /// Kind.
+    #[serde(borrow, default)]
+    pub kind: Str<'a>,
+}
+
+/// The operation under review.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    /// Object creation.
+    Create,
+    /// Object update.
+    Update,
+    /// Object deletion.
+    Delete,
+    /// Connect (exec, proxy, ...).
+    Connect,
+}
+
+/// The request part of a review.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest<'a, O> {
+    /// Request id, echoed in the response.
+    #[serde(borrow)]
+    pub uid: Str<'a>,
+    /// Kind of the object (after conversion to the webhook's registered version).
+    #[serde(borrow)]
+    pub kind: ReviewKind<'a>,
+    /// Subresource, if any.
+    #[serde(borrow, default)]
+    pub sub_resource: Option<Str<'a>>,
+    /// Name of the object (may be empty on CREATE with generateName).
+    #[serde(borrow, default)]
+    pub name: Option<Str<'a>>,
+    /// Namespace of the object.
+    #[serde(borrow, default)]
+    pub namespace: Option<Str<'a>>,
+    /// Operation.
+    pub operation: Operation,
+    /// The new object (CREATE, UPDATE).
+    #[serde(default = "none")]
+    pub object: Option<O>,
+    /// The old object (UPDATE, DELETE).
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
+    /// Whether this is a dry run: the webhook must not cause side effects.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+impl<O> AdmissionRequest<'_, O> {
+    /// Whether the API server asked for a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.unwrap_or(false)
+    }
+}
+
+/// The body is not an AdmissionReview the webhook can answer (HTTP 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRequest(pub String);
+
+impl fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadRequest {}
+
+impl BadRequest {
+    /// The HTTP body: a `metav1.Status` naming the problem.
+    pub fn to_json(&self) -> Vec<u8> {
+        let status = serde_json::json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": 400,
+            "reason": "BadRequest",
+            "message": self.0,
+        });
+        serde_json::to_vec(&status).unwrap_or_else(|_| b"{\"code\":400}".to_vec())
+    }
+}
+
+/// Which review version to answer in and the request id: enough to answer any request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Review `apiVersion` to answer with (same as the request's).
+    pub api_version: &'static str,
+    /// Request uid.
+    pub uid: String,
+}
+
+/// Result of decoding a review body.
+#[derive(Debug)]
+pub enum Decoded<'a, O> {
+    /// The whole review decoded.
+    Ok(Envelope, AdmissionRequest<'a, O>),
+    /// The envelope decoded, the object did not: deny with this message.
+    ObjectError(Envelope, String),
+}
+
+/// Decodes a review whose object is `O`.
+pub fn decode<'a, O>(body: &'a [u8]) -> Result<Decoded<'a, O>, BadRequest>
+where
+    O: Deserialize<'a>,
+{
+    match serde_json::from_slice::<AdmissionReview<'a, O>>(body) {
+        Ok(review) => {
+            let api_version = check_envelope(review.api_version.as_deref(), review.kind.as_deref())?;
+            let request = review.request.ok_or_else(missing_request)?;
+            let env = Envelope {
+                api_version,
+                uid: request.uid.to_string(),
+            };
+            Ok(Decoded::Ok(env, request))
+        }
+        Err(_) => {
+            // Slow path, errors only: find out whether the envelope or the object is wrong,
+            // and where.
+            let envelope = serde_json::from_slice::<AdmissionReview<'_, IgnoredAny>>(body)
+                .map_err(|_| BadRequest(path_error::<AdmissionReview<'_, IgnoredAny>>(body)))?;
+            let api_version =
+                check_envelope(envelope.api_version.as_deref(), envelope.kind.as_deref())?;
+            let request = envelope.request.ok_or_else(missing_request)?;
+            let env = Envelope {
+                api_version,
+                uid: request.uid.to_string(),
+            };
+            Ok(Decoded::ObjectError(env, path_error::<AdmissionReview<'_, O>>(body)))
+        }
+    }
+}
+
+/// Decodes an object (e.g. a CRD) from the `serde_json::Value` of a review, naming the
+/// failing field under `prefix` (e.g. `request.object`).
+pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value, prefix: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("{prefix}: {}", e.inner())
+        } else {
+            format!("{prefix}.{path}: {}", e.inner())
+        }
+    })
+}
+
+fn missing_request() -> BadRequest {
+    BadRequest("request: missing; an AdmissionReview sent to a webhook must carry a request".into())
+}
+
+fn check_envelope(api_version: Option<&str>, kind: Option<&str>) -> Result<&'static str, BadRequest> {
+    if kind != Some(ADMISSION_REVIEW) {
+        return Err(BadRequest(format!(
+            "kind: expected {ADMISSION_REVIEW:?}, got {}; the body is not an AdmissionReview",
+            kind.map_or("nothing".to_string(), |k| format!("{k:?}"))
+        )));
+    }
+    match api_version {
+        Some(ADMISSION_V1) => Ok(ADMISSION_V1),
+        Some(ADMISSION_V1BETA1) => Ok(ADMISSION_V1BETA1),
+        other => Err(BadRequest(format!(
+            "apiVersion: expected {ADMISSION_V1:?} or {ADMISSION_V1BETA1:?}, got {}",
+            other.map_or("nothing".to_string(), |v| format!("{v:?}"))
+        ))),
+    }
+}
+
+/// The decode error of `T` from `body`, with the JSON path of the failing field.
+fn path_error<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(_) => match de.end() {
+            Ok(()) => "the review could not be decoded".to_string(),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => {
+            let path = e.path().to_string();
+            if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            }
+        }
+    }
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Verdict {
+    /// Whether the request is allowed.
+    pub allowed: bool,
+    /// Denial details (code, reason, message); `None` when allowed.
+    pub status: Option<DenyStatus>,
+    /// JSON patch to apply (mutating webhooks; empty for none).
+    pub patch: Vec<PatchOperation>,
+    /// Warnings shown to the client.
+    pub warnings: Vec<String>,
+}
+
+/// Why a request was denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyStatus {
+    /// HTTP-like code: 403 (forbidden by policy), 422 (invalid), 400 (undecodable object).
+    pub code: u16,
+    /// Machine-readable reason (`Forbidden`, `Invalid`, `BadRequest`).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl Verdict {
+    /// Allowed without changes.
+    pub fn allow() -> Self {
+        Self {
+            allowed: true,
+            ..Self::default()
+        }
+    }
+
+    /// Allowed with a patch and warnings.
+    pub fn patched(patch: Vec<PatchOperation>, warnings: Vec<String>) -> Self {
+        Self {
+            allowed: true,
+            status: None,
+            patch,
+            warnings,
+        }
+    }
+
+    /// Denied.
+    pub fn deny(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            allowed: false,
+            status: Some(DenyStatus {
+                code,
+                reason,
+                message: message.into(),
+            }),
+            patch: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Denied as invalid (422).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::deny(422, "Invalid", message)
+    }
+
+    /// Denied as forbidden (403).
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::deny(403, "Forbidden", message)
+    }
+
+    /// Denied because the object could not be decoded (400).
+    pub fn bad_object(message: impl Into<String>) -> Self {
+        Self::deny(400, "BadRequest", message)
+    }
+
+    /// Adds warnings.
+    pub fn with_warnings(mut self, mut warnings: Vec<String>) -> Self {
+        self.warnings.append(&mut warnings);
+        self
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+struct StatusOut<'a> {
+    status: &'static str,
+    code: u16,
+    reason: &'static str,
+    message: &'a str,
+}
+
+/// Encodes the response review. The patch is the base64 of the JSON array of operations,
+/// with `patchType: JSONPatch`; an empty patch is omitted altogether.
+pub fn encode(env: &Envelope, verdict: &Verdict) -> Vec<u8> {
+    let patch = (!verdict.patch.is_empty()).then(|| {
+        // Serializing patch operations (strings and JSON values) cannot fail.
+        let raw = serde_json::to_vec(&verdict.patch).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    });
+    let out = ReviewOut {
+        api_version: env.api_version,
+        kind: ADMISSION_REVIEW,
+        response: ResponseOut {
+            uid: &env.uid,
+            allowed: verdict.allowed,
+            status: verdict.status.as_ref().map(|s| StatusOut {
+                status: "Failure",
+                code: s.code,
+                reason: s.reason,
+                message: &s.message,
+            }),
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            warnings: &verdict.warnings,
+        },
+    };
+    // Only strings, numbers and booleans: serialization cannot fail.
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrations::JobObject;
+
+    const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"batch","version":"v1","kind":"Job"},"operation":"CREATE","namespace":"ns","object":{"metadata":{"name":"j"},"spec":{"parallelism":2}},"dryRun":true}}"#;
+
+    #[test]
+    fn decodes_and_encodes() {
+        let Ok(Decoded::Ok(env, req)) = decode::<JobObject>(REVIEW.as_bytes()) else {
+            panic!("decodes");
+        };
+        assert_eq!(env.uid, "u-1");
+        assert_eq!(req.operation, Operation::Create);
+        assert!(req.is_dry_run());
+        assert_eq!(req.object.as_ref().and_then(|o| o.spec().parallelism), Some(2));
+        let v = Verdict::patched(
+            vec![PatchOperation::Add(json_patch::AddOperation {
+                path: json_patch::jsonptr::PointerBuf::from_tokens(["spec", "suspend"]),
+                value: true.into(),
+            })],
+            vec!["w".into()],
+        );
+        let out: serde_json::Value = serde_json::from_slice(&encode(&env, &v)).expect("json");
+        assert_eq!(out["apiVersion"], ADMISSION_V1);
+        assert_eq!(out["response"]["uid"], "u-1");
+        assert_eq!(out["response"]["patchType"], "JSONPatch");
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(out["response"]["patch"].as_str().expect("patch"))
+            .expect("base64");
+        assert_eq!(
+            String::from_utf8(raw).expect("utf8"),
+            r#"[{"op":"add","path":"/spec/suspend","value":true}]"#
+        );
+        let denied = encode(&env, &Verdict::invalid("bad"));
+        let out: serde_json::Value = serde_json::from_slice(&denied).expect("json");
+        assert_eq!(out["response"]["status"]["code"], 422);
+        assert!(out["response"].get("patch").is_none());
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = decode::<JobObject>(b"{nope").expect_err("bad json");
+        assert!(e.0.contains("key must be a string"), "{e}");
+        let e = decode::<JobObject>(br#"{"apiVersion":"v1","kind":"Pod"}"#).expect_err("not a review");
+        assert!(e.0.starts_with("kind: expected \"AdmissionReview\", got \"Pod\""), "{e}");
+        let e = decode::<JobObject>(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
+            .expect_err("no request");
+        assert!(e.0.starts_with("request: missing"), "{e}");
+        let e = decode::<JobObject>(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{}}}"#)
+            .expect_err("no uid");
+        assert!(e.0.starts_with("request: missing field `uid`"), "{e}");
+        let body = REVIEW.replace(r#""parallelism":2"#, r#""parallelism":"two""#);
+        match decode::<JobObject>(body.as_bytes()) {
+            Ok(Decoded::ObjectError(env, msg)) => {
+                assert_eq!(env.uid, "u-1");
+                assert!(msg.starts_with("request.object.spec.parallelism: invalid type: string \"two\", expected i32"), "{msg}");
+            }
+            other => panic!("expected an object error, got {other:?}"),
+        }
+        let v: serde_json::Value = serde_json::from_slice(&BadRequest("x".into()).to_json()).expect("json");
+        assert_eq!(v["code"], 400);
+    }
+}

@@ -1,0 +1,732 @@
+//! The webhook's network shell: a TLS listener serving the admission router
+//! and a plain-HTTP listener for probes and metrics.
+//!
+//! ```text
+//!  :9443 TLS (rustls, h2 + http/1.1) --> [timeout 504] -> [413 body limit]
+//!                                        -> [queue for one of N permits] -> admission router
+//!  :8080 plain HTTP                   --> /healthz, /readyz, /metrics
+//! ```
+//!
+//! - Certificates come from a [`CertStore`] polled every few seconds; a
+//!   renewed Secret is picked up by new handshakes while open connections
+//!   carry on (see `tls`).
+//! - Overload queues: at most `max_concurrency` requests run the handlers,
+//!   the rest wait for a permit. The request timeout covers the wait, so a
+//!   saturated server answers 504 in bounded time instead of piling up work.
+//! - Shutdown (SIGTERM / ctrl-c): `/readyz` turns 503, the listener keeps
+//!   accepting for `drain_delay` (endpoints take a moment to notice), then
+//!   stops accepting; idle keep-alive connections are closed, in-flight
+//!   requests finish (HTTP/2 gets GOAWAY), bounded by `shutdown_timeout`.
+//!
+//! The handlers are not this module's business: any `axum::Router` can be
+//! served, and readiness is a caller-supplied predicate (the watch-fed
+//! index being synced) combined with "a certificate is loaded, not draining".
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceBuilder};
+use tower_http::limit::RequestBodyLimitLayer;
+use tracing::{debug, error, info, warn};
+
+use super::tls::{self, CertStore, PollOutcome};
+
+/// The API server never sends more than 3 MiB (its own request limit), so
+/// anything larger is not a review.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Caller-supplied readiness (e.g. "the cluster index has synced").
+pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Listener, TLS and limit settings. Also the clap arguments of `kuota serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerConfig {
+    /// Address of the TLS admission listener.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP listener for /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub health_listen: SocketAddr,
+    /// Directory holding tls.crt and tls.key (a mounted kubernetes.io/tls Secret).
+    #[arg(long, default_value = "/certs")]
+    pub cert_dir: PathBuf,
+    /// How often to look for a renewed certificate.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub cert_reload_interval: Duration,
+    /// Report rotation as due (log + metric) when the certificate expires within this window.
+    #[arg(long, default_value = "720h", value_parser = parse_duration)]
+    pub rotate_before: Duration,
+    /// Per-request deadline, including the wait for a concurrency permit.
+    /// Keep it below the webhook configurations' timeoutSeconds.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Largest accepted request body; larger ones get 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Requests handled at once; further requests queue for a slot.
+    #[arg(long, default_value_t = 128)]
+    pub max_concurrency: usize,
+    /// Deadline for a client to finish the TLS handshake.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// After SIGTERM, keep accepting (while /readyz reports 503) for this long.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+    /// After accepting stops, how long in-flight requests get to finish.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Loopback listeners on ephemeral ports and short timeouts: for tests,
+    /// examples and the load-test harness.
+    pub fn local(cert_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            health_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cert_dir: cert_dir.into(),
+            cert_reload_interval: Duration::from_secs(5),
+            rotate_before: Duration::from_secs(720 * 3600),
+            request_timeout: Duration::from_secs(5),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_concurrency: 128,
+            handshake_timeout: Duration::from_secs(10),
+            drain_delay: Duration::ZERO,
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A bound, not yet running server. Binding first lets callers (tests, the
+/// CLI) learn the actual ports before traffic starts.
+pub struct WebhookServer {
+    config: ServerConfig,
+    listener: TcpListener,
+    health_listener: TcpListener,
+    certs: Arc<CertStore>,
+    app: Router,
+    ready: Readiness,
+}
+
+/// State shared by the listeners, the reloader and the probes.
+struct Shared {
+    certs: Arc<CertStore>,
+    ready: Readiness,
+    draining: AtomicBool,
+    open_connections: AtomicU64,
+    rotate_before: Duration,
+}
+
+impl WebhookServer {
+    /// Loads the certificate from `config.cert_dir` and binds both listeners.
+    pub async fn bind(
+        config: ServerConfig,
+        app: Router,
+        ready: Readiness,
+    ) -> Result<Self, ServerError> {
+        let certs = Arc::new(CertStore::load_dir(&config.cert_dir)?);
+        Self::bind_with_store(config, app, ready, certs).await
+    }
+
+    /// Like [`bind`](Self::bind) with an already loaded certificate store.
+    pub async fn bind_with_store(
+        config: ServerConfig,
+        app: Router,
+        ready: Readiness,
+        certs: Arc<CertStore>,
+    ) -> Result<Self, ServerError> {
+        let listener = bind(config.listen).await?;
+        let health_listener = bind(config.health_listen).await?;
+        Ok(Self {
+            config,
+            listener,
+            health_listener,
+            certs,
+            app,
+            ready,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        // A bound listener always has a local address; fall back to the
+        // configured one rather than panic if the OS says otherwise.
+        self.listener.local_addr().unwrap_or(self.config.listen)
+    }
+
+    pub fn health_addr(&self) -> SocketAddr {
+        self.health_listener
+            .local_addr()
+            .unwrap_or(self.config.health_listen)
+    }
+
+    pub fn cert_store(&self) -> Arc<CertStore> {
+        self.certs.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then drains as described in the
+    /// module docs. Returns once every connection is closed or the deadline
+    /// has passed.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+        let Self {
+            config,
+            listener,
+            health_listener,
+            certs,
+            app,
+            ready,
+        } = self;
+        let shared = Arc::new(Shared {
+            certs: certs.clone(),
+            ready,
+            draining: AtomicBool::new(false),
+            open_connections: AtomicU64::new(0),
+            rotate_before: config.rotate_before,
+        });
+        let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(certs.clone())?));
+        let service = TowerToHyperService::new(harden(app, &config));
+        let builders = Arc::new(ConnBuilders::new());
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let health = tokio::spawn(serve_health(
+            health_listener,
+            shared.clone(),
+            stop_rx.clone(),
+        ));
+        let reloader = tokio::spawn(reload_loop(
+            shared.clone(),
+            config.cert_reload_interval,
+            stop_rx,
+        ));
+
+        let info = certs.info();
+        info!(
+            addr = %listener.local_addr().unwrap_or(config.listen),
+            serial = %info.serial,
+            not_after = tls::unix_seconds(info.not_after),
+            "webhook listening (TLS 1.2/1.3, h2 + http/1.1)"
+        );
+
+        let graceful = GracefulShutdown::new();
+        let mut conns = JoinSet::new();
+        let accept = Acceptor {
+            listener: &listener,
+            acceptor: &acceptor,
+            builders: &builders,
+            service: &service,
+            shared: &shared,
+            handshake_timeout: config.handshake_timeout,
+        };
+
+        accept.until(shutdown, &graceful, &mut conns).await;
+        shared.draining.store(true, Ordering::SeqCst);
+        if !config.drain_delay.is_zero() {
+            info!(delay = ?config.drain_delay, "shutdown requested: not ready, still accepting");
+            accept
+                .until(
+                    tokio::time::sleep(config.drain_delay),
+                    &graceful,
+                    &mut conns,
+                )
+                .await;
+        }
+        drop(listener);
+        let open = shared.open_connections.load(Ordering::SeqCst);
+        info!(
+            open_connections = open,
+            "stopped accepting; draining connections"
+        );
+
+        let started = Instant::now();
+        let drained = async {
+            graceful.shutdown().await;
+            while conns.join_next().await.is_some() {}
+        };
+        if tokio::time::timeout(config.shutdown_timeout, drained)
+            .await
+            .is_err()
+        {
+            warn!(
+                remaining = shared.open_connections.load(Ordering::SeqCst),
+                timeout = ?config.shutdown_timeout,
+                "shutdown deadline passed; closing remaining connections"
+            );
+            conns.abort_all();
+            while conns.join_next().await.is_some() {}
+        } else {
+            info!(elapsed = ?started.elapsed(), "all connections drained");
+        }
+
+        // The receivers may already be gone if those tasks ended; nothing to do then.
+        let _ = stop_tx.send(true);
+        let _ = reloader.await;
+        let _ = health.await;
+        Ok(())
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })
+}
+
+/// Resolves on SIGTERM (Kubernetes) or ctrl-c (a terminal).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            error!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => info!("ctrl-c received"),
+        () = term => info!("SIGTERM received"),
+    }
+}
+
+/// The admission router wrapped in the limits described in the module docs,
+/// as one cloneable service. Public so tests and benchmarks can drive the
+/// exact production stack with `tower::ServiceExt::oneshot` (any body type).
+pub type HardenedService<B> = BoxCloneSyncService<Request<B>, Response, Infallible>;
+
+/// Wraps `app` in: JSON 504 on timeout, 413 over `max_body_bytes`, and a
+/// queue of at most `max_concurrency` requests in the handlers.
+pub fn harden<B>(app: Router, config: &ServerConfig) -> HardenedService<B>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
+    let timeout = config.request_timeout;
+    let app = app
+        // axum's extractors default to 2 MB; align them with our limit.
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(from_fn_with_state(permits, queue_for_permit));
+    let stack = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(move |err: BoxError| async move {
+            request_error(err, timeout)
+        }))
+        .timeout(timeout)
+        // Rejects on Content-Length before reading, and caps streamed bodies.
+        .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
+        .service(app);
+    BoxCloneSyncService::new(stack)
+}
+
+/// Waits for a concurrency slot. Runs inside the timeout, so queueing time
+/// counts against the request's deadline.
+async fn queue_for_permit(
+    State(permits): State<Arc<Semaphore>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match permits.acquire().await {
+        Ok(_permit) => next.run(req).await,
+        // Only possible if the semaphore were closed, which we never do.
+        Err(_) => json_error(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down"),
+    }
+}
+
+fn request_error(err: BoxError, timeout: Duration) -> Response {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        json_error(
+            StatusCode::GATEWAY_TIMEOUT,
+            &format!("request not answered within {timeout:?}"),
+        )
+    } else {
+        json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string())
+    }
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "code": status.as_u16(), "error": message });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// hyper connection builders, one per ALPN outcome. ALPN tells us the
+/// protocol, so we skip the auto builder's preface sniffing when we can.
+struct ConnBuilders {
+    auto: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+}
+
+impl ConnBuilders {
+    fn new() -> Self {
+        let mut auto = auto::Builder::new(TokioExecutor::new());
+        auto.http1()
+            .timer(TokioTimer::new())
+            // Slow-loris guard: headers must arrive within this time.
+            .header_read_timeout(Duration::from_secs(10))
+            .keep_alive(true);
+        auto.http2()
+            .timer(TokioTimer::new())
+            // Detects dead API-server connections (no FIN after a node loss).
+            .keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .max_concurrent_streams(256);
+        Self {
+            h1: auto.clone().http1_only(),
+            h2: auto.clone().http2_only(),
+            auto,
+        }
+    }
+
+    fn for_alpn(&self, alpn: Option<&[u8]>) -> &auto::Builder<TokioExecutor> {
+        match alpn {
+            Some(tls::ALPN_H2) => &self.h2,
+            Some(tls::ALPN_HTTP11) => &self.h1,
+            _ => &self.auto,
+        }
+    }
+}
+
+type HyperService = TowerToHyperService<HardenedService<hyper::body::Incoming>>;
+
+struct Acceptor<'a> {
+    listener: &'a TcpListener,
+    acceptor: &'a TlsAcceptor,
+    builders: &'a Arc<ConnBuilders>,
+    service: &'a HyperService,
+    shared: &'a Arc<Shared>,
+    handshake_timeout: Duration,
+}
+
+impl Acceptor<'_> {
+    /// Accepts connections until `stop` resolves.
+    async fn until(
+        &self,
+        stop: impl Future<Output = ()>,
+        graceful: &GracefulShutdown,
+        conns: &mut JoinSet<()>,
+    ) {
+        let mut stop = pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, peer)) => {
+                        // Subscribe before spawning so a shutdown signalled
+                        // while this connection handshakes still reaches it.
+                        let watcher = graceful.watcher();
+                        conns.spawn(serve_connection(
+                            tcp,
+                            peer,
+                            self.acceptor.clone(),
+                            self.builders.clone(),
+                            self.service.clone(),
+                            watcher,
+                            self.shared.clone(),
+                            self.handshake_timeout,
+                        ));
+                    }
+                    Err(e) => {
+                        // Typically EMFILE/ENFILE: back off instead of spinning.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                // Reap finished connection tasks so the set stays small.
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one spawned task's captured context
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    builders: Arc<ConnBuilders>,
+    service: HyperService,
+    watcher: Watcher,
+    shared: Arc<Shared>,
+    handshake_timeout: Duration,
+) {
+    // Reviews are small request/response pairs: don't let Nagle delay them.
+    let _ = tcp.set_nodelay(true);
+    let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let _open = ConnectionGuard::new(&shared);
+    let builder = builders.for_alpn(stream.get_ref().1.alpn_protocol());
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(conn).await {
+        debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// Counts open (post-handshake) connections for logs and metrics.
+struct ConnectionGuard(Arc<Shared>);
+
+impl ConnectionGuard {
+    fn new(shared: &Arc<Shared>) -> Self {
+        shared.open_connections.fetch_add(1, Ordering::SeqCst);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Polls the certificate files and the expiry clock until stopped.
+async fn reload_loop(shared: Arc<Shared>, interval: Duration, mut stop: watch::Receiver<bool>) {
+    // Remind hourly while rotation is due, not on every poll.
+    const EXPIRY_LOG_EVERY: Duration = Duration::from_secs(3600);
+    let mut last_expiry_log: Option<Instant> = None;
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let certs = shared.certs.clone();
+        let outcome = match tokio::task::spawn_blocking(move || certs.poll()).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                error!(error = %e, "certificate poll task failed");
+                continue;
+            }
+        };
+        match outcome {
+            PollOutcome::Unchanged => {}
+            PollOutcome::Reloaded { serial } => {
+                let info = shared.certs.info();
+                info!(%serial, not_after = tls::unix_seconds(info.not_after), "serving certificate reloaded");
+                last_expiry_log = None;
+            }
+            PollOutcome::Rejected { error } => {
+                warn!(%error, "new certificate files refused; still serving the previous certificate");
+            }
+        }
+        let now = SystemTime::now();
+        if shared.certs.check_expiry(now, shared.rotate_before) {
+            if last_expiry_log.is_none_or(|t| t.elapsed() >= EXPIRY_LOG_EVERY) {
+                let info = shared.certs.info();
+                let left = info.remaining(now);
+                if left.is_zero() {
+                    error!(serial = %info.serial, "serving certificate has EXPIRED; the API server will reject every call");
+                } else {
+                    warn!(
+                        serial = %info.serial,
+                        expires_in_hours = left.as_secs() / 3600,
+                        "serving certificate rotation due (run `kuota certs --rotate-before ...` or check cert-manager)"
+                    );
+                }
+                last_expiry_log = Some(Instant::now());
+            }
+        } else {
+            last_expiry_log = None;
+        }
+    }
+}
+
+/// The plain-HTTP probe listener. Separate from the TLS one so kubelet
+/// probes need no certificates and cannot be starved by admission traffic.
+async fn serve_health(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(shared);
+    let stopped = async move {
+        // Err means the sender is gone, which also means "stop".
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
+        error!(error = %e, "health listener failed");
+    }
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    let draining = shared.draining.load(Ordering::SeqCst);
+    let index_synced = (shared.ready)();
+    // The store cannot exist without a loaded pair; an expired one is not ready.
+    let cert_valid = !shared.certs.info().remaining(SystemTime::now()).is_zero();
+    let ready = !draining && index_synced && cert_valid;
+    let body = serde_json::json!({
+        "ready": ready,
+        "indexSynced": index_synced,
+        "certificateLoaded": cert_valid,
+        "draining": draining,
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A few gauges in Prometheus text format, scraped from the health port.
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let info = shared.certs.info();
+    let text = format!(
+        "# HELP kuota_webhook_cert_expiry_timestamp_seconds notAfter of the serving certificate.\n\
+         # TYPE kuota_webhook_cert_expiry_timestamp_seconds gauge\n\
+         kuota_webhook_cert_expiry_timestamp_seconds {}\n\
+         # HELP kuota_webhook_cert_rotation_due 1 when the serving certificate expires within --rotate-before.\n\
+         # TYPE kuota_webhook_cert_rotation_due gauge\n\
+         kuota_webhook_cert_rotation_due {}\n\
+         # HELP kuota_webhook_cert_reloads_total Serving certificates swapped in from disk.\n\
+         # TYPE kuota_webhook_cert_reloads_total counter\n\
+         kuota_webhook_cert_reloads_total {}\n\
+         # HELP kuota_webhook_cert_reload_errors_total Changed certificate files that were refused.\n\
+         # TYPE kuota_webhook_cert_reload_errors_total counter\n\
+         kuota_webhook_cert_reload_errors_total {}\n\
+         # HELP kuota_webhook_open_connections TLS connections currently open.\n\
+         # TYPE kuota_webhook_open_connections gauge\n\
+         kuota_webhook_open_connections {}\n",
+        tls::unix_seconds(info.not_after),
+        u8::from(shared.certs.rotation_due()),
+        shared.certs.reloads(),
+        shared.certs.reload_errors(),
+        shared.open_connections.load(Ordering::Relaxed),
+    );
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        Body::from(text),
+    )
+        .into_response()
+}
+
+/// Parses durations like `720h`, `30m`, `5s`, `250ms`, `90d`, or sums such
+/// as `1h30m` (a subset of Go's syntax, which Kubernetes users know).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("invalid duration {s:?}: expected a number"));
+        }
+        let value: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(value),
+            "s" => Duration::from_secs(value),
+            "m" => Duration::from_secs(value.saturating_mul(60)),
+            "h" => Duration::from_secs(value.saturating_mul(3600)),
+            "d" => Duration::from_secs(value.saturating_mul(86_400)),
+            "" => {
+                return Err(format!(
+                    "invalid duration {s:?}: missing unit (ms, s, m, h, d)"
+                ));
+            }
+            other => return Err(format!("invalid duration {s:?}: unknown unit {other:?}")),
+        };
+        total = total.saturating_add(part);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("720h"), Ok(Duration::from_secs(720 * 3600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_duration("365d"),
+            Ok(Duration::from_secs(365 * 86_400))
+        );
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
+}

@@ -1,0 +1,460 @@
+//! The deployment manifests parse into the Kubernetes API types, carry no
+//! field those types do not know (typos would be silently dropped by the
+//! API server), and agree with what `kuota serve` and `kuota certs` expect.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kuota::webhook::certs;
+use serde::Deserialize;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for p in paths {
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every non-empty YAML document under `dir`, with its file for messages.
+fn documents(dir: &Path) -> Vec<(PathBuf, Value)> {
+    let mut files = Vec::new();
+    yaml_files(dir, &mut files);
+    let mut docs = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read manifest");
+        for de in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde_yaml::Value::deserialize(de)
+                .unwrap_or_else(|e| panic!("{}: YAML does not parse: {e}", file.display()));
+            if value.is_null() {
+                continue;
+            }
+            let json = serde_json::to_value(&value)
+                .unwrap_or_else(|e| panic!("{}: not JSON-compatible: {e}", file.display()));
+            docs.push((file.clone(), json));
+        }
+    }
+    docs
+}
+
+/// Paths present in `original` but absent from `typed`: fields the API type
+/// does not have (a typo, or the wrong nesting level).
+fn unknown_fields(original: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (original, typed) {
+        (Value::Object(o), Value::Object(t)) => {
+            for (k, v) in o {
+                match t.get(k) {
+                    Some(tv) => unknown_fields(v, tv, &format!("{path}.{k}"), out),
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(t)) => {
+            for (i, (ov, tv)) in o.iter().zip(t).enumerate() {
+                unknown_fields(ov, tv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn typed<T: DeserializeOwned + Serialize>(file: &Path, doc: &Value) -> T {
+    let value: T = serde_path_to_error::deserialize(doc.clone())
+        .unwrap_or_else(|e| panic!("{}: {} at {}", file.display(), e.inner(), e.path()));
+    let back = serde_json::to_value(&value).expect("serialize");
+    let mut unknown = Vec::new();
+    unknown_fields(doc, &back, "", &mut unknown);
+    assert!(
+        unknown.is_empty(),
+        "{}: unknown fields {unknown:?}",
+        file.display()
+    );
+    value
+}
+
+#[derive(Default)]
+struct Parsed {
+    services: Vec<Service>,
+    deployments: Vec<Deployment>,
+    mutating: Vec<MutatingWebhookConfiguration>,
+    validating: Vec<ValidatingWebhookConfiguration>,
+    cluster_roles: Vec<ClusterRole>,
+    namespaces: Vec<Namespace>,
+    kinds: BTreeSet<String>,
+}
+
+fn parse_all() -> Parsed {
+    let mut p = Parsed::default();
+    let docs = documents(&root().join("manifests"));
+    assert!(!docs.is_empty(), "no manifests found");
+    for (file, doc) in &docs {
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        assert!(
+            !api_version.is_empty() && !kind.is_empty(),
+            "{}: apiVersion/kind missing",
+            file.display()
+        );
+        assert!(
+            doc["metadata"]["name"].is_string(),
+            "{}: metadata.name missing",
+            file.display()
+        );
+        p.kinds.insert(kind.to_string());
+        match (api_version, kind) {
+            ("v1", "Namespace") => p.namespaces.push(typed(file, doc)),
+            ("v1", "ServiceAccount") => drop(typed::<ServiceAccount>(file, doc)),
+            ("v1", "Service") => p.services.push(typed(file, doc)),
+            ("v1", "Secret") => drop(typed::<Secret>(file, doc)),
+            ("v1", "ConfigMap") => drop(typed::<ConfigMap>(file, doc)),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
+                p.cluster_roles.push(typed(file, doc))
+            }
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+                drop(typed::<ClusterRoleBinding>(file, doc))
+            }
+            ("rbac.authorization.k8s.io/v1", "Role") => drop(typed::<Role>(file, doc)),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+                drop(typed::<RoleBinding>(file, doc))
+            }
+            ("apps/v1", "Deployment") => p.deployments.push(typed(file, doc)),
+            ("policy/v1", "PodDisruptionBudget") => drop(typed::<PodDisruptionBudget>(file, doc)),
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                p.mutating.push(typed(file, doc))
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+                p.validating.push(typed(file, doc))
+            }
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+                drop(typed::<CustomResourceDefinition>(file, doc))
+            }
+            // Other kinds (kueue samples, ...) only need to be well-formed.
+            _ => {}
+        }
+    }
+    p
+}
+
+fn webhook_container(p: &Parsed) -> Container {
+    let deployment = p
+        .deployments
+        .iter()
+        .find(|d| d.metadata.name.as_deref() == Some(certs::DEFAULT_SERVICE))
+        .expect("webhook Deployment");
+    let spec = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.clone())
+        .expect("pod spec");
+    spec.containers.into_iter().next().expect("container")
+}
+
+#[test]
+fn every_manifest_parses_into_api_types_without_unknown_fields() {
+    let p = parse_all();
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert!(p.kinds.contains(kind), "no {kind} in manifests/");
+    }
+    // cert-manager resources are CRDs without k8s-openapi types: YAML only.
+    let cm = documents(&root().join("webhook-certs"));
+    assert!(cm.iter().any(|(_, d)| d["kind"] == "Certificate"));
+}
+
+#[test]
+fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
+    let p = parse_all();
+    let service = p
+        .services
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(certs::DEFAULT_SERVICE))
+        .expect("webhook Service");
+    assert_eq!(
+        service.metadata.namespace.as_deref(),
+        Some(certs::DEFAULT_NAMESPACE)
+    );
+    assert!(
+        p.namespaces
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(certs::DEFAULT_NAMESPACE))
+    );
+    let port = &service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.clone())
+        .expect("ports")[0];
+    assert_eq!(port.port, 443);
+
+    let mut paths = BTreeSet::new();
+    let mutating = p
+        .mutating
+        .iter()
+        .flat_map(|m| m.webhooks.clone().unwrap_or_default());
+    for w in mutating {
+        let svc = w.client_config.service.as_ref().expect("service ref");
+        assert_eq!(
+            (svc.name.as_str(), svc.namespace.as_str()),
+            (certs::DEFAULT_SERVICE, certs::DEFAULT_NAMESPACE)
+        );
+        let path = svc.path.clone().expect("path");
+        assert!(path.starts_with("/mutate-"), "{path}");
+        assert!(paths.insert(path), "duplicate path in {}", w.name);
+        assert_eq!(w.side_effects, "None");
+        assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(
+            w.reinvocation_policy.as_deref(),
+            Some("IfNeeded"),
+            "{}",
+            w.name
+        );
+        assert!(w.timeout_seconds.is_some_and(|t| (1..=10).contains(&t)));
+        assert!(
+            w.client_config.ca_bundle.is_none(),
+            "caBundle must not be checked in"
+        );
+    }
+    let validating = p
+        .validating
+        .iter()
+        .flat_map(|v| v.webhooks.clone().unwrap_or_default());
+    for w in validating {
+        let svc = w.client_config.service.as_ref().expect("service ref");
+        assert_eq!(
+            (svc.name.as_str(), svc.namespace.as_str()),
+            (certs::DEFAULT_SERVICE, certs::DEFAULT_NAMESPACE)
+        );
+        let path = svc.path.clone().expect("path");
+        assert!(path.starts_with("/validate-"), "{path}");
+        assert!(paths.insert(path), "duplicate path in {}", w.name);
+        assert_eq!(w.side_effects, "None");
+        assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        assert!(w.timeout_seconds.is_some_and(|t| (1..=10).contains(&t)));
+        assert!(
+            w.client_config.ca_bundle.is_none(),
+            "caBundle must not be checked in"
+        );
+    }
+    // Kueue's paths for the core kinds.
+    for path in [
+        "/mutate-batch-v1-job",
+        "/validate-batch-v1-job",
+        "/mutate--v1-pod",
+        "/validate--v1-pod",
+        "/mutate-kueue-x-k8s-io-v1beta2-workload",
+        "/validate-kueue-x-k8s-io-v1beta2-workload",
+        "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
+    ] {
+        assert!(paths.contains(path), "missing {path}");
+    }
+}
+
+#[test]
+fn deployment_runs_kuota_serve_hardened_with_probes_and_cert_secret() {
+    let p = parse_all();
+    let c = webhook_container(&p);
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(args.first().map(String::as_str), Some("serve"));
+    assert!(args.contains(&"--cert-dir=/certs".to_string()));
+    let sc = c
+        .security_context
+        .clone()
+        .expect("container securityContext");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        sc.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_string()])
+    );
+
+    let deployment = p
+        .deployments
+        .iter()
+        .find(|d| d.metadata.name.as_deref() == Some(certs::DEFAULT_SERVICE))
+        .expect("deployment");
+    let pod = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.clone())
+        .expect("pod spec");
+    let psc = pod.security_context.clone().expect("pod securityContext");
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.run_as_user, Some(65532));
+    assert_eq!(
+        psc.seccomp_profile.map(|s| s.type_),
+        Some("RuntimeDefault".to_string())
+    );
+
+    // Probes hit the plain health port; the Service targets the TLS port.
+    let ports = c.ports.clone().unwrap_or_default();
+    let port_named = |name: &str| {
+        ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name))
+            .map(|p| p.container_port)
+    };
+    assert_eq!(port_named("webhook"), Some(9443));
+    assert_eq!(port_named("health"), Some(8080));
+    for (probe, path) in [
+        (c.readiness_probe.clone(), "/readyz"),
+        (c.liveness_probe.clone(), "/healthz"),
+    ] {
+        let get = probe.and_then(|p| p.http_get).expect("httpGet probe");
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(get.port, IntOrString::String("health".into()));
+        assert!(get.scheme.is_none() || get.scheme.as_deref() == Some("HTTP"));
+    }
+    let service = p
+        .services
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(certs::DEFAULT_SERVICE))
+        .expect("svc");
+    let target = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.clone())
+        .expect("ports")[0]
+        .target_port
+        .clone();
+    assert_eq!(target, Some(IntOrString::String("webhook".into())));
+
+    // The cert volume is the Secret `kuota certs` / cert-manager write, not via subPath.
+    let volumes = pod.volumes.clone().unwrap_or_default();
+    let secret = volumes
+        .iter()
+        .find_map(|v| v.secret.clone())
+        .expect("secret volume");
+    assert_eq!(secret.secret_name.as_deref(), Some(certs::DEFAULT_SECRET));
+    assert_eq!(secret.default_mode, Some(0o440));
+    for m in c.volume_mounts.clone().unwrap_or_default() {
+        assert!(
+            m.sub_path.is_none(),
+            "subPath mounts never see Secret updates"
+        );
+    }
+}
+
+#[test]
+fn webhook_role_is_read_only() {
+    let p = parse_all();
+    let role = p
+        .cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("kuota-webhook"))
+        .expect("kuota-webhook ClusterRole");
+    for rule in role.rules.clone().unwrap_or_default() {
+        for verb in &rule.verbs {
+            assert!(
+                ["get", "list", "watch"].contains(&verb.as_str()),
+                "webhook role may not {verb}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ca_bundle_patching_covers_every_webhook_in_the_real_manifests() {
+    let out = std::env::temp_dir().join(format!("kuota-manifests-patch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let ca_b64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
+    let written =
+        certs::patch_manifest_dir(&root().join("manifests"), &out, ca_b64).expect("patch");
+    assert_eq!(written.len(), 2, "{written:?}");
+    let mut seen = 0;
+    for (file, doc) in documents(&out) {
+        for w in doc["webhooks"].as_array().expect("webhooks") {
+            assert_eq!(w["clientConfig"]["caBundle"], ca_b64, "{}", file.display());
+            seen += 1;
+        }
+        match doc["kind"].as_str() {
+            Some("MutatingWebhookConfiguration") => {
+                drop(typed::<MutatingWebhookConfiguration>(&file, &doc))
+            }
+            _ => drop(typed::<ValidatingWebhookConfiguration>(&file, &doc)),
+        }
+    }
+    let p = parse_all();
+    let total: usize = p
+        .mutating
+        .iter()
+        .map(|m| m.webhooks.as_ref().map_or(0, Vec::len))
+        .sum::<usize>()
+        + p.validating
+            .iter()
+            .map(|v| v.webhooks.as_ref().map_or(0, Vec::len))
+            .sum::<usize>();
+    assert_eq!(seen, total);
+    // And the kubectl form names both configurations.
+    let cmds = certs::kubectl_patches(&root().join("manifests"), ca_b64).expect("patches");
+    assert_eq!(cmds.len(), 2);
+    assert!(cmds[0].starts_with(
+        "kubectl patch mutatingwebhookconfiguration kuota-mutating-webhook --type=json"
+    ));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn registered_paths_are_exactly_the_served_v1beta2_and_job_routes() {
+    let p = parse_all();
+    let registered: BTreeSet<String> = p
+        .mutating
+        .iter()
+        .flat_map(|m| m.webhooks.clone().unwrap_or_default())
+        .filter_map(|w| w.client_config.service.and_then(|s| s.path))
+        .chain(
+            p.validating
+                .iter()
+                .flat_map(|v| v.webhooks.clone().unwrap_or_default())
+                .filter_map(|w| w.client_config.service.and_then(|s| s.path)),
+        )
+        .collect();
+    let served: BTreeSet<String> = kuota::webhook::routes()
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    for path in &registered {
+        assert!(served.contains(path), "{path} is registered but not served");
+    }
+    // v1beta1 paths are served for old configurations; the API server converts
+    // v1beta1 requests to v1beta2 (matchPolicy: Equivalent), so they need no entry.
+    for path in served.iter().filter(|p| !p.contains("-v1beta1-")) {
+        assert!(
+            registered.contains(path),
+            "{path} is served but not registered"
+        );
+    }
+}
