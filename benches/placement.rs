@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use kuota::api;
 use kuota::engine::resources::Names;
-use kuota::placement::{Inventory, NodePoolSpec, PodSetPlacementRequest, PoolLevel, Strategy, TopologyMode};
+use kuota::placement::{
+    Inventory, NodePoolSpec, PodSetPlacementRequest, PoolLevel, Strategy, TopologyMode,
+};
 
 const GPU: &str = "nvidia.com/gpu";
 
@@ -39,7 +41,10 @@ impl Rng {
 }
 
 fn topology(levels: &[&str]) -> api::Topology {
-    let levels: Vec<_> = levels.iter().map(|l| serde_json::json!({ "nodeLabel": l })).collect();
+    let levels: Vec<_> = levels
+        .iter()
+        .map(|l| serde_json::json!({ "nodeLabel": l }))
+        .collect();
     serde_json::from_value(serde_json::json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": { "name": "gpu" },
         "spec": { "levels": levels }
@@ -59,17 +64,36 @@ fn flavor() -> api::ResourceFlavor {
 fn cluster(zones: usize, blocks: usize, racks: usize, hosts: usize) -> (Inventory, Names) {
     let mut inv = Inventory::default();
     let mut names = Names::default();
-    inv.upsert_topology(&topology(&["zone", "block", "rack", "kubernetes.io/hostname"])).expect("topology");
+    inv.upsert_topology(&topology(&[
+        "zone",
+        "block",
+        "rack",
+        "kubernetes.io/hostname",
+    ]))
+    .expect("topology");
     inv.set_flavor(&flavor());
     let pool = NodePoolSpec {
         name: "n".into(),
         nodes: zones * blocks * racks * hosts,
         levels: vec![
-            PoolLevel { label: "zone".into(), count: zones },
-            PoolLevel { label: "block".into(), count: blocks },
-            PoolLevel { label: "rack".into(), count: racks },
+            PoolLevel {
+                label: "zone".into(),
+                count: zones,
+            },
+            PoolLevel {
+                label: "block".into(),
+                count: blocks,
+            },
+            PoolLevel {
+                label: "rack".into(),
+                count: racks,
+            },
         ],
-        allocatable: BTreeMap::from([(GPU.into(), "8".into()), ("cpu".into(), "96".into()), ("pods".into(), "110".into())]),
+        allocatable: BTreeMap::from([
+            (GPU.into(), "8".into()),
+            ("cpu".into(), "96".into()),
+            ("pods".into(), "110".into()),
+        ]),
         labels: BTreeMap::new(),
         clique: None,
     };
@@ -86,7 +110,7 @@ fn fragment(inv: &mut Inventory, names: &mut Names, hosts: usize, nodes: usize) 
     let mut rng = Rng(7);
     let mut used = vec![0i64; nodes];
     for (i, u) in used.iter_mut().enumerate() {
-        if (i / hosts) % 3 == 0 {
+        if (i / hosts).is_multiple_of(3) {
             continue;
         }
         *u = rng.below(9) as i64;
@@ -98,16 +122,30 @@ fn fragment(inv: &mut Inventory, names: &mut Names, hosts: usize, nodes: usize) 
 }
 
 fn gang(names: &mut Names, pods: i32, gpus: i64, mode: TopologyMode) -> PodSetPlacementRequest {
-    PodSetPlacementRequest { count: pods, per_pod: vec![(names.resource(GPU), gpus * 1000)], mode, slice: None, tolerations: vec![] }
+    PodSetPlacementRequest {
+        count: pods,
+        per_pod: vec![(names.resource(GPU), gpus * 1000)],
+        mode,
+        slice: None,
+        tolerations: vec![],
+    }
 }
 
 /// The naive allocator: per decision, rescan every node to total free GPUs per domain,
 /// then best-fit the domain and fill its nodes. Same answer shape, no aggregates.
-fn naive_required(free: &[i64], hosts_per_domain: usize, pods: i64, per_pod: i64) -> Option<Vec<(usize, i64)>> {
+fn naive_required(
+    free: &[i64],
+    hosts_per_domain: usize,
+    pods: i64,
+    per_pod: i64,
+) -> Option<Vec<(usize, i64)>> {
     let domains = free.len() / hosts_per_domain;
     let mut best: Option<(i64, usize)> = None;
     for d in 0..domains {
-        let fit: i64 = free[d * hosts_per_domain..(d + 1) * hosts_per_domain].iter().map(|f| f / per_pod).sum();
+        let fit: i64 = free[d * hosts_per_domain..(d + 1) * hosts_per_domain]
+            .iter()
+            .map(|f| f / per_pod)
+            .sum();
         if fit >= pods && best.is_none_or(|(b, _)| fit < b) {
             best = Some((fit, d));
         }
@@ -115,8 +153,13 @@ fn naive_required(free: &[i64], hosts_per_domain: usize, pods: i64, per_pod: i64
     let (_, d) = best?;
     let mut left = pods;
     let mut out = vec![];
-    for n in d * hosts_per_domain..(d + 1) * hosts_per_domain {
-        let k = (free[n] / per_pod).min(left);
+    for (n, f) in free
+        .iter()
+        .enumerate()
+        .skip(d * hosts_per_domain)
+        .take(hosts_per_domain)
+    {
+        let k = (f / per_pod).min(left);
         if k > 0 {
             out.push((n, k));
             left -= k;
@@ -134,7 +177,14 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 }
 
 /// p50/p99 of place (find + assign) and release, against the naive rescan.
-fn latency_table(label: &str, zones: usize, blocks: usize, racks: usize, hosts: usize, iters: usize) {
+fn latency_table(
+    label: &str,
+    zones: usize,
+    blocks: usize,
+    racks: usize,
+    hosts: usize,
+    iters: usize,
+) {
     let nodes = zones * blocks * racks * hosts;
     let (mut inv, mut names) = cluster(zones, blocks, racks, hosts);
     let used = fragment(&mut inv, &mut names, hosts, nodes);
@@ -144,7 +194,9 @@ fn latency_table(label: &str, zones: usize, blocks: usize, racks: usize, hosts: 
         let (mut place, mut release, mut naive, mut exact) = (vec![], vec![], vec![], vec![]);
         for _ in 0..iters {
             let t = Instant::now();
-            let nodes_found = inv.find(&names, "h100", &req, Strategy::Kuota).expect("a free domain exists");
+            let nodes_found = inv
+                .find(&names, "h100", &req, Strategy::Kuota)
+                .expect("a free domain exists");
             inv.assign(1, &req.per_pod, &nodes_found);
             place.push(t.elapsed());
             let t = Instant::now();
@@ -154,20 +206,35 @@ fn latency_table(label: &str, zones: usize, blocks: usize, racks: usize, hosts: 
             black_box(naive_required(black_box(&free), per_domain, 64, 8));
             naive.push(t.elapsed());
             let t = Instant::now();
-            black_box(inv.find_exact(&names, "h100", &req, Strategy::Kuota).is_ok());
+            black_box(
+                inv.find_exact(&names, "h100", &req, Strategy::Kuota)
+                    .is_ok(),
+            );
             exact.push(t.elapsed());
         }
         let (p50, p99) = (percentile(&mut place, 0.5), percentile(&mut place, 0.99));
-        let (r50, r99) = (percentile(&mut release, 0.5), percentile(&mut release, 0.99));
+        let (r50, r99) = (
+            percentile(&mut release, 0.5),
+            percentile(&mut release, 0.99),
+        );
         let (n50, n99) = (percentile(&mut naive, 0.5), percentile(&mut naive, 0.99));
         let (e50, e99) = (percentile(&mut exact, 0.5), percentile(&mut exact, 0.99));
         println!(
             "{label:>6} nodes, required {level:<5}: place (find+assign) p50 {:>6.1} µs p99 {:>6.1} µs | release p50 {:>5.2} µs p99 {:>5.2} µs",
-            us(p50), us(p99), us(r50), us(r99)
+            us(p50),
+            us(p99),
+            us(r50),
+            us(r99)
         );
         println!(
             "{:>27} baselines: same allocator without aggregates (find only) p50 {:>8.1} µs p99 {:>8.1} µs = {:.1}x place p50; flat-array GPU-only rescan p50 {:>6.1} µs p99 {:>6.1} µs = {:.2}x",
-            "", us(e50), us(e99), us(e50) / us(p50), us(n50), us(n99), us(n50) / us(p50)
+            "",
+            us(e50),
+            us(e99),
+            us(e50) / us(p50),
+            us(n50),
+            us(n99),
+            us(n50) / us(p50)
         );
     }
 }
@@ -185,10 +252,19 @@ fn criterion_benches(c: &mut Criterion) {
     let req = gang(&mut names, 64, 8, TopologyMode::Required("rack".into()));
     let mut g = c.benchmark_group("placement_10k");
     g.bench_function("find_required_rack_64x8", |b| {
-        b.iter(|| black_box(inv.find(&names, "h100", black_box(&req), Strategy::Kuota).is_ok()))
+        b.iter(|| {
+            black_box(
+                inv.find(&names, "h100", black_box(&req), Strategy::Kuota)
+                    .is_ok(),
+            )
+        })
     });
-    g.bench_function("naive_rescan_required_rack_64x8", |b| b.iter(|| black_box(naive_required(black_box(&free), hosts, 64, 8))));
-    let found = inv.find(&names, "h100", &req, Strategy::Kuota).expect("fits");
+    g.bench_function("naive_rescan_required_rack_64x8", |b| {
+        b.iter(|| black_box(naive_required(black_box(&free), hosts, 64, 8)))
+    });
+    let found = inv
+        .find(&names, "h100", &req, Strategy::Kuota)
+        .expect("fits");
     g.bench_function("assign_and_release_64x8", |b| {
         b.iter(|| {
             inv.assign(1, &req.per_pod, black_box(&found));
@@ -209,7 +285,16 @@ struct Job {
 }
 
 /// Gang sizes in GPUs and their share of jobs: mostly small, a few very large.
-const SIZES: [(i64, u32); 8] = [(1, 30), (2, 20), (4, 15), (8, 12), (16, 8), (32, 6), (64, 5), (128, 4)];
+const SIZES: [(i64, u32); 8] = [
+    (1, 30),
+    (2, 20),
+    (4, 15),
+    (8, 12),
+    (16, 8),
+    (32, 6),
+    (64, 5),
+    (128, 4),
+];
 
 /// The stream: arrivals every 0–9 s (mean 4.5 s: about 110% of the cluster, so a queue forms), runtimes 5–60 min, larger jobs run longer.
 fn stream(n: usize, seed: u64) -> Vec<Job> {
@@ -220,9 +305,25 @@ fn stream(n: usize, seed: u64) -> Vec<Job> {
         .map(|_| {
             t += rng.below(9_000);
             let mut pick = rng.below(u64::from(total)) as u32;
-            let gpus = SIZES.iter().find(|(_, w)| if pick < *w { true } else { pick -= w; false }).map(|s| s.0).unwrap_or(1);
-            let runtime = 300_000 + (rng.unit() * 3_300_000.0) as u64 * (1 + gpus.ilog2() as u64) / 4;
-            Job { arrival: t, gpus, runtime }
+            let gpus = SIZES
+                .iter()
+                .find(|(_, w)| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .map(|s| s.0)
+                .unwrap_or(1);
+            let runtime =
+                300_000 + (rng.unit() * 3_300_000.0) as u64 * (1 + gpus.ilog2() as u64) / 4;
+            Job {
+                arrival: t,
+                gpus,
+                runtime,
+            }
         })
         .collect()
 }
@@ -242,12 +343,22 @@ fn replay(jobs: &[Job], strategy: Strategy) -> Quality {
     let (mut inv, mut names) = {
         let mut inv = Inventory::default();
         let mut names = Names::default();
-        inv.upsert_topology(&topology(&["block", "rack", "kubernetes.io/hostname"])).expect("topology");
+        inv.upsert_topology(&topology(&["block", "rack", "kubernetes.io/hostname"]))
+            .expect("topology");
         inv.set_flavor(&flavor());
         let pool = NodePoolSpec {
             name: "q".into(),
             nodes: 1024,
-            levels: vec![PoolLevel { label: "block".into(), count: 4 }, PoolLevel { label: "rack".into(), count: 16 }],
+            levels: vec![
+                PoolLevel {
+                    label: "block".into(),
+                    count: 4,
+                },
+                PoolLevel {
+                    label: "rack".into(),
+                    count: 16,
+                },
+            ],
             allocatable: BTreeMap::from([(GPU.into(), "8".into())]),
             labels: BTreeMap::new(),
             clique: None,
@@ -325,8 +436,15 @@ fn quality_table(jobs: usize, seeds: u64) {
     println!(
         "\nPlacement quality: {jobs} gang jobs (1–128 GPUs) × {seeds} seeds, 1,024 nodes × 8 GPUs, FIFO with backfill (means over seeds)"
     );
-    println!("{:<14} {:>12} {:>22} {:>22} {:>12}", "strategy", "GPU alloc %", "mean wait ≥64 GPU (s)", "stranded GPUs (mean)", "makespan (s)");
-    for (name, s) in [("kuota", Strategy::Kuota), ("kueue-bestfit", Strategy::KueueBestFit), ("first-fit", Strategy::FirstFit)] {
+    println!(
+        "{:<14} {:>12} {:>22} {:>22} {:>12}",
+        "strategy", "GPU alloc %", "mean wait ≥64 GPU (s)", "stranded GPUs (mean)", "makespan (s)"
+    );
+    for (name, s) in [
+        ("kuota", Strategy::Kuota),
+        ("kueue-bestfit", Strategy::KueueBestFit),
+        ("first-fit", Strategy::FirstFit),
+    ] {
         let mut sum = Quality::default();
         for seed in 0..seeds {
             let q = replay(&stream(jobs, 42 + seed), s);
@@ -353,13 +471,18 @@ fn main() {
         quality_table(if quick { 1500 } else { 3000 }, if quick { 3 } else { 5 });
         return;
     }
-    println!("Placement latency (p50/p99 over {iters} placements; the naive rescan is the in-run baseline)");
+    println!(
+        "Placement latency (p50/p99 over {iters} placements; the naive rescan is the in-run baseline)"
+    );
     latency_table("10,240", 4, 5, 8, 64, iters);
     latency_table("51,200", 4, 25, 8, 64, iters / 3);
     quality_table(if quick { 1500 } else { 3000 }, if quick { 3 } else { 5 });
     let mut c = Criterion::default().configure_from_args();
     if quick {
-        c = c.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(300));
+        c = c
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(1))
+            .warm_up_time(Duration::from_millis(300));
     }
     criterion_benches(&mut c);
     c.final_summary();

@@ -24,6 +24,10 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Serve the admission webhook over TLS (see docs/webhook-server.md).
+    Serve(kuota::webhook::server::ServeArgs),
+    /// Create or rotate the webhook's CA and serving certificate (see webhook-certs/README.md).
+    Certs(kuota::webhook::certs::CertsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -61,6 +65,8 @@ fn main() -> ExitCode {
     {
         Command::Simulate(args) => simulate(args),
         Command::Check { files } => check(&files),
+        Command::Serve(args) => kuota::webhook::server::serve_cli(args),
+        Command::Certs(args) => kuota::webhook::certs::run_cli(&args),
     }
 }
 

@@ -2,7 +2,9 @@
 //! invariants a Kueue user relies on.
 
 use kuota::api;
-use kuota::engine::{ClusterQueueReport, Decision, Engine, EngineConfig, Event, WorkloadKey, WorkloadState};
+use kuota::engine::{
+    ClusterQueueReport, Decision, Engine, EngineConfig, Event, WorkloadKey, WorkloadState,
+};
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -79,10 +81,10 @@ impl Tree {
                 }
             }
             if cq.preempt {
-                spec["preemption"] = json!({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"});
+                spec["preemption"] =
+                    json!({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"});
             }
-            spec["resourceGroups"] =
-                json!([{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}]);
+            spec["resourceGroups"] = json!([{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}]);
             evs.push(Event::ClusterQueueUpserted(from_json(json!({
                 "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": Self::cq_name(i)}, "spec": spec
             }))));
@@ -96,7 +98,8 @@ impl Tree {
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("test manifest does not parse: {e}\n{v}"))
+    serde_json::from_value(v.clone())
+        .unwrap_or_else(|e| panic!("test manifest does not parse: {e}\n{v}"))
 }
 
 fn workload(name: &str, cq: usize, pods: i32, cpu: i64, priority: i32) -> api::Workload {
@@ -111,7 +114,13 @@ fn workload(name: &str, cq: usize, pods: i32, cpu: i64, priority: i32) -> api::W
 fn tree() -> impl Strategy<Value = Tree> {
     (1usize..=3, 1usize..=6).prop_flat_map(|(n_cohorts, n_cqs)| {
         let parents = (0..n_cohorts)
-            .map(|i| if i == 0 { Just(None).boxed() } else { prop::option::weighted(0.6, 0..i).boxed() })
+            .map(|i| {
+                if i == 0 {
+                    Just(None).boxed()
+                } else {
+                    prop::option::weighted(0.6, 0..i).boxed()
+                }
+            })
             .collect::<Vec<_>>();
         let quotas = prop::collection::vec(prop_oneof![3 => Just(0i64), 1 => 1i64..=4], n_cohorts);
         let cq = (
@@ -128,17 +137,24 @@ fn tree() -> impl Strategy<Value = Tree> {
                 lending,
                 preempt,
             });
-        (parents, quotas, prop::collection::vec(cq, n_cqs)).prop_map(|(cohort_parent, cohort_quota, cqs)| Tree {
-            cohort_parent,
-            cohort_quota,
-            cqs,
-        })
+        (parents, quotas, prop::collection::vec(cq, n_cqs)).prop_map(
+            |(cohort_parent, cohort_quota, cqs)| Tree {
+                cohort_parent,
+                cohort_quota,
+                cqs,
+            },
+        )
     })
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Submit { cq: usize, pods: i32, cpu: i64, priority: i32 },
+    Submit {
+        cq: usize,
+        pods: i32,
+        cpu: i64,
+        priority: i32,
+    },
     Finish(usize),
     Schedule,
     CompleteEvictions,
@@ -169,15 +185,26 @@ impl Sim {
         for ev in tree.events() {
             engine.apply(0, ev).expect("generated objects are valid");
         }
-        Sim { tree, engine, now: 0, keys: Vec::new(), submitted: 0 }
+        Sim {
+            tree,
+            engine,
+            now: 0,
+            keys: Vec::new(),
+            submitted: 0,
+        }
     }
 
     fn state(&self, k: &WorkloadKey) -> WorkloadState {
-        self.engine.workload_state(k).unwrap_or_else(|| panic!("{k} vanished"))
+        self.engine
+            .workload_state(k)
+            .unwrap_or_else(|| panic!("{k} vanished"))
     }
 
     fn holding(&self, k: &WorkloadKey) -> bool {
-        matches!(self.state(k), WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. })
+        matches!(
+            self.state(k),
+            WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. }
+        )
     }
 
     fn submit(&mut self, cq: usize, pods: i32, cpu: i64, priority: i32) -> WorkloadKey {
@@ -185,7 +212,10 @@ impl Sim {
         self.submitted += 1;
         let name = format!("w{}", self.submitted);
         self.engine
-            .apply(self.now, Event::WorkloadUpserted(workload(&name, cq, pods, cpu, priority)))
+            .apply(
+                self.now,
+                Event::WorkloadUpserted(workload(&name, cq, pods, cpu, priority)),
+            )
             .expect("valid workload");
         let key = WorkloadKey::new(NS, name);
         self.keys.push(key.clone());
@@ -193,8 +223,13 @@ impl Sim {
     }
 
     fn delete(&mut self, k: WorkloadKey) {
-        self.engine.apply(self.now, Event::WorkloadDeleted(k.clone())).expect("delete a known workload");
-        assert!(self.engine.workload_state(&k).is_none(), "{k} still known after deletion");
+        self.engine
+            .apply(self.now, Event::WorkloadDeleted(k.clone()))
+            .expect("delete a known workload");
+        assert!(
+            self.engine.workload_state(&k).is_none(),
+            "{k} still known after deletion"
+        );
         self.keys.retain(|x| *x != k);
     }
 
@@ -205,10 +240,20 @@ impl Sim {
         let mut changes = 0;
         for d in self.engine.schedule(self.now) {
             match d {
-                Decision::Admit { workload, admission } => {
+                Decision::Admit {
+                    workload,
+                    admission,
+                } => {
                     changes += 1;
-                    let i = self.keys.iter().position(|k| *k == workload).expect("admitted workload is known");
-                    prop_assert!(!before[i], "{workload} admitted while it already held quota");
+                    let i = self
+                        .keys
+                        .iter()
+                        .position(|k| *k == workload)
+                        .expect("admitted workload is known");
+                    prop_assert!(
+                        !before[i],
+                        "{workload} admitted while it already held quota"
+                    );
                     let now = self.state(&workload);
                     prop_assert!(
                         matches!(now, WorkloadState::Admitted { .. }),
@@ -229,7 +274,9 @@ impl Sim {
     fn complete_evictions(&mut self) {
         for k in self.keys.clone() {
             if matches!(self.state(&k), WorkloadState::Evicting { .. }) {
-                self.engine.apply(self.now, Event::WorkloadEvicted(k)).expect("evicted workload is known");
+                self.engine
+                    .apply(self.now, Event::WorkloadEvicted(k))
+                    .expect("evicted workload is known");
             }
         }
     }
@@ -238,14 +285,20 @@ impl Sim {
         (0..self.tree.cqs.len())
             .map(|i| {
                 let name = Tree::cq_name(i);
-                let r = self.engine.cluster_queue_report(&name).unwrap_or_else(|| panic!("no report for {name}"));
+                let r = self
+                    .engine
+                    .cluster_queue_report(&name)
+                    .unwrap_or_else(|| panic!("no report for {name}"));
                 (name, r)
             })
             .collect()
     }
 
     fn usage(r: &ClusterQueueReport) -> (i64, i64) {
-        r.usage.get(&(FLAVOR.to_string(), "cpu".to_string())).map(|u| (u.total, u.borrowed)).unwrap_or((0, 0))
+        r.usage
+            .get(&(FLAVOR.to_string(), "cpu".to_string()))
+            .map(|u| (u.total, u.borrowed))
+            .unwrap_or((0, 0))
     }
 
     /// (a) per-CQ limits, (b) per-tree capacity, and reported usage equals what the admitted
@@ -257,9 +310,17 @@ impl Sim {
         for (i, cq) in self.tree.cqs.iter().enumerate() {
             let (total, borrowed) = Self::usage(&reports[&Tree::cq_name(i)]);
             let nominal = cq.nominal * 1000;
-            prop_assert_eq!(borrowed, (total - nominal).max(0), "cq-{} borrowed is usage above nominal", i);
+            prop_assert_eq!(
+                borrowed,
+                (total - nominal).max(0),
+                "cq-{} borrowed is usage above nominal",
+                i
+            );
             match cq.cohort {
-                None => prop_assert!(total <= nominal, "cq-{i} has no cohort: {total} > nominal {nominal}"),
+                None => prop_assert!(
+                    total <= nominal,
+                    "cq-{i} has no cohort: {total} > nominal {nominal}"
+                ),
                 Some(c) => {
                     if let Some(b) = cq.borrowing {
                         prop_assert!(
@@ -300,7 +361,9 @@ impl Sim {
         // Reported usage is exactly what the workloads holding quota were admitted with.
         let mut held: BTreeMap<String, i64> = BTreeMap::new();
         for k in &self.keys {
-            if let WorkloadState::Admitted { admission } | WorkloadState::Evicting { admission } = self.state(k) {
+            if let WorkloadState::Admitted { admission } | WorkloadState::Evicting { admission } =
+                self.state(k)
+            {
                 for psa in &admission.pod_set_assignments {
                     let cpu = psa
                         .resource_usage
@@ -313,7 +376,12 @@ impl Sim {
         }
         for (name, r) in &reports {
             let held = held.get(name).copied().unwrap_or(0);
-            prop_assert_eq!(Self::usage(r).0, held, "{} reports usage that its workloads do not hold", name);
+            prop_assert_eq!(
+                Self::usage(r).0,
+                held,
+                "{} reports usage that its workloads do not hold",
+                name
+            );
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use kuota::webhook::WebhookState;
 use kuota::webhook::certs::{self, CertsArgs};
 use kuota::webhook::server::{Readiness, ServerConfig, ServerError, WebhookServer};
 use kuota::webhook::tls::{self, CertStore, TlsError};
@@ -35,6 +36,7 @@ use tokio_rustls::client::TlsStream;
 /// The name the API server dials (`<svc>.<ns>.svc`); SNI and verification use it.
 const SERVER_NAME: &str = "kuota-webhook.kuota-system.svc";
 const REVIEW_PATH: &str = "/validate-batch-v1-job";
+const MUTATE_PATH: &str = "/mutate-batch-v1-job";
 /// A 5 KB Job AdmissionReview, the same one the load test sends.
 const JOB_REVIEW: &str = include_str!("../benches/load/job-review.json");
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
@@ -64,34 +66,15 @@ impl Drop for TempDir {
     }
 }
 
-/// Stand-in for the admission router: answers an AdmissionReview with
-/// `allowed: true` and the request's uid, like a validating handler would.
-/// `/test/slow` holds a request open to exercise timeouts and shutdown.
+/// The real admission router (cold index, no policies) plus `/test/slow`,
+/// which holds a request open to exercise timeouts, queueing and shutdown.
 fn app() -> Router {
-    Router::new()
-        .route(REVIEW_PATH, post(stand_in_review))
-        .route(
-            "/test/slow",
-            post(|| async {
-                tokio::time::sleep(Duration::from_millis(600)).await;
-                "slow done"
-            }),
-        )
-}
-
-async fn stand_in_review(body: Bytes) -> (StatusCode, axum::Json<Value>) {
-    let review: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(_) => return (StatusCode::BAD_REQUEST, axum::Json(Value::Null)),
-    };
-    let uid = review["request"]["uid"].clone();
-    (
-        StatusCode::OK,
-        axum::Json(serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "response": { "uid": uid, "allowed": true },
-        })),
+    kuota::webhook::router(Arc::new(WebhookState::for_tests())).route(
+        "/test/slow",
+        post(|| async {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            "slow done"
+        }),
     )
 }
 
@@ -324,6 +307,12 @@ async fn review_over_http1_keep_alive_and_http2() {
             assert_review_allowed(status, &body);
         }
         assert!(!h1.conn.is_finished(), "keep-alive connection stays open");
+        // The mutating path suspends the (unsuspended, queue-labelled) Job.
+        let (status, body) = h1.post(MUTATE_PATH, JOB_REVIEW).await;
+        assert_review_allowed(status, &body);
+        let review: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(review["response"]["patchType"], "JSONPatch", "{review}");
+        assert!(review["response"]["patch"].is_string(), "{review}");
 
         let mut h2 = h2_connect(srv.addr, &srv.ca_pem).await;
         // Several streams at once on the one HTTP/2 connection.
@@ -387,14 +376,17 @@ async fn only_tls12_and_tls13_are_negotiated() {
         tcp.write_all(&tls11_client_hello())
             .await
             .expect("write hello");
-        let mut reply = [0u8; 7];
-        let n = tcp.read(&mut reply).await.expect("read");
-        assert!(n >= 1, "server closed without answering");
+        let mut reply = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut reply)).await;
+        // Alert record (0x15), fatal (2), protocol_version (70).
+        assert!(
+            reply.len() >= 7,
+            "server closed without an alert: {reply:02x?}"
+        );
         assert_eq!(
-            reply[0],
-            0x15,
-            "expected an alert record, got {:02x?}",
-            &reply[..n]
+            (reply[0], reply[5], reply[6]),
+            (0x15, 2, 70),
+            "{reply:02x?}"
         );
 
         // Garbage instead of a handshake: dropped, and the server keeps serving.
@@ -412,14 +404,17 @@ async fn only_tls12_and_tls13_are_negotiated() {
     .await;
 }
 
-/// Record + handshake header for a minimal TLS 1.1 ClientHello offering
-/// one ECDHE-RSA CBC suite and no extensions.
+/// A minimal TLS 1.1 ClientHello (no supported_versions extension) that
+/// would otherwise be acceptable: a suite and signature scheme the server has.
 fn tls11_client_hello() -> Vec<u8> {
     let mut hello = vec![0x03, 0x02]; // client_version TLS 1.1
     hello.extend_from_slice(&[0x42; 32]); // random
     hello.push(0); // session id
-    hello.extend_from_slice(&[0x00, 0x02, 0xc0, 0x13]); // cipher suites
+    hello.extend_from_slice(&[0x00, 0x02, 0xc0, 0x2b]); // ECDHE-ECDSA-AES128-GCM, which the server has
     hello.extend_from_slice(&[0x01, 0x00]); // compression: null
+    // signature_algorithms: ecdsa_secp256r1_sha256 (rustls requires the
+    // extension before it looks at the version).
+    hello.extend_from_slice(&[0x00, 0x08, 0x00, 0x0d, 0x00, 0x04, 0x00, 0x02, 0x04, 0x03]);
     let mut handshake = vec![0x01, 0x00];
     handshake.extend_from_slice(&u16::try_from(hello.len()).expect("small").to_be_bytes());
     handshake.extend_from_slice(&hello);

@@ -5,10 +5,12 @@
 #
 #   benches/load/run.sh                 # defaults below
 #   DURATION=5s CONNS=32 RATE=2000 benches/load/run.sh
+#   KUOTA_BIN=... ECHO_BIN=... benches/load/run.sh   # prebuilt binaries, no cargo build
 #
-# Two measurements per server, each bounded by DURATION:
+# Three measurements per server, each bounded by DURATION:
 #   1. max throughput: CONNS keep-alive HTTP/1.1 connections, closed loop;
-#   2. latency at a fixed RATE req/s (p50/p99/max), open loop.
+#   2. latency at a fixed RATE req/s (p50/p99), open loop;
+#   3. max throughput over HTTP/2 (4 connections x 8 streams).
 # Targets (docs/webhook-server.md): >= 10,000 reviews/s; p99 <= 2 ms at 2,000 req/s.
 #
 # Loopback only; every process started here is stopped on exit. Not part of CI.
@@ -53,9 +55,12 @@ if ! command -v oha >/dev/null; then
 fi
 
 # --- build -------------------------------------------------------------------
-cargo build --release --bin kuota --example tls_echo
-KUOTA=target/release/kuota
-ECHO=target/release/examples/tls_echo
+# KUOTA_BIN / ECHO_BIN: measure prebuilt binaries instead (skips the build).
+if [ -z "${KUOTA_BIN:-}" ] || [ -z "${ECHO_BIN:-}" ]; then
+    cargo build --release --bin kuota --example tls_echo
+fi
+KUOTA=${KUOTA_BIN:-target/release/kuota}
+ECHO=${ECHO_BIN:-target/release/examples/tls_echo}
 
 # --- certificates (test-only, under target/) ---------------------------------
 "$KUOTA" certs --out-dir "$OUT/certs" >/dev/null
@@ -96,7 +101,8 @@ wait_port "$ECHO_PORT" echo
 oha_run() { # port out.json extra-args...
     local port=$1 out=$2
     shift 2
-    oha --no-tui --output-format json -o "$out" --worker-threads "$CLIENT_THREADS" \
+    # -w: requests in flight at the deadline complete instead of counting as errors.
+    oha --no-tui --output-format json -o "$out" --worker-threads "$CLIENT_THREADS" -w \
         --cacert "$OUT/certs/ca.crt" --connect-to "$HOST:$port:127.0.0.1:$port" \
         -m POST -H 'content-type: application/json' -D "$BODY" \
         "$@" "https://$HOST:$port$REVIEW_PATH"
@@ -115,6 +121,8 @@ measure() { # name port
     oha_run "$port" "$OUT/$name-warmup.json" -z "$WARMUP" -c "$CONNS"
     oha_run "$port" "$OUT/$name-max.json" -z "$DURATION" -c "$CONNS"
     oha_run "$port" "$OUT/$name-rate.json" -z "$DURATION" -c "$CONNS" -q "$RATE" --latency-correction
+    # HTTP/2 as well: 4 connections x 8 concurrent streams.
+    oha_run "$port" "$OUT/$name-h2.json" -z "$DURATION" -c 4 -p 8 --http2
 }
 echo "measuring $KUOTA_LABEL on :$KUOTA_PORT ..." >&2
 measure kuota "$KUOTA_PORT"
@@ -125,7 +133,7 @@ measure echo "$ECHO_PORT"
 num() { jq -r "$2" "$OUT/$1.json"; }
 ms() { jq -r "($2) * 1000 | . * 1000 | round / 1000" "$OUT/$1.json"; }
 ok() { jq -r '[.statusCodeDistribution["200"] // 0] | add' "$OUT/$1.json"; }
-bad() { jq -r '([.statusCodeDistribution | to_entries[] | select(.key != "200") | .value] | add // 0) + ([.errorDistribution | to_entries[]? | .value] | add // 0)' "$OUT/$1.json"; }
+bad() { jq -r '([.statusCodeDistribution | to_entries[] | select(.key != "200") | .value] | add // 0) + ([.errorDistribution | to_entries[]? | select(.key != "aborted due to deadline") | .value] | add // 0)' "$OUT/$1.json"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
 K_RPS=$(num kuota-max '.summary.requestsPerSec | round')
@@ -136,6 +144,8 @@ K_P50=$(ms kuota-rate '.latencyPercentiles.p50')
 E_P50=$(ms echo-rate '.latencyPercentiles.p50')
 K_MAXP99=$(ms kuota-max '.latencyPercentiles.p99')
 E_MAXP99=$(ms echo-max '.latencyPercentiles.p99')
+K_H2=$(num kuota-h2 '.summary.requestsPerSec | round')
+E_H2=$(num echo-h2 '.summary.requestsPerSec | round')
 K_RATE=$(num kuota-rate '.summary.requestsPerSec | round')
 E_RATE=$(num echo-rate '.summary.requestsPerSec | round')
 
@@ -146,12 +156,14 @@ echo "kuota = $KUOTA_LABEL"
 printf '%-34s %14s %14s %8s\n' "" "kuota" "echo" "ratio"
 printf '%-34s %14s %14s %8s\n' "max throughput (req/s)" "$K_RPS" "$E_RPS" "$(ratio "$K_RPS" "$E_RPS")"
 printf '%-34s %14s %14s %8s\n' "  p99 at max throughput (ms)" "$K_MAXP99" "$E_MAXP99" "$(ratio "$K_MAXP99" "$E_MAXP99")"
+printf '%-34s %14s %14s %8s\n' "max throughput HTTP/2 (req/s)" "$K_H2" "$E_H2" "$(ratio "$K_H2" "$E_H2")"
 printf '%-34s %14s %14s %8s\n' "achieved at $RATE req/s (req/s)" "$K_RATE" "$E_RATE" ""
 printf '%-34s %14s %14s %8s\n' "  p50 at $RATE req/s (ms)" "$K_P50" "$E_P50" "$(ratio "$K_P50" "$E_P50")"
 printf '%-34s %14s %14s %8s\n' "  p99 at $RATE req/s (ms)" "$K_P99" "$E_P99" "$(ratio "$K_P99" "$E_P99")"
-printf '%-34s %14s %14s\n' "non-200 + errors (max, rate)" "$(bad kuota-max), $(bad kuota-rate)" "$(bad echo-max), $(bad echo-rate)"
+printf '%-34s %14s %14s\n' "non-200 + errors (max, rate, h2)" "$(bad kuota-max), $(bad kuota-rate), $(bad kuota-h2)" "$(bad echo-max), $(bad echo-rate), $(bad echo-h2)"
 echo
 awk -v rps="$K_RPS" -v p99="$K_P99" 'BEGIN {
     printf "targets: throughput >= 10000 req/s: %s; p99 <= 2 ms at fixed rate: %s\n",
         (rps >= 10000 ? "met" : "NOT met"), (p99 <= 2 ? "met" : "NOT met") }'
-echo "raw oha JSON: $OUT/{kuota,echo}-{max,rate}.json"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (anything else running skews p99)"
+echo "raw oha JSON: $OUT/{kuota,echo}-{max,rate,h2}.json"

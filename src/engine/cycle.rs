@@ -66,6 +66,7 @@ impl Engine {
         self.inventory.ensure_trees();
         self.park_inactive();
         let mut st = CycleState::default();
+        self.oracle_cache.get_mut().clear();
         self.charge_reservations(&mut st);
         // Two passes, as Kueue orders heads: first everything that fits within nominal
         // quota, then what needs to borrow. A borrower never takes quota that a
@@ -105,7 +106,9 @@ impl Engine {
 
     /// Takes a preemptor's reservation out of the tree, before it is evaluated itself.
     fn discharge(&mut self, id: WlId) {
-        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else { return };
+        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
+            return;
+        };
         if let Some((c, usage)) = w.reservation.clone() {
             let node = self.cqs[c as usize].node;
             self.tree.remove_amounts(node, &usage);
@@ -115,8 +118,9 @@ impl Engine {
     fn run_pass(&mut self, pass: Pass, st: &mut CycleState) {
         let n = self.cqs.len();
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
-        let mut open: Vec<CqId> =
-            (0..n as CqId).filter(|&c| !self.cqs[c as usize].deleted && self.cqs[c as usize].queue.has_active()).collect();
+        let mut open: Vec<CqId> = (0..n as CqId)
+            .filter(|&c| !self.cqs[c as usize].deleted && self.cqs[c as usize].queue.has_active())
+            .collect();
         while !open.is_empty() {
             let mut heads = Vec::with_capacity(open.len());
             let mut still_open = Vec::with_capacity(open.len());
@@ -150,7 +154,10 @@ impl Engine {
                     }
                 }
             }
-            open = still_open.into_iter().filter(|c| !closed.contains(c)).collect();
+            open = still_open
+                .into_iter()
+                .filter(|c| !closed.contains(c))
+                .collect();
         }
     }
 
@@ -159,12 +166,17 @@ impl Engine {
     fn park_inactive(&mut self) {
         for c in 0..self.cqs.len() {
             let cq = &self.cqs[c];
-            let Some(msg) = cq.inactive.clone() else { continue };
+            let Some(msg) = cq.inactive.clone() else {
+                continue;
+            };
             if cq.deleted || !cq.queue.has_active() {
                 continue;
             }
-            let reason =
-                if cq.spec.stop != api::StopPolicy::None { PendingReason::Stopped } else { PendingReason::Inadmissible };
+            let reason = if cq.spec.stop != api::StopPolicy::None {
+                PendingReason::Stopped
+            } else {
+                PendingReason::Inadmissible
+            };
             let keys: Vec<QueueKey> = cq.queue.active().copied().collect();
             for k in keys {
                 self.set_pending(k.3, reason, msg.clone());
@@ -176,7 +188,12 @@ impl Engine {
 
     /// The next workload of `c` worth evaluating, skipping (or, under StrictFIFO,
     /// stopping at) workloads that wait for their victims.
-    fn next_head(&mut self, c: CqId, cursor: &mut Option<QueueKey>, st: &mut CycleState) -> Option<WlId> {
+    fn next_head(
+        &mut self,
+        c: CqId,
+        cursor: &mut Option<QueueKey>,
+        st: &mut CycleState,
+    ) -> Option<WlId> {
         let strict = self.cqs[c as usize].spec.strict_fifo;
         loop {
             let key = self.cqs[c as usize].queue.next_after(cursor.as_ref())?;
@@ -202,8 +219,17 @@ impl Engine {
             }
             if !strict {
                 let shape = self.wl(id).spec.shape;
-                if let Some((reason, msg)) = st.failed.get(&(c, shape)).cloned() {
-                    self.set_pending(id, reason, msg);
+                if let Some((reason, msg)) = st.failed.get(&(c, shape)) {
+                    let (reason, msg) = (*reason, msg.as_str());
+                    let w = self.wls[id as usize].as_mut().expect("queued ids are live");
+                    if !w
+                        .pending
+                        .as_ref()
+                        .is_some_and(|(r, m)| *r == reason && m == msg)
+                    {
+                        let msg = msg.to_string();
+                        self.set_pending(id, reason, msg);
+                    }
                     self.cqs[c as usize].queue.park(key, shape);
                     continue;
                 }
@@ -217,7 +243,11 @@ impl Engine {
         let waiting = std::mem::take(&mut self.wl_mut(id).waiting_for);
         let still: Vec<WlId> = waiting
             .into_iter()
-            .filter(|v| self.wls[*v as usize].as_ref().is_some_and(|w| matches!(w.state, WlState::Evicting(_))))
+            .filter(|v| {
+                self.wls[*v as usize]
+                    .as_ref()
+                    .is_some_and(|w| matches!(w.state, WlState::Evicting(_)))
+            })
             .collect();
         let busy = !still.is_empty();
         self.wl_mut(id).waiting_for = still;
@@ -227,7 +257,10 @@ impl Engine {
     fn namespace_mismatch(&self, c: CqId, id: WlId) -> Option<String> {
         let ns = &self.wl(id).spec.key.namespace;
         let cq = &self.cqs[c as usize].spec;
-        let default_labels = std::collections::BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.clone())]);
+        let default_labels = std::collections::BTreeMap::from([(
+            "kubernetes.io/metadata.name".to_string(),
+            ns.clone(),
+        )]);
         let labels = self.namespaces.get(ns).unwrap_or(&default_labels);
         match &cq.namespace_selector {
             // Kueue reads an absent namespaceSelector as selecting nothing.
@@ -246,7 +279,8 @@ impl Engine {
     /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
     pub(crate) fn assign(&self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
         let w = self.wl(id);
-        let resume = (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
+        let resume =
+            (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
         self.assign_from(c, id, counts, resume)
     }
 
@@ -266,7 +300,17 @@ impl Engine {
                 && (cq.spec.reclaim != Policy::Never
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
-        let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
+        let preemptible = |fr| {
+            can_preempt && {
+                let key = (c, fr, w.spec.priority, w.spec.created);
+                let cached = self.oracle_cache.borrow().get(&key).copied();
+                cached.unwrap_or_else(|| {
+                    let v = preempt::has_candidates(self, id, c, fr);
+                    self.oracle_cache.borrow_mut().insert(key, v);
+                    v
+                })
+            }
+        };
         let assigner = Assigner {
             preemptible: &preemptible,
             names: &self.names,
@@ -290,13 +334,26 @@ impl Engine {
         } else {
             0
         };
-        let order = (share, assignment.borrows, -w.spec.priority, w.spec.created, w.seq);
-        Head { cq, id, assignment, order }
+        let order = (
+            share,
+            assignment.borrows,
+            -w.spec.priority,
+            w.spec.created,
+            w.seq,
+        );
+        Head {
+            cq,
+            id,
+            assignment,
+            order,
+        }
     }
 
     fn fits_now(&self, c: CqId, a: &Assignment) -> bool {
         let node = self.cqs[c as usize].node;
-        a.usage.iter().all(|&(fr, v)| v <= self.tree.available(node, fr))
+        a.usage
+            .iter()
+            .all(|&(fr, v)| v <= self.tree.available(node, fr))
     }
 
     /// Admits, preempts for, defers or parks one head.
@@ -319,14 +376,23 @@ impl Engine {
                         Err(why) => {
                             // Each PodSet fits alone but the gang does not fit together.
                             let message = format!("couldn't place the gang: {why}");
-                            self.park(c, id, &a, PendingReason::TopologyPlacementFailed, message, &mut st.failed)
+                            self.park(
+                                c,
+                                id,
+                                &a,
+                                PendingReason::TopologyPlacementFailed,
+                                message,
+                                &mut st.failed,
+                            )
                         }
                     };
                 }
                 Mode::Preempt => {
                     let root = self.tree.root(self.cqs[c as usize].node);
-                    let overlaps =
-                        st.preempting.get(&root).is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
+                    let overlaps = st
+                        .preempting
+                        .get(&root)
+                        .is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
                     if overlaps {
                         // Another workload is already freeing this quota this cycle; look again
                         // next cycle rather than evicting more than needed.
@@ -339,7 +405,10 @@ impl Engine {
                     }
                     let targets = preempt::find_targets(self, id, c, &a, &st.untouchable);
                     if !targets.is_empty() {
-                        st.preempting.entry(root).or_default().extend(a.preempt_frs.iter().copied());
+                        st.preempting
+                            .entry(root)
+                            .or_default()
+                            .extend(a.preempt_frs.iter().copied());
                         self.issue_preemptions(id, &targets, &mut st.untouchable);
                         // Hold the quota from now on, this cycle included.
                         let node = self.cqs[c as usize].node;
@@ -383,7 +452,9 @@ impl Engine {
             Mode::Fit => a.borrows,
             Mode::Preempt => {
                 let node = self.cqs[c as usize].node;
-                a.usage.iter().any(|&(fr, v)| self.tree.usage(node, fr) + v > self.tree.subtree_quota(node, fr))
+                a.usage.iter().any(|&(fr, v)| {
+                    self.tree.usage(node, fr) + v > self.tree.subtree_quota(node, fr)
+                })
             }
             Mode::Wait | Mode::NoFit => false,
         }
@@ -417,13 +488,23 @@ impl Engine {
     /// With one PodSet carrying minCount, the largest count in [minCount, count) that fits.
     fn try_partial(&self, c: CqId, id: WlId, full: &Assignment) -> Option<Assignment> {
         let w = self.wl(id);
-        let (pi, ps) = w.spec.pod_sets.iter().enumerate().find(|(_, p)| p.min_count.is_some())?;
+        let (pi, ps) = w
+            .spec
+            .pod_sets
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.min_count.is_some())?;
         let min = ps.min_count?.max(1);
         if full.mode() == Mode::NoFit && full.reason == Some(PendingReason::NoMatchingFlavor) {
             return None;
         }
         let counts_for = |n: i32| -> Vec<i32> {
-            w.spec.pod_sets.iter().enumerate().map(|(i, p)| if i == pi { n } else { p.count }).collect()
+            w.spec
+                .pod_sets
+                .iter()
+                .enumerate()
+                .map(|(i, p)| if i == pi { n } else { p.count })
+                .collect()
         };
         let (mut lo, mut hi) = (min, ps.count - 1);
         let mut best = None;
@@ -441,7 +522,12 @@ impl Engine {
         best
     }
 
-    fn issue_preemptions(&mut self, preemptor: WlId, targets: &[Target], victims: &mut HashSet<WlId>) {
+    fn issue_preemptions(
+        &mut self,
+        preemptor: WlId,
+        targets: &[Target],
+        victims: &mut HashSet<WlId>,
+    ) {
         let pkey = self.wl(preemptor).spec.key.clone();
         let mut waiting = Vec::with_capacity(targets.len());
         for t in targets {
@@ -455,8 +541,16 @@ impl Engine {
                 w.state = WlState::Evicting(a);
             }
             let vkey = w.spec.key.clone();
-            let message = format!("Preempted to accommodate a workload ({pkey}) due to {}", reason_text(t.reason));
-            self.outbox.push(Decision::Preempt { victim: vkey, preemptor: pkey.clone(), reason: t.reason, message });
+            let message = format!(
+                "Preempted to accommodate a workload ({pkey}) due to {}",
+                reason_text(t.reason)
+            );
+            self.outbox.push(Decision::Preempt {
+                victim: vkey,
+                preemptor: pkey.clone(),
+                reason: t.reason,
+                message,
+            });
         }
         let n = waiting.len();
         self.wl_mut(preemptor).waiting_for = waiting;
@@ -471,7 +565,13 @@ impl Engine {
     /// reserved and the reason is returned.
     fn admit(&mut self, c: CqId, id: WlId, a: &Assignment) -> Result<(), String> {
         let needs = super::topology::needs(&self.names, &self.inventory, &self.wl(id).spec, a);
-        let placed = super::topology::place_all(&self.names, &mut self.inventory, id, &needs, self.config.placement)?;
+        let placed = super::topology::place_all(
+            &self.names,
+            &mut self.inventory,
+            id,
+            &needs,
+            self.config.placement,
+        )?;
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.seq += 1;
@@ -479,7 +579,11 @@ impl Engine {
         let mut placement = Vec::with_capacity(placed.len());
         for (ps, p, nodes) in placed {
             if let Some(psa) = admission.pod_set_assignments.get_mut(ps) {
-                psa.topology_assignment = Some(crate::placement::topology_assignment(&self.inventory, &p.flavor, &nodes));
+                psa.topology_assignment = Some(crate::placement::topology_assignment(
+                    &self.inventory,
+                    &p.flavor,
+                    &nodes,
+                ));
             }
             placement.push(p);
         }
@@ -490,13 +594,22 @@ impl Engine {
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let w = self.wl_mut(id);
-        w.state = WlState::Admitted(Admitted { cq: c, usage: a.usage.clone(), placement, admission: admission.clone(), seq });
+        w.state = WlState::Admitted(Admitted {
+            cq: c,
+            usage: a.usage.clone(),
+            placement,
+            admission: admission.clone(),
+            seq,
+        });
         w.pending = None;
         w.resume.clear();
         w.waiting_for.clear();
         w.reservation = None;
         let key = w.spec.key.clone();
-        self.outbox.push(Decision::Admit { workload: key, admission });
+        self.outbox.push(Decision::Admit {
+            workload: key,
+            admission,
+        });
         Ok(())
     }
 
@@ -523,7 +636,12 @@ impl Engine {
                     flavors: psa
                         .flavors
                         .iter()
-                        .map(|(r, f)| (self.names.resource_name(*r).to_string(), self.names.flavor_name(*f).to_string()))
+                        .map(|(r, f)| {
+                            (
+                                self.names.resource_name(*r).to_string(),
+                                self.names.flavor_name(*f).to_string(),
+                            )
+                        })
                         .collect(),
                     resource_usage: usage,
                     count: Some(psa.count),
@@ -531,7 +649,10 @@ impl Engine {
                 }
             })
             .collect();
-        api::Admission { cluster_queue: self.cqs[c as usize].spec.name.clone(), pod_set_assignments }
+        api::Admission {
+            cluster_queue: self.cqs[c as usize].spec.name.clone(),
+            pod_set_assignments,
+        }
     }
 }
 

@@ -23,7 +23,14 @@ pub fn human(v: i64) -> String {
 }
 
 /// Why `val` of `fr` does not fit in what is unused right now.
-pub fn shortage(names: &Names, tree: &QuotaTree, node: NodeId, fr: FrId, val: i64, avail: i64) -> String {
+pub fn shortage(
+    names: &Names,
+    tree: &QuotaTree,
+    node: NodeId,
+    fr: FrId,
+    val: i64,
+    avail: i64,
+) -> String {
     let (f, r) = names.fr_parts(fr);
     let (fname, rname) = (names.flavor_name(f), names.resource_name(r));
     let nominal = tree.subtree_quota(node, fr);
@@ -66,10 +73,21 @@ pub fn exceeds_max(names: &Names, tree: &QuotaTree, node: NodeId, fr: FrId, val:
     let (f, r) = names.fr_parts(fr);
     let max = tree.potential_available(node, fr);
     let nominal = tree.subtree_quota(node, fr);
-    let limit = match (tree.parent(node), tree.nodes[node as usize].limits.borrowing_limit(fr)) {
+    let limit = match (
+        tree.parent(node),
+        tree.nodes[node as usize].limits.borrowing_limit(fr),
+    ) {
         (None, _) => "nominal quota, no cohort to borrow from".to_string(),
-        (Some(_), Some(bl)) if nominal + bl <= max => format!("nominal quota {} + borrowingLimit {}", human(nominal), human(bl)),
-        (Some(_), _) => format!("nominal quota {} + what the cohort can lend {}", human(nominal), human(max - nominal)),
+        (Some(_), Some(bl)) if nominal + bl <= max => format!(
+            "nominal quota {} + borrowingLimit {}",
+            human(nominal),
+            human(bl)
+        ),
+        (Some(_), _) => format!(
+            "nominal quota {} + what the cohort can lend {}",
+            human(nominal),
+            human(max - nominal)
+        ),
     };
     format!(
         "insufficient quota for {} in flavor {}, request > maximum capacity ({} > {}; {})",

@@ -13,14 +13,25 @@ use super::state::Engine;
 /// Weighted share of `node` if `delta` (signed milli-units) were added to its usage.
 pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 {
     let tree = &eng.tree;
-    let Some(parent) = tree.parent(node) else { return 0 };
+    let Some(parent) = tree.parent(node) else {
+        return 0;
+    };
     let n = &tree.nodes[node as usize];
     let mut borrowing: BTreeMap<ResourceId, i64> = BTreeMap::new();
-    let mut frs: Vec<FrId> = n.usage.iter().map(|(f, _)| f).chain(delta.iter().map(|(f, _)| *f)).collect();
+    let mut frs: Vec<FrId> = n
+        .usage
+        .iter()
+        .map(|(f, _)| f)
+        .chain(delta.iter().map(|(f, _)| *f))
+        .collect();
     frs.sort_unstable();
     frs.dedup();
     for fr in frs {
-        let extra: i64 = delta.iter().filter(|(f, _)| *f == fr).map(|(_, v)| *v).sum();
+        let extra: i64 = delta
+            .iter()
+            .filter(|(f, _)| *f == fr)
+            .map(|(_, v)| *v)
+            .sum();
         let b = n.usage.get(fr) + extra - n.subtree_quota.get(fr);
         if b > 0 {
             *borrowing.entry(eng.names.fr_parts(fr).1).or_default() += b;
@@ -31,7 +42,8 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
     }
     let mut lendable: BTreeMap<ResourceId, i64> = BTreeMap::new();
     for (fr, _) in tree.nodes[parent as usize].subtree_quota.iter() {
-        *lendable.entry(eng.names.fr_parts(fr).1).or_default() += tree.potential_available(parent, fr);
+        *lendable.entry(eng.names.fr_parts(fr).1).or_default() +=
+            tree.potential_available(parent, fr);
     }
     let drs = borrowing
         .iter()

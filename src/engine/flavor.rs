@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::PendingReason;
 use super::explain;
 use super::model::{CqSpec, Flavor, Preference, WorkloadSpec};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, FrId, Names, ResourceId, add_amount};
-use super::PendingReason;
 use crate::api::selector;
 
 /// How well a request fits, worst first: the derived order is the preference order.
@@ -94,18 +94,27 @@ impl Assigner<'_> {
         counts: Option<&[i32]>,
         resume: Option<&[Vec<Option<usize>>]>,
     ) -> Assignment {
-        let mut out = Assignment { mode: Some(Mode::Fit), ..Assignment::default() };
+        let mut out = Assignment {
+            mode: Some(Mode::Fit),
+            ..Assignment::default()
+        };
         let mut failures: Vec<String> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             let count = counts.and_then(|c| c.get(pi).copied()).unwrap_or(ps.count);
-            let mut psa = PodSetAssignment { count, ..PodSetAssignment::default() };
+            let mut psa = PodSetAssignment {
+                count,
+                ..PodSetAssignment::default()
+            };
             let mut tried = vec![None; self.cq.groups.len()];
             // Requests by group; resources no group covers fail the PodSet outright.
             let mut by_group: BTreeMap<usize, Vec<(ResourceId, i64)>> = BTreeMap::new();
             let mut uncovered = Vec::new();
             for &(r, per_pod) in &ps.per_pod {
                 match self.cq.group_of(r) {
-                    Some(g) => by_group.entry(g).or_default().push((r, per_pod.saturating_mul(i64::from(count)))),
+                    Some(g) => by_group
+                        .entry(g)
+                        .or_default()
+                        .push((r, per_pod.saturating_mul(i64::from(count)))),
                     None if r == self.pods => {}
                     None => uncovered.push(self.names.resource_name(r).to_string()),
                 }
@@ -130,7 +139,8 @@ impl Assigner<'_> {
                     .map(|i| i + 1)
                     .filter(|&i| i < self.cq.groups[g].flavors.len())
                     .unwrap_or(0);
-                let (chosen, last, notes) = self.pick_flavor(ps, count, g, &requests, &out.usage, start);
+                let (chosen, last, notes) =
+                    self.pick_flavor(ps, count, g, &requests, &out.usage, start);
                 tried[g] = last;
                 match chosen {
                     Some(c) => {
@@ -147,7 +157,11 @@ impl Assigner<'_> {
                             out.mode = Some(c.mode);
                         }
                         if c.mode != Mode::Fit {
-                            failures.push(format!("couldn't assign flavors to pod set {}: {}", ps.name, notes.join("; ")));
+                            failures.push(format!(
+                                "couldn't assign flavors to pod set {}: {}",
+                                ps.name,
+                                notes.join("; ")
+                            ));
                             let r = if c.topology_failed {
                                 PendingReason::TopologyPlacementFailed
                             } else {
@@ -158,16 +172,28 @@ impl Assigner<'_> {
                     }
                     None => {
                         out.mode = Some(Mode::NoFit);
-                        let reason = if notes.iter().all(|n| n.contains("doesn't match") || n.contains("untolerated")) {
+                        let reason = if notes
+                            .iter()
+                            .all(|n| n.contains("doesn't match") || n.contains("untolerated"))
+                        {
                             PendingReason::NoMatchingFlavor
                         } else {
                             PendingReason::ExceedsMaxQuota
                         };
                         out.reason = Some(match out.reason {
-                            Some(r) if r == PendingReason::NoMatchingFlavor || r == PendingReason::ExceedsMaxQuota => r,
+                            Some(r)
+                                if r == PendingReason::NoMatchingFlavor
+                                    || r == PendingReason::ExceedsMaxQuota =>
+                            {
+                                r
+                            }
                             _ => reason,
                         });
-                        failures.push(format!("couldn't assign flavors to pod set {}: {}", ps.name, notes.join("; ")));
+                        failures.push(format!(
+                            "couldn't assign flavors to pod set {}: {}",
+                            ps.name,
+                            notes.join("; ")
+                        ));
                     }
                 }
             }
@@ -179,7 +205,9 @@ impl Assigner<'_> {
         out.preempt_frs.dedup();
         if out.mode() == Mode::Fit {
             out.reason = None;
-        } else if out.mode() != Mode::NoFit && out.reason != Some(PendingReason::TopologyPlacementFailed) {
+        } else if out.mode() != Mode::NoFit
+            && out.reason != Some(PendingReason::TopologyPlacementFailed)
+        {
             out.reason = Some(PendingReason::WaitingForQuota);
         }
         out.message = failures.join("; ");
@@ -215,8 +243,12 @@ impl Assigner<'_> {
                 notes.push(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)"));
                 continue;
             }
-            if !(keys.is_empty() || selector::flavor_matches(&ps.constraints, &flavor.node_labels, keys)) {
-                notes.push(format!("flavor {fname} doesn't match the pod's node selector or affinity"));
+            if !(keys.is_empty()
+                || selector::flavor_matches(&ps.constraints, &flavor.node_labels, keys))
+            {
+                notes.push(format!(
+                    "flavor {fname} doesn't match the pod's node selector or affinity"
+                ));
                 continue;
             }
             // The pod's tolerations and the flavor's own both count against the flavor's taints.
@@ -236,8 +268,13 @@ impl Assigner<'_> {
                 ));
                 continue;
             }
-            let mut cand =
-                Candidate { flavor: f, mode: Mode::Fit, borrows: false, preempt_frs: vec![], topology_failed: false };
+            let mut cand = Candidate {
+                flavor: f,
+                mode: Mode::Fit,
+                borrows: false,
+                preempt_frs: vec![],
+                topology_failed: false,
+            };
             for &(r, v) in requests {
                 let rname = self.names.resource_name(r);
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -245,16 +282,23 @@ impl Assigner<'_> {
                     notes.push(format!("flavor {fname} has no quota for {rname}"));
                     continue;
                 };
-                let before = earlier.iter().find(|(x, _)| *x == fr).map(|(_, v)| *v).unwrap_or(0);
+                let before = earlier
+                    .iter()
+                    .find(|(x, _)| *x == fr)
+                    .map(|(_, v)| *v)
+                    .unwrap_or(0);
                 let val = before + v;
                 let avail = self.tree.available(self.node, fr);
                 let mode = if val <= avail {
-                    if self.tree.usage(self.node, fr) + val > self.tree.subtree_quota(self.node, fr) {
+                    if self.tree.usage(self.node, fr) + val > self.tree.subtree_quota(self.node, fr)
+                    {
                         cand.borrows = true;
                     }
                     Mode::Fit
                 } else if val <= self.tree.potential_available(self.node, fr) {
-                    notes.push(explain::shortage(self.names, self.tree, self.node, fr, val, avail));
+                    notes.push(explain::shortage(
+                        self.names, self.tree, self.node, fr, val, avail,
+                    ));
                     if self.can_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
                         Mode::Preempt
@@ -262,21 +306,27 @@ impl Assigner<'_> {
                         Mode::Wait
                     }
                 } else {
-                    notes.push(explain::exceeds_max(self.names, self.tree, self.node, fr, val));
+                    notes.push(explain::exceeds_max(
+                        self.names, self.tree, self.node, fr, val,
+                    ));
                     Mode::NoFit
                 };
                 cand.mode = cand.mode.min(mode);
             }
-            if cand.mode == Mode::Fit && tas {
-                if let Err(why) = self.place_alone(ps, count, fname) {
-                    notes.push(format!("flavor {fname}: {why}"));
-                    cand.topology_failed = true;
-                    if self.can_preempt {
-                        cand.mode = Mode::Preempt;
-                        cand.preempt_frs = requests.iter().filter_map(|&(r, _)| self.names.frs.get(&(f, r))).collect();
-                    } else {
-                        cand.mode = Mode::Wait;
-                    }
+            if cand.mode == Mode::Fit
+                && tas
+                && let Err(why) = self.place_alone(ps, count, fname)
+            {
+                notes.push(format!("flavor {fname}: {why}"));
+                cand.topology_failed = true;
+                if self.can_preempt {
+                    cand.mode = Mode::Preempt;
+                    cand.preempt_frs = requests
+                        .iter()
+                        .filter_map(|&(r, _)| self.names.frs.get(&(f, r)))
+                        .collect();
+                } else {
+                    cand.mode = Mode::Wait;
                 }
             }
             let stop = match cand.mode {
@@ -299,8 +349,16 @@ impl Assigner<'_> {
     }
 
     /// Whether this PodSet alone has room in the flavor's topology right now.
-    fn place_alone(&self, ps: &super::model::PodSetReq, count: i32, flavor: &str) -> Result<(), String> {
-        let (mode, slice) = ps.topology.clone().unwrap_or((crate::placement::TopologyMode::Unconstrained, None));
+    fn place_alone(
+        &self,
+        ps: &super::model::PodSetReq,
+        count: i32,
+        flavor: &str,
+    ) -> Result<(), String> {
+        let (mode, slice) = ps
+            .topology
+            .clone()
+            .unwrap_or((crate::placement::TopologyMode::Unconstrained, None));
         let req = crate::placement::PodSetPlacementRequest {
             count,
             per_pod: ps.per_pod.clone(),
@@ -308,7 +366,10 @@ impl Assigner<'_> {
             slice,
             tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
         };
-        self.inventory.find(self.names, flavor, &req, self.strategy).map(|_| ()).map_err(|f| f.message)
+        self.inventory
+            .find(self.names, flavor, &req, self.strategy)
+            .map(|_| ())
+            .map_err(|f| f.message)
     }
 
     /// Whether `a` is a better choice than the earlier candidate `b`.

@@ -12,7 +12,10 @@ pub struct Interner<T: Eq + Hash + Clone> {
 
 impl<T: Eq + Hash + Clone> Default for Interner<T> {
     fn default() -> Self {
-        Self { ids: HashMap::new(), values: Vec::new() }
+        Self {
+            ids: HashMap::new(),
+            values: Vec::new(),
+        }
     }
 }
 

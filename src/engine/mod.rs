@@ -20,7 +20,10 @@ pub struct WorkloadKey {
 
 impl WorkloadKey {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -58,13 +61,23 @@ pub enum Event {
     CohortUpserted(api::Cohort),
     CohortDeleted(String),
     LocalQueueUpserted(api::LocalQueue),
-    LocalQueueDeleted { namespace: String, name: String },
+    LocalQueueDeleted {
+        namespace: String,
+        name: String,
+    },
     WorkloadPriorityClassUpserted(api::WorkloadPriorityClass),
     WorkloadPriorityClassDeleted(String),
     /// scheduling.k8s.io PriorityClass: name, value, globalDefault.
-    PriorityClassUpserted { name: String, value: i32, global_default: bool },
+    PriorityClassUpserted {
+        name: String,
+        value: i32,
+        global_default: bool,
+    },
     PriorityClassDeleted(String),
-    NamespaceUpserted { name: String, labels: BTreeMap<String, String> },
+    NamespaceUpserted {
+        name: String,
+        labels: BTreeMap<String, String>,
+    },
     NamespaceDeleted(String),
     /// A new or changed Workload. One that already carries `status.admission`
     /// is restored as admitted (restart recovery) without a decision.
@@ -148,24 +161,47 @@ impl PendingReason {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     /// Reserve quota and admit the workload with this assignment.
-    Admit { workload: WorkloadKey, admission: api::Admission },
+    Admit {
+        workload: WorkloadKey,
+        admission: api::Admission,
+    },
     /// Evict `victim` so that `preemptor` can fit. The shell reports
     /// [`Event::WorkloadEvicted`] once the victim has stopped.
-    Preempt { victim: WorkloadKey, preemptor: WorkloadKey, reason: PreemptionReason, message: String },
+    Preempt {
+        victim: WorkloadKey,
+        preemptor: WorkloadKey,
+        reason: PreemptionReason,
+        message: String,
+    },
     /// Evict an admitted workload for a reason other than preemption
     /// (stopPolicy HoldAndDrain, deactivation).
-    Evict { workload: WorkloadKey, reason: String, message: String },
+    Evict {
+        workload: WorkloadKey,
+        reason: String,
+        message: String,
+    },
     /// The workload stays pending; emitted only when reason or message changed.
-    Pending { workload: WorkloadKey, reason: PendingReason, message: String },
+    Pending {
+        workload: WorkloadKey,
+        reason: PendingReason,
+        message: String,
+    },
 }
 
 /// Where a workload stands, for status writers, reports and tests.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadState {
-    Pending { reason: PendingReason, message: String },
-    Admitted { admission: api::Admission },
+    Pending {
+        reason: PendingReason,
+        message: String,
+    },
+    Admitted {
+        admission: api::Admission,
+    },
     /// Preempted or evicted, still holding quota until it stops.
-    Evicting { admission: api::Admission },
+    Evicting {
+        admission: api::Admission,
+    },
     Finished,
 }
 

@@ -58,7 +58,9 @@ impl From<Option<api::PreemptionPolicy>> for Policy {
             None | Some(api::PreemptionPolicy::Never) => Policy::Never,
             Some(api::PreemptionPolicy::Any) => Policy::Any,
             Some(api::PreemptionPolicy::LowerPriority) => Policy::LowerPriority,
-            Some(api::PreemptionPolicy::LowerOrNewerEqualPriority) => Policy::LowerOrNewerEqualPriority,
+            Some(api::PreemptionPolicy::LowerOrNewerEqualPriority) => {
+                Policy::LowerOrNewerEqualPriority
+            }
         }
     }
 }
@@ -116,7 +118,10 @@ impl std::fmt::Display for ModelError {
     }
 }
 
-fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, field: &str) -> Result<i64, ModelError> {
+fn quantity(
+    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    field: &str,
+) -> Result<i64, ModelError> {
     parse_milli(q).map_err(|e| ModelError(format!("{field}: {e}")))
 }
 
@@ -136,7 +141,11 @@ pub fn read_groups(
     let mut limits = Limits::default();
     let mut flavor_names = Vec::new();
     for (gi, rg) in rgs.iter().enumerate() {
-        let resources: Vec<ResourceId> = rg.covered_resources.iter().map(|r| names.resource(r)).collect();
+        let resources: Vec<ResourceId> = rg
+            .covered_resources
+            .iter()
+            .map(|r| names.resource(r))
+            .collect();
         let mut flavors = Vec::with_capacity(rg.flavors.len());
         for (fi, fq) in rg.flavors.iter().enumerate() {
             let f = names.flavor(&fq.name);
@@ -147,8 +156,16 @@ pub fn read_groups(
                 let r = names.resource(&rq.name);
                 let fr = names.fr(f, r);
                 let nominal = quantity(&rq.nominal_quota, &format!("{base}.nominalQuota"))?;
-                let borrowing = rq.borrowing_limit.as_ref().map(|q| quantity(q, &format!("{base}.borrowingLimit"))).transpose()?;
-                let lending = rq.lending_limit.as_ref().map(|q| quantity(q, &format!("{base}.lendingLimit"))).transpose()?;
+                let borrowing = rq
+                    .borrowing_limit
+                    .as_ref()
+                    .map(|q| quantity(q, &format!("{base}.borrowingLimit")))
+                    .transpose()?;
+                let lending = rq
+                    .lending_limit
+                    .as_ref()
+                    .map(|q| quantity(q, &format!("{base}.lendingLimit")))
+                    .transpose()?;
                 limits.set(fr, nominal, borrowing, lending);
             }
         }
@@ -164,10 +181,15 @@ impl CqSpec {
         let (groups, limits, flavor_names) = read_groups(names, &s.resource_groups)?;
         let ff = s.flavor_fungibility.clone().unwrap_or_default();
         let pre = s.preemption.clone().unwrap_or_default();
-        let borrow_within_cohort = pre.borrow_within_cohort.as_ref().and_then(|b| match b.policy {
-            Some(api::BorrowWithinCohortPolicy::LowerPriority) => Some(b.max_priority_threshold.unwrap_or(i32::MAX)),
-            _ => None,
-        });
+        let borrow_within_cohort = pre
+            .borrow_within_cohort
+            .as_ref()
+            .and_then(|b| match b.policy {
+                Some(api::BorrowWithinCohortPolicy::LowerPriority) => {
+                    Some(b.max_priority_threshold.unwrap_or(i32::MAX))
+                }
+                _ => None,
+            });
         Ok(Self {
             name,
             cohort: s.cohort_name.clone().filter(|c| !c.is_empty()),
@@ -176,17 +198,27 @@ impl CqSpec {
             strict_fifo: matches!(s.queueing_strategy, Some(api::QueueingStrategy::StrictFifo)),
             namespace_selector: s.namespace_selector.clone(),
             // Kueue's defaults: stop when borrowing fits, try the next flavor before preempting.
-            stop_on_borrow: !matches!(ff.when_can_borrow, Some(api::FlavorFungibilityPolicy::TryNextFlavor)),
-            stop_on_preempt: matches!(ff.when_can_preempt, Some(api::FlavorFungibilityPolicy::MayStopSearch)),
+            stop_on_borrow: !matches!(
+                ff.when_can_borrow,
+                Some(api::FlavorFungibilityPolicy::TryNextFlavor)
+            ),
+            stop_on_preempt: matches!(
+                ff.when_can_preempt,
+                Some(api::FlavorFungibilityPolicy::MayStopSearch)
+            ),
             preference: match ff.preference {
                 None => Preference::Unset,
-                Some(api::FlavorFungibilityPreference::BorrowingOverPreemption) => Preference::BorrowingOverPreemption,
-                Some(api::FlavorFungibilityPreference::PreemptionOverBorrowing) => Preference::PreemptionOverBorrowing,
+                Some(api::FlavorFungibilityPreference::BorrowingOverPreemption) => {
+                    Preference::BorrowingOverPreemption
+                }
+                Some(api::FlavorFungibilityPreference::PreemptionOverBorrowing) => {
+                    Preference::PreemptionOverBorrowing
+                }
             },
             within_cq: pre.within_cluster_queue.into(),
             reclaim: pre.reclaim_within_cohort.into(),
             borrow_within_cohort,
-            stop: s.stop_policy.clone().unwrap_or_default(),
+            stop: s.stop_policy.unwrap_or_default(),
             weight: weight(&s.fair_sharing, "spec")?,
             flavor_names,
         })
@@ -250,12 +282,18 @@ fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, Mo
             // A limit without a request means request == limit, as the API server defaults it.
             if let Some(limits) = &res.limits {
                 for (k, q) in limits {
-                    out.insert(k.clone(), quantity(q, &format!("{field}.resources.limits[{k}]"))?);
+                    out.insert(
+                        k.clone(),
+                        quantity(q, &format!("{field}.resources.limits[{k}]"))?,
+                    );
                 }
             }
             if let Some(reqs) = &res.requests {
                 for (k, q) in reqs {
-                    out.insert(k.clone(), quantity(q, &format!("{field}.resources.requests[{k}]"))?);
+                    out.insert(
+                        k.clone(),
+                        quantity(q, &format!("{field}.resources.requests[{k}]"))?,
+                    );
                 }
             }
         }
@@ -302,23 +340,44 @@ impl PriorityLookup<'_> {
         }
         // A PodSet's pod priorityClassName counts when the Workload names none (Kueue does the same).
         for ps in &wl.spec.pod_sets {
-            if let Some(name) = ps.template.spec.as_ref().and_then(|s| s.priority_class_name.as_ref()) {
-                if let Some((v, _)) = self.pod_classes.get(name) {
-                    return *v;
-                }
+            if let Some(name) = ps
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_ref())
+                && let Some((v, _)) = self.pod_classes.get(name)
+            {
+                return *v;
             }
         }
-        self.pod_classes.values().find(|(_, global)| *global).map(|(v, _)| *v).unwrap_or(0)
+        self.pod_classes
+            .values()
+            .find(|(_, global)| *global)
+            .map(|(v, _)| *v)
+            .unwrap_or(0)
     }
 }
 
 impl WorkloadSpec {
-    pub fn from_api(names: &mut Names, wl: &api::Workload, priority: i32, now: Millis) -> Result<Self, ModelError> {
+    pub fn from_api(
+        names: &mut Names,
+        wl: &api::Workload,
+        priority: i32,
+        now: Millis,
+    ) -> Result<Self, ModelError> {
         let key = WorkloadKey::new(
-            wl.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            wl.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
             wl.metadata.name.clone().unwrap_or_default(),
         );
-        let created = wl.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(now);
+        let created = wl
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+            .unwrap_or(now);
         let mut pod_sets = Vec::with_capacity(wl.spec.pod_sets.len());
         for (i, ps) in wl.spec.pod_sets.iter().enumerate() {
             let field = format!("spec.podSets[{i}].template.spec");
@@ -343,7 +402,8 @@ impl WorkloadSpec {
                 min_count: ps.min_count,
                 per_pod,
                 constraints,
-                topology: crate::placement::topology_mode(ps).map_err(|e| ModelError(format!("spec.podSets[{i}]: {e}")))?,
+                topology: crate::placement::topology_mode(ps)
+                    .map_err(|e| ModelError(format!("spec.podSets[{i}]: {e}")))?,
             });
         }
         let shape = shape_hash(&wl.metadata.namespace, &pod_sets);
@@ -369,7 +429,9 @@ fn shape_hash(namespace: &Option<String>, pod_sets: &[PodSetReq]) -> u64 {
         ps.min_count.hash(&mut h);
         ps.per_pod.hash(&mut h);
         // Constraints have no Hash impl; their JSON is a faithful stand-in.
-        serde_json::to_string(&ps.constraints).unwrap_or_default().hash(&mut h);
+        serde_json::to_string(&ps.constraints)
+            .unwrap_or_default()
+            .hash(&mut h);
         format!("{:?}", ps.topology).hash(&mut h);
     }
     h.finish()
@@ -383,10 +445,15 @@ pub fn admission_usage(
     let mut out = Vec::new();
     for (i, psa) in admission.pod_set_assignments.iter().enumerate() {
         for (r, q) in &psa.resource_usage {
-            let Some(flavor) = psa.flavors.get(r) else { continue };
+            let Some(flavor) = psa.flavors.get(r) else {
+                continue;
+            };
             let (f, res) = (names.flavor(flavor), names.resource(r));
             let fr = names.fr(f, res);
-            let v = quantity(q, &format!("status.admission.podSetAssignments[{i}].resourceUsage[{r}]"))?;
+            let v = quantity(
+                q,
+                &format!("status.admission.podSetAssignments[{i}].resourceUsage[{r}]"),
+            )?;
             super::resources::add_amount(&mut out, fr, v);
         }
     }
@@ -395,5 +462,10 @@ pub fn admission_usage(
 
 /// Label keys used by a group's flavors: the only keys flavor matching looks at.
 pub fn group_label_keys(group: &Group, flavors: &BTreeMap<FlavorId, Flavor>) -> BTreeSet<String> {
-    group.flavors.iter().filter_map(|f| flavors.get(f)).flat_map(|f| f.node_labels.keys().cloned()).collect()
+    group
+        .flavors
+        .iter()
+        .filter_map(|f| flavors.get(f))
+        .flat_map(|f| f.node_labels.keys().cloned())
+        .collect()
 }

@@ -41,15 +41,30 @@ struct Candidate {
 /// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
 /// Workloads in `excluded` (victims of earlier preemptors, and workloads admitted
 /// in this cycle) are not taken.
-pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &HashSet<WlId>) -> Vec<Target> {
+pub fn find_targets(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &HashSet<WlId>,
+) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
     // Kueue's test: the ClusterQueue is below nominal in every resource needing preemption.
-    let under_nominal =
-        a.preempt_frs.iter().all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
+    let under_nominal = a
+        .preempt_frs
+        .iter()
+        .all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
     let mut cands = candidates(eng, wl, cq, a, under_nominal, excluded);
     // Kueue's order: already evicting first, other ClusterQueues before our own,
     // lower priority first, most recently admitted first.
-    cands.sort_by_key(|c| (!c.evicting, c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+    cands.sort_by_key(|c| {
+        (
+            !c.evicting,
+            c.cq == cq,
+            c.priority,
+            std::cmp::Reverse(c.admitted_seq),
+        )
+    });
     let found = match &eng.config.fair_sharing {
         Some(strategies) => {
             let strategies = strategies.clone();
@@ -58,7 +73,9 @@ pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, exclud
         None => classical(eng, wl, cq, a, cands, under_nominal),
     };
     let mut targets = match found {
-        Some((removed, allow_borrowing)) => fill_back(eng, node, wl, a, Some(removed), allow_borrowing),
+        Some((removed, allow_borrowing)) => {
+            fill_back(eng, node, wl, a, Some(removed), allow_borrowing)
+        }
         None => vec![],
     };
     // Restore the state: the caller decides what actually happens.
@@ -67,7 +84,11 @@ pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, exclud
     }
     targets
         .into_iter()
-        .map(|c| Target { id: c.id, reason: c.reason, already_evicting: c.evicting })
+        .map(|c| Target {
+            id: c.id,
+            reason: c.reason,
+            already_evicting: c.evicting,
+        })
         .collect()
 }
 
@@ -75,10 +96,51 @@ pub fn find_targets(eng: &mut Engine, wl: WlId, cq: CqId, a: &Assignment, exclud
 /// ClusterQueue's policies: the flavor assigner's preemption oracle. A flavor where
 /// nobody can be preempted is no better than one where the workload must wait.
 pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: super::resources::FrId) -> bool {
-    let probe = Assignment { preempt_frs: vec![fr], ..Assignment::default() };
+    let me = &eng.wl(wl).spec;
+    let (prio, created) = (me.priority, me.created);
+    let spec = &eng.cqs[cq as usize].spec;
     let node = eng.cqs[cq as usize].node;
-    let under_nominal = eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr);
-    !candidates(eng, wl, cq, &probe, under_nominal, &HashSet::new()).is_empty()
+    let uses = |id: &WlId| match &eng.wl(*id).state {
+        WlState::Admitted(a) | WlState::Evicting(a) => a.usage.iter().any(|(f, _)| *f == fr),
+        _ => false,
+    };
+    // Early exits everywhere: this runs for every flavor that would need preemption.
+    let within = spec.within_cq;
+    let own = eng.cqs[cq as usize].admitted.iter().any(|id| {
+        let w = eng.wl(*id);
+        let allowed = matches!(w.state, WlState::Evicting(_))
+            || match within {
+                Policy::Never => false,
+                Policy::LowerPriority => w.spec.priority < prio,
+                Policy::LowerOrNewerEqualPriority => {
+                    w.spec.priority < prio || (w.spec.priority == prio && w.spec.created > created)
+                }
+                Policy::Any => true,
+            };
+        allowed && uses(id)
+    });
+    if own {
+        return true;
+    }
+    if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
+        return false;
+    }
+    let root = eng.cqs[cq as usize].root;
+    let members = eng
+        .root_members
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    members.iter().any(|&c| {
+        let other = &eng.cqs[c as usize];
+        c != cq
+            && !other.deleted
+            && eng.tree.is_borrowing(other.node, fr)
+            && other.admitted.iter().any(|id| {
+                let p = eng.wl(*id).spec.priority;
+                (spec.reclaim != Policy::LowerPriority || p < prio) && uses(id)
+            })
+    })
 }
 
 /// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
@@ -95,12 +157,20 @@ fn classical(
 ) -> Option<(Vec<Candidate>, bool)> {
     let spec = &eng.cqs[cq as usize].spec;
     let threshold = spec.borrow_within_cohort;
-    let (same, others): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| c.cq == cq || c.evicting);
+    let (same, others): (Vec<Candidate>, Vec<Candidate>) =
+        cands.into_iter().partition(|c| c.cq == cq || c.evicting);
     if others.is_empty() {
         return classical_search(eng, wl, cq, a, same, true).map(|r| (r, true));
     }
     let mut all: Vec<Candidate> = others.into_iter().chain(same).collect();
-    all.sort_by_key(|c| (!c.evicting, c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+    all.sort_by_key(|c| {
+        (
+            !c.evicting,
+            c.cq == cq,
+            c.priority,
+            std::cmp::Reverse(c.admitted_seq),
+        )
+    });
     if let Some(th) = threshold {
         if !under_nominal {
             all.retain(|c| c.cq == cq || c.evicting || c.priority <= th);
@@ -117,7 +187,10 @@ fn classical(
             return Some((r, false));
         }
     }
-    let same = all.into_iter().filter(|c| c.cq == cq || c.evicting).collect();
+    let same = all
+        .into_iter()
+        .filter(|c| c.cq == cq || c.evicting)
+        .collect();
     classical_search(eng, wl, cq, a, same, true).map(|r| (r, true))
 }
 
@@ -189,13 +262,17 @@ fn candidates(
     } else {
         PreemptionReason::InCohortReclaimWhileBorrowing
     };
-    for (c, other) in eng.cqs.iter().enumerate() {
-        let c = c as CqId;
-        if c == cq || other.deleted || eng.tree.root(other.node) != root {
+    let members = eng.root_members.get(&root).cloned().unwrap_or_default();
+    for c in members {
+        let other = &eng.cqs[c as usize];
+        if c == cq || other.deleted {
             continue;
         }
         // Only quota a ClusterQueue borrows can be reclaimed from it.
-        if !needed.iter().any(|&fr| eng.tree.is_borrowing(other.node, fr)) {
+        if !needed
+            .iter()
+            .any(|&fr| eng.tree.is_borrowing(other.node, fr))
+        {
             continue;
         }
         let allowed = move |p: i32, _c: i64| match reclaim {
@@ -219,7 +296,14 @@ fn fits(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment, allow_borrowin
         return false;
     }
     let needs = super::topology::needs(&eng.names, &eng.inventory, &eng.wl(wl).spec, a);
-    super::topology::feasible(&eng.names, &mut eng.inventory, wl, &needs, eng.config.placement).is_ok()
+    super::topology::feasible(
+        &eng.names,
+        &mut eng.inventory,
+        wl,
+        &needs,
+        eng.config.placement,
+    )
+    .is_ok()
 }
 
 fn classical_search(
@@ -234,7 +318,13 @@ fn classical_search(
     let mut removed = Vec::new();
     for mut c in cands {
         // A ClusterQueue that stopped borrowing after earlier removals has nothing left to reclaim.
-        if c.cq != cq && !c.evicting && !a.preempt_frs.iter().any(|&fr| eng.tree.is_borrowing(c.node, fr)) {
+        if c.cq != cq
+            && !c.evicting
+            && !a
+                .preempt_frs
+                .iter()
+                .any(|&fr| eng.tree.is_borrowing(c.node, fr))
+        {
             continue;
         }
         take_out(eng, &mut c);
@@ -257,7 +347,8 @@ fn fair_search(
 ) -> Option<Vec<Candidate>> {
     let node = eng.cqs[cq as usize].node;
     let mut removed = Vec::new();
-    let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| c.evicting);
+    let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) =
+        cands.into_iter().partition(|c| c.evicting);
     for mut c in evicting {
         take_out(eng, &mut c);
         removed.push(c);
@@ -273,10 +364,12 @@ fn fair_search(
             for (i, c) in pool.iter().enumerate() {
                 by_cq.entry(c.cq).or_insert(i);
             }
-            let Some((&target_cq, &idx)) = by_cq
-                .iter()
-                .max_by_key(|(c, _)| (weighted_share(eng, eng.cqs[**c as usize].node, &[]), std::cmp::Reverse(**c)))
-            else {
+            let Some((&target_cq, &idx)) = by_cq.iter().max_by_key(|(c, _)| {
+                (
+                    weighted_share(eng, eng.cqs[**c as usize].node, &[]),
+                    std::cmp::Reverse(**c),
+                )
+            }) else {
                 break;
             };
             let mut c = pool.remove(idx);
@@ -291,7 +384,9 @@ fn fair_search(
                     let neg: Vec<_> = c.usage.iter().map(|&(f, v)| (f, -v)).collect();
                     let target_new = weighted_share(eng, c.node, &neg);
                     match strategy {
-                        FairPreemptionStrategy::LessThanOrEqualToFinalShare => preemptor_new <= target_new,
+                        FairPreemptionStrategy::LessThanOrEqualToFinalShare => {
+                            preemptor_new <= target_new
+                        }
                         FairPreemptionStrategy::LessThanInitialShare => preemptor_new < target_old,
                     }
                 }
@@ -343,7 +438,9 @@ fn fill_back(
     removed: Option<Vec<Candidate>>,
     allow_borrowing: bool,
 ) -> Vec<Candidate> {
-    let Some(mut removed) = removed else { return vec![] };
+    let Some(mut removed) = removed else {
+        return vec![];
+    };
     if removed.len() > 1 {
         let last = removed.len() - 1;
         let mut keep = vec![true; removed.len()];

@@ -40,7 +40,9 @@ impl ClusterQueueQueue {
     }
 
     fn unpark(&mut self, key: &QueueKey, shape: u64) -> bool {
-        let Some(group) = self.parked.get_mut(&shape) else { return false };
+        let Some(group) = self.parked.get_mut(&shape) else {
+            return false;
+        };
         let removed = group.remove(key);
         if group.is_empty() {
             self.parked.remove(&shape);
@@ -76,7 +78,9 @@ impl ClusterQueueQueue {
 
     /// Revives the next parked workload of `shape`, if any.
     pub fn promote(&mut self, shape: u64) {
-        let Some(group) = self.parked.get_mut(&shape) else { return };
+        let Some(group) = self.parked.get_mut(&shape) else {
+            return;
+        };
         if let Some(k) = group.pop_first() {
             self.parked_len -= 1;
             self.active.insert(k);
@@ -90,7 +94,11 @@ impl ClusterQueueQueue {
     pub fn next_after(&self, after: Option<&QueueKey>) -> Option<QueueKey> {
         match after {
             None => self.active.iter().next().copied(),
-            Some(k) => self.active.range((Bound::Excluded(*k), Bound::Unbounded)).next().copied(),
+            Some(k) => self
+                .active
+                .range((Bound::Excluded(*k), Bound::Unbounded))
+                .next()
+                .copied(),
         }
     }
 
@@ -131,7 +139,11 @@ mod tests {
     #[test]
     fn revival_probes_one_workload_per_shape() {
         let mut q = ClusterQueueQueue::default();
-        let (a1, a2, b1) = ((Reverse(0), 1, 0, 1), (Reverse(0), 2, 1, 2), (Reverse(0), 3, 2, 3));
+        let (a1, a2, b1) = (
+            (Reverse(0), 1, 0, 1),
+            (Reverse(0), 2, 1, 2),
+            (Reverse(0), 3, 2, 3),
+        );
         for k in [a1, a2, b1] {
             q.push(k);
         }

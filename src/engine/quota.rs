@@ -39,7 +39,13 @@ impl Limits {
     }
     /// The (flavor, resource) pairs this node has quota entries for.
     pub fn frs(&self) -> impl Iterator<Item = FrId> + '_ {
-        let n = self.borrowing.len().max(self.nominal.iter().map(|(f, _)| f as usize + 1).max().unwrap_or(0));
+        let n = self.borrowing.len().max(
+            self.nominal
+                .iter()
+                .map(|(f, _)| f as usize + 1)
+                .max()
+                .unwrap_or(0),
+        );
         (0..n as FrId).filter(move |&fr| {
             self.nominal.get(fr) != 0
                 || self.borrowing.get(fr as usize).is_some_and(|b| b.is_some())
@@ -67,7 +73,10 @@ pub struct QuotaTree {
 
 impl QuotaTree {
     pub fn add_node(&mut self, limits: Limits) -> NodeId {
-        self.nodes.push(Node { limits, ..Node::default() });
+        self.nodes.push(Node {
+            limits,
+            ..Node::default()
+        });
         (self.nodes.len() - 1) as NodeId
     }
 

@@ -83,7 +83,11 @@ impl FrVec {
 
     /// Non-zero entries in id order.
     pub fn iter(&self) -> impl Iterator<Item = (FrId, i64)> + '_ {
-        self.0.iter().enumerate().filter(|(_, v)| **v != 0).map(|(i, v)| (i as FrId, *v))
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != 0)
+            .map(|(i, v)| (i as FrId, *v))
     }
 
     pub fn is_zero(&self) -> bool {

@@ -1,15 +1,15 @@
 //! The engine's state and how events change it. Scheduling lives in `cycle`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::model::{CohortSpec, CqSpec, Flavor, ModelError, PriorityLookup, WorkloadSpec};
 use super::queue::{ClusterQueueQueue, QueueKey, WlId};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, Names};
 use super::{
-    ClusterQueueReport, Decision, EngineConfig, Event, FlavorResourceUsage, Millis, PendingReason, WorkloadKey,
-    WorkloadState,
+    ClusterQueueReport, Decision, EngineConfig, Event, FlavorResourceUsage, Millis, PendingReason,
+    WorkloadKey, WorkloadState,
 };
 use crate::api::{self, StopPolicy};
 
@@ -20,7 +20,11 @@ pub type CqId = u32;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
     #[error("{kind} {name:?}: {message}")]
-    Invalid { kind: &'static str, name: String, message: String },
+    Invalid {
+        kind: &'static str,
+        name: String,
+        message: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -119,6 +123,9 @@ pub struct Engine {
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
     pub(crate) preemptors: BTreeSet<WlId>,
+    /// Preemption-oracle answers for this cycle, by (ClusterQueue, fr, priority, created):
+    /// the oracle runs for every flavor needing preemption and scans admitted workloads.
+    pub(crate) oracle_cache: std::cell::RefCell<HashMap<(CqId, u32, i32, Millis), bool>>,
 }
 
 impl Engine {
@@ -152,6 +159,7 @@ impl Engine {
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
+            oracle_cache: std::cell::RefCell::new(HashMap::new()),
         }
     }
 
@@ -160,7 +168,9 @@ impl Engine {
         self.now = self.now.max(now);
         match event {
             Event::ResourceFlavorUpserted(rf) => {
-                let id = self.names.flavor(&rf.metadata.name.clone().unwrap_or_default());
+                let id = self
+                    .names
+                    .flavor(&rf.metadata.name.clone().unwrap_or_default());
                 self.flavors.insert(id, Flavor::from_api(&rf));
                 self.inventory.set_flavor(&rf);
                 self.rebuild();
@@ -176,7 +186,11 @@ impl Engine {
                 let name = t.metadata.name.clone().unwrap_or_default();
                 self.inventory
                     .upsert_topology(&t)
-                    .map_err(|e| EngineError::Invalid { kind: "Topology", name, message: e.0 })?;
+                    .map_err(|e| EngineError::Invalid {
+                        kind: "Topology",
+                        name,
+                        message: e.0,
+                    })?;
                 self.revive_all();
             }
             Event::TopologyDeleted(name) => {
@@ -188,7 +202,11 @@ impl Engine {
                 let lost = self
                     .inventory
                     .upsert_node(&mut self.names, &node)
-                    .map_err(|e| EngineError::Invalid { kind: "Node", name, message: e.0 })?;
+                    .map_err(|e| EngineError::Invalid {
+                        kind: "Node",
+                        name,
+                        message: e.0,
+                    })?;
                 self.evict_owners(lost, "the node became unschedulable or not ready");
                 self.revive_all();
             }
@@ -209,12 +227,17 @@ impl Engine {
                 }
                 self.inventory
                     .set_external_usage(&mut self.names, &node, &milli)
-                    .map_err(|e| EngineError::Invalid { kind: "Node", name: node.clone(), message: e.0 })?;
+                    .map_err(|e| EngineError::Invalid {
+                        kind: "Node",
+                        name: node.clone(),
+                        message: e.0,
+                    })?;
                 self.revive_all();
             }
             Event::ClusterQueueUpserted(cq) => {
                 let name = cq.metadata.name.clone().unwrap_or_default();
-                let spec = CqSpec::from_api(&mut self.names, &cq).map_err(|e| invalid("ClusterQueue", &name, e))?;
+                let spec = CqSpec::from_api(&mut self.names, &cq)
+                    .map_err(|e| invalid("ClusterQueue", &name, e))?;
                 let id = match self.cq_index.get(&name) {
                     Some(&id) => id,
                     None => {
@@ -241,7 +264,8 @@ impl Engine {
             }
             Event::CohortUpserted(c) => {
                 let name = c.metadata.name.clone().unwrap_or_default();
-                let spec = CohortSpec::from_api(&mut self.names, &c).map_err(|e| invalid("Cohort", &name, e))?;
+                let spec = CohortSpec::from_api(&mut self.names, &c)
+                    .map_err(|e| invalid("Cohort", &name, e))?;
                 self.cohort_specs.insert(name, spec);
                 self.rebuild();
             }
@@ -250,13 +274,19 @@ impl Engine {
                 self.rebuild();
             }
             Event::LocalQueueUpserted(lq) => {
-                let key = (lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default());
+                let key = (
+                    lq.metadata.namespace.clone().unwrap_or_default(),
+                    lq.metadata.name.clone().unwrap_or_default(),
+                );
                 let info = LocalQueueInfo {
                     cluster_queue: lq.spec.cluster_queue.clone(),
-                    stop: lq.spec.stop_policy.clone().unwrap_or_default(),
+                    stop: lq.spec.stop_policy.unwrap_or_default(),
                 };
                 let draining = info.stop == StopPolicy::HoldAndDrain
-                    && self.local_queues.get(&key).is_none_or(|old| old.stop != StopPolicy::HoldAndDrain);
+                    && self
+                        .local_queues
+                        .get(&key)
+                        .is_none_or(|old| old.stop != StopPolicy::HoldAndDrain);
                 self.local_queues.insert(key.clone(), info);
                 self.requeue_all();
                 if draining {
@@ -268,12 +298,17 @@ impl Engine {
                 self.requeue_all();
             }
             Event::WorkloadPriorityClassUpserted(wpc) => {
-                self.workload_classes.insert(wpc.metadata.name.clone().unwrap_or_default(), wpc.value);
+                self.workload_classes
+                    .insert(wpc.metadata.name.clone().unwrap_or_default(), wpc.value);
             }
             Event::WorkloadPriorityClassDeleted(name) => {
                 self.workload_classes.remove(&name);
             }
-            Event::PriorityClassUpserted { name, value, global_default } => {
+            Event::PriorityClassUpserted {
+                name,
+                value,
+                global_default,
+            } => {
                 self.pod_classes.insert(name, (value, global_default));
             }
             Event::PriorityClassDeleted(name) => {
@@ -308,18 +343,29 @@ impl Engine {
             wl.metadata.namespace.clone().unwrap_or_default(),
             wl.metadata.name.clone().unwrap_or_default()
         );
-        let priority = PriorityLookup { workload_classes: &self.workload_classes, pod_classes: &self.pod_classes }.resolve(wl);
-        let spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now).map_err(|e| invalid("Workload", &name, e))?;
+        let priority = PriorityLookup {
+            workload_classes: &self.workload_classes,
+            pod_classes: &self.pod_classes,
+        }
+        .resolve(wl);
+        let spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now)
+            .map_err(|e| invalid("Workload", &name, e))?;
         let finished = wl.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| c.type_ == api::constants::WORKLOAD_FINISHED && c.status == "True")
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == api::constants::WORKLOAD_FINISHED && c.status == "True")
         });
         if let Some(&id) = self.wl_index.get(&spec.key) {
-            let w = self.wls[id as usize].as_mut().expect("index points at a live slot");
+            let w = self.wls[id as usize]
+                .as_mut()
+                .expect("index points at a live slot");
             match &w.state {
                 WlState::Pending => {
                     // Priority or activation may change while pending: re-key it.
                     self.dequeue(id);
-                    let w = self.wls[id as usize].as_mut().expect("index points at a live slot");
+                    let w = self.wls[id as usize]
+                        .as_mut()
+                        .expect("index points at a live slot");
                     w.spec = spec;
                     self.enqueue(id);
                 }
@@ -364,10 +410,17 @@ impl Engine {
         if let Some(adm) = admission {
             // Restart recovery: the API says it holds quota, so it does, even over quota.
             if let Some(&cq) = self.cq_index.get(&adm.cluster_queue) {
-                let usage = super::model::admission_usage(&mut self.names, &adm).map_err(|e| invalid("Workload", &name, e))?;
+                let usage = super::model::admission_usage(&mut self.names, &adm)
+                    .map_err(|e| invalid("Workload", &name, e))?;
                 self.seq += 1;
                 let placement = self.restore_placement(id, &adm);
-                let a = Admitted { cq, usage, placement, admission: adm, seq: self.seq };
+                let a = Admitted {
+                    cq,
+                    usage,
+                    placement,
+                    admission: adm,
+                    seq: self.seq,
+                };
                 let node = self.cqs[cq as usize].node;
                 self.tree.add_amounts(node, &a.usage);
                 self.cqs[cq as usize].admitted.insert(id);
@@ -380,11 +433,15 @@ impl Engine {
     }
 
     pub(crate) fn wl(&self, id: WlId) -> &Wl {
-        self.wls[id as usize].as_ref().expect("workload ids in queues and sets are live")
+        self.wls[id as usize]
+            .as_ref()
+            .expect("workload ids in queues and sets are live")
     }
 
     pub(crate) fn wl_mut(&mut self, id: WlId) -> &mut Wl {
-        self.wls[id as usize].as_mut().expect("workload ids in queues and sets are live")
+        self.wls[id as usize]
+            .as_mut()
+            .expect("workload ids in queues and sets are live")
     }
 
     /// Resolves LocalQueue -> ClusterQueue and puts a pending workload in its queue,
@@ -395,18 +452,31 @@ impl Engine {
         let lq_name = w.spec.queue_name.clone();
         let active = w.spec.active;
         let target: Result<CqId, (PendingReason, String)> = if !active {
-            Err((PendingReason::Inactive, "The workload is deactivated (spec.active is false)".into()))
+            Err((
+                PendingReason::Inactive,
+                "The workload is deactivated (spec.active is false)".into(),
+            ))
         } else if lq_name.is_empty() {
-            Err((PendingReason::Inadmissible, "The workload has no queue name (spec.queueName is empty)".into()))
+            Err((
+                PendingReason::Inadmissible,
+                "The workload has no queue name (spec.queueName is empty)".into(),
+            ))
         } else {
             match self.local_queues.get(&(ns.clone(), lq_name.clone())) {
-                None => Err((PendingReason::Inadmissible, format!("LocalQueue {lq_name} doesn't exist in namespace {ns}"))),
-                Some(lq) if lq.stop != StopPolicy::None => {
-                    Err((PendingReason::Stopped, format!("LocalQueue {lq_name} is stopped (stopPolicy {:?})", lq.stop)))
-                }
+                None => Err((
+                    PendingReason::Inadmissible,
+                    format!("LocalQueue {lq_name} doesn't exist in namespace {ns}"),
+                )),
+                Some(lq) if lq.stop != StopPolicy::None => Err((
+                    PendingReason::Stopped,
+                    format!("LocalQueue {lq_name} is stopped (stopPolicy {:?})", lq.stop),
+                )),
                 Some(lq) => match self.cq_index.get(&lq.cluster_queue) {
                     Some(&c) if !self.cqs[c as usize].deleted => Ok(c),
-                    _ => Err((PendingReason::Inadmissible, format!("ClusterQueue {} doesn't exist", lq.cluster_queue))),
+                    _ => Err((
+                        PendingReason::Inadmissible,
+                        format!("ClusterQueue {} doesn't exist", lq.cluster_queue),
+                    )),
                 },
             }
         };
@@ -437,20 +507,37 @@ impl Engine {
     }
 
     /// Records a pending reason and emits a decision only when it changed.
-    pub(crate) fn set_pending(&mut self, id: WlId, reason: PendingReason, message: String) {
+    pub(crate) fn set_pending(
+        &mut self,
+        id: WlId,
+        reason: PendingReason,
+        message: impl AsRef<str> + Into<String>,
+    ) {
         let w = self.wl_mut(id);
-        if w.pending.as_ref().is_some_and(|(r, m)| *r == reason && *m == message) {
+        if w.pending
+            .as_ref()
+            .is_some_and(|(r, m)| *r == reason && m == message.as_ref())
+        {
             return;
         }
+        let message: String = message.into();
         w.pending = Some((reason, message.clone()));
         let key = w.spec.key.clone();
-        self.outbox.push(Decision::Pending { workload: key, reason, message });
+        self.outbox.push(Decision::Pending {
+            workload: key,
+            reason,
+            message,
+        });
     }
 
     /// Re-resolves every pending workload's queue: LocalQueues or ClusterQueues changed.
     pub(crate) fn requeue_all(&mut self) {
         let pending: Vec<WlId> = (0..self.wls.len() as WlId)
-            .filter(|&id| self.wls[id as usize].as_ref().is_some_and(|w| matches!(w.state, WlState::Pending)))
+            .filter(|&id| {
+                self.wls[id as usize]
+                    .as_ref()
+                    .is_some_and(|w| matches!(w.state, WlState::Pending))
+            })
             .collect();
         for id in pending {
             self.dequeue(id);
@@ -480,7 +567,9 @@ impl Engine {
     /// Releases an admitted or evicting workload's quota. `done` = finished or
     /// deleted; otherwise it was evicted and goes back to its queue.
     fn release(&mut self, key: &WorkloadKey, done: bool) {
-        let Some(&id) = self.wl_index.get(key) else { return };
+        let Some(&id) = self.wl_index.get(key) else {
+            return;
+        };
         let state = std::mem::replace(&mut self.wl_mut(id).state, WlState::Pending);
         match state {
             WlState::Admitted(a) | WlState::Evicting(a) => {
@@ -518,24 +607,42 @@ impl Engine {
             w.state = WlState::Evicting(a);
         }
         let key = w.spec.key.clone();
-        self.outbox.push(Decision::Evict { workload: key, reason: reason.into(), message: message.into() });
+        self.outbox.push(Decision::Evict {
+            workload: key,
+            reason: reason.into(),
+            message: message.into(),
+        });
     }
 
     /// Evicts the workloads that had pods on a node that went away.
     fn evict_owners(&mut self, owners: Vec<WlId>, why: &str) {
         for id in owners {
             if self.wls.get(id as usize).is_some_and(|w| w.is_some()) {
-                self.evict(id, "NodeFailures", &format!("Workload was evicted because {why}"));
+                self.evict(
+                    id,
+                    "NodeFailures",
+                    &format!("Workload was evicted because {why}"),
+                );
             }
         }
     }
 
     /// Re-charges the nodes of a restored admission from its hostname-level topology assignment.
-    fn restore_placement(&mut self, id: WlId, adm: &api::Admission) -> Vec<crate::placement::PodSetPlacement> {
+    fn restore_placement(
+        &mut self,
+        id: WlId,
+        adm: &api::Admission,
+    ) -> Vec<crate::placement::PodSetPlacement> {
         let mut out = Vec::new();
         for psa in &adm.pod_set_assignments {
-            let Some(ta) = &psa.topology_assignment else { continue };
-            if ta.levels.last().is_none_or(|l| l != api::constants::HOSTNAME_LABEL) {
+            let Some(ta) = &psa.topology_assignment else {
+                continue;
+            };
+            if ta
+                .levels
+                .last()
+                .is_none_or(|l| l != api::constants::HOSTNAME_LABEL)
+            {
                 continue;
             }
             let per_pod: Vec<(u32, i64)> = psa
@@ -547,7 +654,12 @@ impl Engine {
                     Some((self.names.resource(r), total / count))
                 })
                 .collect();
-            let flavor = psa.flavors.values().find(|f| self.inventory.is_tas(f)).cloned().unwrap_or_default();
+            let flavor = psa
+                .flavors
+                .values()
+                .find(|f| self.inventory.is_tas(f))
+                .cloned()
+                .unwrap_or_default();
             let mut nodes = Vec::new();
             let mut charge = Vec::new();
             for slice in &ta.slices {
@@ -594,7 +706,9 @@ impl Engine {
             .enumerate()
             .filter_map(|(i, w)| w.as_ref().map(|w| (i as WlId, w)))
             .filter(|(_, w)| {
-                matches!(w.state, WlState::Admitted(_)) && w.spec.key.namespace == key.0 && w.spec.queue_name == key.1
+                matches!(w.state, WlState::Admitted(_))
+                    && w.spec.key.namespace == key.0
+                    && w.spec.queue_name == key.1
             })
             .map(|(i, _)| i)
             .collect();
@@ -613,7 +727,12 @@ impl Engine {
         // Every cohort named by a Cohort object, a parent reference or a ClusterQueue exists.
         let mut names: BTreeSet<String> = self.cohort_specs.keys().cloned().collect();
         names.extend(self.cohort_specs.values().filter_map(|c| c.parent.clone()));
-        names.extend(self.cqs.iter().filter(|c| !c.deleted).filter_map(|c| c.spec.cohort.clone()));
+        names.extend(
+            self.cqs
+                .iter()
+                .filter(|c| !c.deleted)
+                .filter_map(|c| c.spec.cohort.clone()),
+        );
         for n in &names {
             let spec = self.cohort_specs.get(n);
             let id = tree.add_node(spec.map(|s| s.limits.clone()).unwrap_or_default());
@@ -623,7 +742,9 @@ impl Engine {
         }
         let mut in_cycle: BTreeSet<String> = BTreeSet::new();
         for n in &names {
-            let Some(parent) = self.cohort_specs.get(n).and_then(|s| s.parent.clone()) else { continue };
+            let Some(parent) = self.cohort_specs.get(n).and_then(|s| s.parent.clone()) else {
+                continue;
+            };
             // Follow the chain: a parent chain that returns to `n` is a cycle; Kueue
             // marks such cohorts' ClusterQueues inactive, and so do we.
             let mut seen = BTreeSet::from([n.clone()]);
@@ -642,8 +763,11 @@ impl Engine {
                 tree.set_parent(cohort_nodes[n], cohort_nodes[&parent]);
             }
         }
-        let flavors_known: BTreeSet<String> =
-            self.flavors.keys().map(|id| self.names.flavor_name(*id).to_string()).collect();
+        let flavors_known: BTreeSet<String> = self
+            .flavors
+            .keys()
+            .map(|id| self.names.flavor_name(*id).to_string())
+            .collect();
         for c in &mut self.cqs {
             if c.deleted {
                 c.node = NodeId::MAX;
@@ -665,12 +789,27 @@ impl Engine {
                 Some(format!(
                     "ClusterQueue {} is inactive: ResourceFlavor {} not found",
                     c.spec.name,
-                    missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    missing
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             } else if c.spec.stop != StopPolicy::None {
-                Some(format!("ClusterQueue {} is stopped (stopPolicy {:?})", c.spec.name, c.spec.stop))
-            } else if c.spec.cohort.as_ref().is_some_and(|co| cohort_in_cycle(&self.cohort_specs, co, &in_cycle)) {
-                Some(format!("ClusterQueue {} is inactive: its cohort is part of a cycle", c.spec.name))
+                Some(format!(
+                    "ClusterQueue {} is stopped (stopPolicy {:?})",
+                    c.spec.name, c.spec.stop
+                ))
+            } else if c
+                .spec
+                .cohort
+                .as_ref()
+                .is_some_and(|co| cohort_in_cycle(&self.cohort_specs, co, &in_cycle))
+            {
+                Some(format!(
+                    "ClusterQueue {} is inactive: its cohort is part of a cycle",
+                    c.spec.name
+                ))
             } else {
                 None
             };
@@ -683,7 +822,12 @@ impl Engine {
             }
             c.root = tree.root(c.node);
             self.root_members.entry(c.root).or_default().push(i as CqId);
-            c.group_keys = c.spec.groups.iter().map(|g| super::model::group_label_keys(g, &self.flavors)).collect();
+            c.group_keys = c
+                .spec
+                .groups
+                .iter()
+                .map(|g| super::model::group_label_keys(g, &self.flavors))
+                .collect();
         }
         self.tree = tree;
         self.cohort_nodes = cohort_nodes;
@@ -705,7 +849,6 @@ impl Engine {
         self.revive_all();
     }
 
-
     /// Where a workload stands.
     pub fn workload_state(&self, key: &WorkloadKey) -> Option<WorkloadState> {
         let w = self.wl(*self.wl_index.get(key)?);
@@ -717,15 +860,24 @@ impl Engine {
                 ));
                 WorkloadState::Pending { reason, message }
             }
-            WlState::Admitted(a) => WorkloadState::Admitted { admission: a.admission.clone() },
-            WlState::Evicting(a) => WorkloadState::Evicting { admission: a.admission.clone() },
+            WlState::Admitted(a) => WorkloadState::Admitted {
+                admission: a.admission.clone(),
+            },
+            WlState::Evicting(a) => WorkloadState::Evicting {
+                admission: a.admission.clone(),
+            },
             WlState::Finished => WorkloadState::Finished,
         })
     }
 
     /// Names of the ClusterQueues the engine knows, sorted.
     pub fn cluster_queue_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.cqs.iter().filter(|c| !c.deleted).map(|c| c.spec.name.clone()).collect();
+        let mut v: Vec<String> = self
+            .cqs
+            .iter()
+            .filter(|c| !c.deleted)
+            .map(|c| c.spec.name.clone())
+            .collect();
         v.sort();
         v
     }
@@ -738,13 +890,26 @@ impl Engine {
             return None;
         }
         let mut usage = BTreeMap::new();
-        let frs: BTreeSet<u32> = c.spec.limits.frs().chain(self.tree.nodes[c.node as usize].usage.iter().map(|(f, _)| f)).collect();
+        let frs: BTreeSet<u32> = c
+            .spec
+            .limits
+            .frs()
+            .chain(
+                self.tree.nodes[c.node as usize]
+                    .usage
+                    .iter()
+                    .map(|(f, _)| f),
+            )
+            .collect();
         for fr in frs {
             let (f, r) = self.names.fr_parts(fr);
             let total = self.tree.usage(c.node, fr);
             let borrowed = (total - self.tree.subtree_quota(c.node, fr)).max(0);
             usage.insert(
-                (self.names.flavor_name(f).to_string(), self.names.resource_name(r).to_string()),
+                (
+                    self.names.flavor_name(f).to_string(),
+                    self.names.resource_name(r).to_string(),
+                ),
                 FlavorResourceUsage { total, borrowed },
             );
         }
@@ -765,7 +930,11 @@ impl Engine {
 }
 
 /// Whether `cohort` or one of its ancestors sits on a parent cycle.
-fn cohort_in_cycle(specs: &BTreeMap<String, CohortSpec>, cohort: &str, in_cycle: &BTreeSet<String>) -> bool {
+fn cohort_in_cycle(
+    specs: &BTreeMap<String, CohortSpec>,
+    cohort: &str,
+    in_cycle: &BTreeSet<String>,
+) -> bool {
     let mut seen = BTreeSet::new();
     let mut cur = Some(cohort.to_string());
     while let Some(c) = cur {
@@ -778,7 +947,11 @@ fn cohort_in_cycle(specs: &BTreeMap<String, CohortSpec>, cohort: &str, in_cycle:
 }
 
 fn invalid(kind: &'static str, name: &str, e: ModelError) -> EngineError {
-    EngineError::Invalid { kind, name: name.to_string(), message: e.0 }
+    EngineError::Invalid {
+        kind,
+        name: name.to_string(),
+        message: e.0,
+    }
 }
 
 impl Default for Engine {

@@ -7,9 +7,19 @@ fn obj<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
     serde_yaml::from_str(yaml).expect("test fixture is valid")
 }
 
-fn cq(name: &str, cohort: Option<&str>, cpu: &str, borrowing: Option<&str>, preemption: &str) -> api::ClusterQueue {
-    let cohort = cohort.map(|c| format!("cohortName: {c}")).unwrap_or_default();
-    let bl = borrowing.map(|b| format!("borrowingLimit: \"{b}\"")).unwrap_or_default();
+fn cq(
+    name: &str,
+    cohort: Option<&str>,
+    cpu: &str,
+    borrowing: Option<&str>,
+    preemption: &str,
+) -> api::ClusterQueue {
+    let cohort = cohort
+        .map(|c| format!("cohortName: {c}"))
+        .unwrap_or_default();
+    let bl = borrowing
+        .map(|b| format!("borrowingLimit: \"{b}\""))
+        .unwrap_or_default();
     obj(&format!(
         r#"
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -33,13 +43,19 @@ spec:
 
 fn setup(cqs: &[api::ClusterQueue]) -> Engine {
     let mut e = Engine::default();
-    e.apply(0, Event::ResourceFlavorUpserted(obj("metadata: {name: default}\nspec: {}"))).unwrap();
+    e.apply(
+        0,
+        Event::ResourceFlavorUpserted(obj("metadata: {name: default}\nspec: {}")),
+    )
+    .unwrap();
     for c in cqs {
         e.apply(0, Event::ClusterQueueUpserted(c.clone())).unwrap();
         let name = c.metadata.name.clone().unwrap();
         e.apply(
             0,
-            Event::LocalQueueUpserted(obj(&format!("metadata: {{name: {name}, namespace: ns}}\nspec: {{clusterQueue: {name}}}"))),
+            Event::LocalQueueUpserted(obj(&format!(
+                "metadata: {{name: {name}, namespace: ns}}\nspec: {{clusterQueue: {name}}}"
+            ))),
         )
         .unwrap();
     }
@@ -99,26 +115,50 @@ fn admits_many_from_one_cluster_queue_in_one_cycle() {
 
 #[test]
 fn two_borrowers_never_over_admit() {
-    let mut e = setup(&[cq("a", Some("c"), "2", None, ""), cq("b", Some("c"), "2", None, ""), cq("idle", Some("c"), "4", None, "")]);
+    let mut e = setup(&[
+        cq("a", Some("c"), "2", None, ""),
+        cq("b", Some("c"), "2", None, ""),
+        cq("idle", Some("c"), "4", None, ""),
+    ]);
     e.apply(0, wl("a1", "a", "5", 0)).unwrap();
     e.apply(0, wl("b1", "b", "5", 0)).unwrap();
     let d = e.schedule(1);
-    assert_eq!(admitted(&d).len(), 1, "only one of the two borrowers fits in the 8-CPU cohort");
+    assert_eq!(
+        admitted(&d).len(),
+        1,
+        "only one of the two borrowers fits in the 8-CPU cohort"
+    );
 }
 
 #[test]
 fn preempts_lower_priority_in_cluster_queue_and_waits() {
-    let mut e = setup(&[cq("a", None, "4", None, "withinClusterQueue: LowerPriority")]);
+    let mut e = setup(&[cq(
+        "a",
+        None,
+        "4",
+        None,
+        "withinClusterQueue: LowerPriority",
+    )]);
     e.apply(0, wl("low1", "a", "2", 0)).unwrap();
     e.apply(0, wl("low2", "a", "2", 0)).unwrap();
     assert_eq!(admitted(&e.schedule(1)).len(), 2);
     e.apply(2, wl("high", "a", "2", 10)).unwrap();
     let d = e.schedule(3);
-    let victims: Vec<_> = d.iter().filter(|d| matches!(d, Decision::Preempt { .. })).collect();
-    assert_eq!(victims.len(), 1, "fill-back keeps the preemption minimal: {d:?}");
+    let victims: Vec<_> = d
+        .iter()
+        .filter(|d| matches!(d, Decision::Preempt { .. }))
+        .collect();
+    assert_eq!(
+        victims.len(),
+        1,
+        "fill-back keeps the preemption minimal: {d:?}"
+    );
     // Held until the victim stops: no second victim in the next cycle.
     let d = e.schedule(4);
-    assert!(d.iter().all(|d| !matches!(d, Decision::Preempt { .. })), "{d:?}");
+    assert!(
+        d.iter().all(|d| !matches!(d, Decision::Preempt { .. })),
+        "{d:?}"
+    );
     let victim = match victims[0] {
         Decision::Preempt { victim, .. } => victim.clone(),
         _ => unreachable!(),
@@ -157,11 +197,20 @@ fn missing_local_queue_is_inadmissible_until_created() {
     match e.workload_state(&key("w")).unwrap() {
         WorkloadState::Pending { reason, message } => {
             assert_eq!(reason, PendingReason::Inadmissible);
-            assert!(message.contains("LocalQueue nope doesn't exist"), "{message}");
+            assert!(
+                message.contains("LocalQueue nope doesn't exist"),
+                "{message}"
+            );
         }
         s => panic!("unexpected {s:?}"),
     }
-    e.apply(2, Event::LocalQueueUpserted(obj("metadata: {name: nope, namespace: ns}\nspec: {clusterQueue: a}"))).unwrap();
+    e.apply(
+        2,
+        Event::LocalQueueUpserted(obj(
+            "metadata: {name: nope, namespace: ns}\nspec: {clusterQueue: a}",
+        )),
+    )
+    .unwrap();
     assert_eq!(admitted(&e.schedule(3)), vec!["w"]);
 }
 
@@ -175,5 +224,8 @@ fn finish_releases_quota_and_revives_parked() {
     e.apply(4, Event::WorkloadFinished(key("big"))).unwrap();
     assert_eq!(admitted(&e.schedule(5)), vec!["next"]);
     let r = e.cluster_queue_report("a").unwrap();
-    assert_eq!(r.usage[&("default".to_string(), "cpu".to_string())].total, 3000);
+    assert_eq!(
+        r.usage[&("default".to_string(), "cpu".to_string())].total,
+        3000
+    );
 }

@@ -5,7 +5,9 @@ use super::flavor::Assignment;
 use super::model::WorkloadSpec;
 use super::queue::WlId;
 use super::resources::Names;
-use crate::placement::{Inventory, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode};
+use crate::placement::{
+    Inventory, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode,
+};
 
 /// One PodSet that must be placed: its index, its TAS flavor and the request.
 pub struct PlacementNeed {
@@ -17,13 +19,26 @@ pub struct PlacementNeed {
 
 /// The PodSets of `a` that landed on a TAS flavor, with their requests. A PodSet
 /// without a topology request on a TAS flavor is placed unconstrained (packed).
-pub fn needs(names: &Names, inv: &Inventory, wl: &WorkloadSpec, a: &Assignment) -> Vec<PlacementNeed> {
+pub fn needs(
+    names: &Names,
+    inv: &Inventory,
+    wl: &WorkloadSpec,
+    a: &Assignment,
+) -> Vec<PlacementNeed> {
     let mut out = Vec::new();
     for (i, (ps, psa)) in wl.pod_sets.iter().zip(&a.pod_sets).enumerate() {
-        let Some(flavor) = psa.flavors.iter().map(|(_, f)| names.flavor_name(*f)).find(|f| inv.is_tas(f)) else {
+        let Some(flavor) = psa
+            .flavors
+            .iter()
+            .map(|(_, f)| names.flavor_name(*f))
+            .find(|f| inv.is_tas(f))
+        else {
             continue;
         };
-        let (mode, slice) = ps.topology.clone().unwrap_or((TopologyMode::Unconstrained, None));
+        let (mode, slice) = ps
+            .topology
+            .clone()
+            .unwrap_or((TopologyMode::Unconstrained, None));
         out.push(PlacementNeed {
             pod_set: i,
             name: ps.name.clone(),
@@ -40,6 +55,9 @@ pub fn needs(names: &Names, inv: &Inventory, wl: &WorkloadSpec, a: &Assignment) 
     out
 }
 
+/// A placed PodSet: its index, the named placement, and (node index, pod count) pairs.
+pub type Placed = (usize, PodSetPlacement, Vec<(u32, i32)>);
+
 /// Places every need, all or nothing, charging `owner` in the inventory.
 /// On failure nothing stays charged and the first failure's message is returned.
 pub fn place_all(
@@ -48,14 +66,24 @@ pub fn place_all(
     owner: WlId,
     needs: &[PlacementNeed],
     strategy: Strategy,
-) -> Result<Vec<(usize, PodSetPlacement, Vec<(u32, i32)>)>, String> {
+) -> Result<Vec<Placed>, String> {
     let mut placed = Vec::with_capacity(needs.len());
     for need in needs {
         match inv.find(names, &need.flavor, &need.request, strategy) {
             Ok(nodes) => {
                 inv.assign(owner, &need.request.per_pod, &nodes);
-                let named = nodes.iter().map(|&(n, c)| (inv.node_name(n).to_string(), c)).collect();
-                placed.push((need.pod_set, PodSetPlacement { flavor: need.flavor.clone(), nodes: named }, nodes));
+                let named = nodes
+                    .iter()
+                    .map(|&(n, c)| (inv.node_name(n).to_string(), c))
+                    .collect();
+                placed.push((
+                    need.pod_set,
+                    PodSetPlacement {
+                        flavor: need.flavor.clone(),
+                        nodes: named,
+                    },
+                    nodes,
+                ));
             }
             Err(f) => {
                 inv.release(owner);
@@ -71,7 +99,13 @@ fn need_name(n: &PlacementNeed) -> String {
 }
 
 /// Whether every need could be placed right now; leaves the inventory unchanged.
-pub fn feasible(names: &Names, inv: &mut Inventory, owner: WlId, needs: &[PlacementNeed], strategy: Strategy) -> Result<(), String> {
+pub fn feasible(
+    names: &Names,
+    inv: &mut Inventory,
+    owner: WlId,
+    needs: &[PlacementNeed],
+    strategy: Strategy,
+) -> Result<(), String> {
     if needs.is_empty() {
         return Ok(());
     }

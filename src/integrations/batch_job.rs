@@ -361,7 +361,9 @@ spec:
         let errs = BatchJob.validate_update(&o, &n, &RuleOptions::default());
         assert_eq!(
             errs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            ["spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"]
+            [
+                "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
+            ]
         );
         let sync = view(
             "metadata: {annotations: {kueue.x-k8s.io/job-completions-equal-parallelism: 'true'}}\nspec: {parallelism: 2, completions: 3}\n",

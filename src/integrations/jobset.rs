@@ -114,7 +114,11 @@ spec:
             ps[1].meta_path.to_string(),
             "spec.replicatedJobs[1].template.spec.template.metadata"
         );
-        assert!(JobSet.validate_create(&o, &RuleOptions::default()).is_empty());
+        assert!(
+            JobSet
+                .validate_create(&o, &RuleOptions::default())
+                .is_empty()
+        );
         let wl = JobSet.workload(&v).expect("workload");
         assert_eq!(wl.spec.pod_sets.len(), 2);
         assert_eq!(
@@ -124,7 +128,12 @@ spec:
                 .and_then(|t| t.required.as_deref()),
             Some("rack")
         );
-        assert!(wl.metadata.name.as_deref().is_some_and(|n| n.starts_with("jobset-js-")));
+        assert!(
+            wl.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("jobset-js-"))
+        );
         let mut p = PatchBuilder::new();
         JobSet.suspend(&o, &mut p);
         assert_eq!(p.into_ops().len(), 1);

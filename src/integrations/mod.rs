@@ -330,7 +330,11 @@ pub fn max_execution_time(value: Option<&str>) -> Result<Option<i32>, FieldError
         .key(MAX_EXEC_TIME_SECONDS_LABEL);
     match v.parse::<i32>() {
         Ok(n) if n > 0 => Ok(Some(n)),
-        Ok(n) => Err(FieldError::invalid_num(&path, n, "should be greater than 0")),
+        Ok(n) => Err(FieldError::invalid_num(
+            &path,
+            n,
+            "should be greater than 0",
+        )),
         Err(e) => Err(FieldError::invalid(&path, v, e.to_string())),
     }
 }

@@ -107,18 +107,69 @@ pub struct JobObject<'a> {
     /// `kind`, e.g. `Job`.
     #[serde(borrow, default)]
     pub kind: Option<Str<'a>>,
-    /// Object metadata.
-    #[serde(borrow, default)]
+    /// Object metadata (`metadata.present` tells whether the object had any).
+    #[serde(borrow, default, deserialize_with = "present_meta")]
     pub metadata: MetaView<'a>,
     /// The spec; its shape depends on the kind (see [`SpecView`]).
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_map_only")]
     pub spec: Option<Box<SpecView<'a>>>,
+}
+
+/// Decodes `metadata` and records that it was there, so patches never add below a
+/// missing `/metadata`.
+fn present_meta<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<MetaView<'a>, D::Error> {
+    let mut m: MetaView<'a> = map_only(d)?;
+    m.present = true;
+    Ok(m)
+}
+
+/// Decodes a struct from a JSON object only. Derived struct decoding also accepts an array
+/// of field values (`"spec": []` would become an empty spec), and patches that add below
+/// such a member would not apply.
+fn map_only<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    struct V<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_map(V(PhantomData))
+}
+
+/// [`map_only`] for an optional member (`null` is `None`).
+fn opt_map_only<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    struct V<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object or null")
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Option<T>, D2::Error> {
+            map_only(d).map(Some)
+        }
+    }
+    d.deserialize_option(V(PhantomData))
 }
 
 /// Object metadata fields admission reads.
 #[derive(Deserialize, Debug, Default, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct MetaView<'a> {
+    /// Whether the object had a `metadata` member (set by [`JobObject`] decoding).
+    #[serde(skip)]
+    pub present: bool,
     /// Name (may be empty with `generateName` on CREATE).
     #[serde(borrow, default)]
     pub name: Option<Str<'a>>,
@@ -237,7 +288,7 @@ pub struct SpecView<'a> {
     #[serde(borrow, default)]
     pub pytorch_replica_specs: Option<BTreeMap<Str<'a>, ReplicaSpecView<'a>>>,
     /// Kubeflow run policy.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_map_only")]
     pub run_policy: Option<RunPolicyView>,
     /// RayJob: the cluster to create.
     #[serde(borrow, default)]
@@ -543,6 +594,20 @@ mod tests {
         let o2 = JobObject::from_value(&v).expect("valid");
         assert_eq!(o2.label("k"), Some("vA"));
         assert_eq!(JobObject::default().spec().suspend, None);
+    }
+
+    #[test]
+    fn patched_members_must_be_objects() {
+        assert!(JobObject::from_slice(br#"{"metadata":{},"spec":[]}"#).is_err());
+        assert!(JobObject::from_slice(br#"{"metadata":[]}"#).is_err());
+        let o = JobObject::from_slice(br#"{"metadata":{},"spec":null}"#).expect("null spec");
+        assert!(o.spec.is_none() && o.metadata.present);
+        assert!(
+            !JobObject::from_slice(b"{}")
+                .expect("empty")
+                .metadata
+                .present
+        );
     }
 
     #[test]

@@ -87,7 +87,12 @@ mod tests {
     #[test]
     fn folds_entries_into_a_created_parent_and_escapes_keys() {
         let mut b = PatchBuilder::new();
-        b.set_entry(&["metadata", "labels"], false, "kueue.x-k8s.io/queue-name", json!("q"));
+        b.set_entry(
+            &["metadata", "labels"],
+            false,
+            "kueue.x-k8s.io/queue-name",
+            json!("q"),
+        );
         b.set_entry(&["metadata", "labels"], false, "a", json!("b"));
         b.set_entry(&["metadata", "annotations"], true, "x/y", json!("z"));
         b.push_item(&["spec", "schedulingGates"], false, json!({"name": "g1"}));

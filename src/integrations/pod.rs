@@ -188,7 +188,11 @@ impl JobIntegration for Pod {
                 return;
             }
             if spec_exists {
-                patch.push_item(&["spec", "schedulingGates"], gates_exist, json!({"name": name}));
+                patch.push_item(
+                    &["spec", "schedulingGates"],
+                    gates_exist,
+                    json!({"name": name}),
+                );
             } else {
                 patch.set_entry(&["spec"], false, "schedulingGates", json!([{"name": name}]));
             }
@@ -299,12 +303,16 @@ mod tests {
         let o = JobObject::from_value(&v).expect("view");
         assert_eq!(
             msgs(&Pod.validate_create(&o, &RuleOptions::default())),
-            ["metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value: both the 'kueue.x-k8s.io/pod-group-total-count' annotation and the 'kueue.x-k8s.io/pod-group-name' label should be set"]
+            [
+                "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value: both the 'kueue.x-k8s.io/pod-group-total-count' annotation and the 'kueue.x-k8s.io/pod-group-name' label should be set"
+            ]
         );
         let v = json!({"metadata": {"annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}}});
         let o = JobObject::from_value(&v).expect("view");
-        assert!(msgs(&Pod.validate_create(&o, &RuleOptions::default()))[0]
-            .starts_with("metadata.labels[kueue.x-k8s.io/pod-group-name]: Required value"));
+        assert!(
+            msgs(&Pod.validate_create(&o, &RuleOptions::default()))[0]
+                .starts_with("metadata.labels[kueue.x-k8s.io/pod-group-name]: Required value")
+        );
         let v = json!({"metadata": {"labels": {"kueue.x-k8s.io/pod-group-name": "g", "kueue.x-k8s.io/managed": "yes"}, "annotations": {"kueue.x-k8s.io/pod-group-total-count": "0"}}});
         let o = JobObject::from_value(&v).expect("view");
         let m = msgs(&Pod.validate_create(&o, &RuleOptions::default()));

@@ -72,7 +72,12 @@ fn cluster_pod_sets<'o>(
 
 /// Kueue's RayCluster rules for managed clusters: no autoscaling, at most 7 worker groups
 /// (8 pod sets with the head), no worker group named `head`; then topology annotations.
-fn cluster_rules(spec: &SpecView<'_>, path: &Path, managed: bool, opts: &RuleOptions) -> Vec<FieldError> {
+fn cluster_rules(
+    spec: &SpecView<'_>,
+    path: &Path,
+    managed: bool,
+    opts: &RuleOptions,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if managed {
         if spec.enable_in_tree_autoscaling == Some(true) {
@@ -181,7 +186,10 @@ impl JobIntegration for RayJob {
                 _ => Vec::new(),
             };
         }
-        let has_selector = spec.cluster_selector.as_ref().is_some_and(|s| !s.is_empty());
+        let has_selector = spec
+            .cluster_selector
+            .as_ref()
+            .is_some_and(|s| !s.is_empty());
         match (has_selector, spec.ray_cluster_spec.as_deref()) {
             (true, Some(_)) => vec![FieldError::invalid_omit(
                 &path.child("clusterSelector"),
@@ -244,7 +252,10 @@ mod tests {
             ]
         );
         let m = msgs(&RayCluster.validate_create(&o, &RuleOptions::default()));
-        assert!(m[0].starts_with("spec.enableInTreeAutoscaling: Invalid value: true"), "{m:?}");
+        assert!(
+            m[0].starts_with("spec.enableInTreeAutoscaling: Invalid value: true"),
+            "{m:?}"
+        );
         assert_eq!(
             m[1],
             "spec.workerGroupSpecs[1].groupName: Forbidden: \"head\" is reserved for the head group"
@@ -260,14 +271,27 @@ mod tests {
         let o = JobObject::from_value(&v).expect("view");
         assert_eq!(
             msgs(&RayJob.validate_create(&o, &RuleOptions::default())),
-            ["spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing"]
+            [
+                "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing"
+            ]
         );
-        assert_eq!(RayJob.pod_sets(&o)[0].meta_path.to_string(), "spec.rayClusterSpec.headGroupSpec.template.metadata");
+        assert_eq!(
+            RayJob.pod_sets(&o)[0].meta_path.to_string(),
+            "spec.rayClusterSpec.headGroupSpec.template.metadata"
+        );
         let v = json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}}, "spec": {}});
         let o = JobObject::from_value(&v).expect("view");
-        assert!(msgs(&RayJob.validate_create(&o, &RuleOptions::default()))[0].starts_with("spec.rayClusterSpec: Required value"));
+        assert!(
+            msgs(&RayJob.validate_create(&o, &RuleOptions::default()))[0]
+                .starts_with("spec.rayClusterSpec: Required value")
+        );
         let v = json!({"metadata": {}, "spec": {}});
         let o = JobObject::from_value(&v).expect("view");
-        assert!(RayJob.validate_create(&o, &RuleOptions::default()).is_empty(), "unmanaged");
+        assert!(
+            RayJob
+                .validate_create(&o, &RuleOptions::default())
+                .is_empty(),
+            "unmanaged"
+        );
     }
 }

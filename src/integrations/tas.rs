@@ -119,7 +119,9 @@ pub fn validate(a: &impl Annotations, meta_path: &Path, pod_count: i32) -> Vec<F
         )),
         (false, true) => errs.push(FieldError::forbidden(
             &path.key(PODSET_SLICE_SIZE_ANNOTATION),
-            format!("cannot be set when '{PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION}' is not present"),
+            format!(
+                "cannot be set when '{PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION}' is not present"
+            ),
         )),
         _ => {}
     }
@@ -196,7 +198,9 @@ mod tests {
         let a = ann(&[(PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, "rack")]);
         assert_eq!(
             msgs(&a, 4),
-            ["spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Required value: slice size is required if slice topology is requested"]
+            [
+                "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Required value: slice size is required if slice topology is requested"
+            ]
         );
         let a = ann(&[(PODSET_SLICE_SIZE_ANNOTATION, "2")]);
         assert!(msgs(&a, 4)[0].contains("Forbidden: cannot be set when"));
@@ -206,7 +210,9 @@ mod tests {
         ]);
         assert_eq!(
             msgs(&a, 4),
-            ["spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Invalid value: \"5\": must not be greater than pod set count 4"]
+            [
+                "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Invalid value: \"5\": must not be greater than pod set count 4"
+            ]
         );
         let a = ann(&[
             (PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, "rack"),
@@ -216,7 +222,10 @@ mod tests {
         let a = ann(&[(PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, "yes")]);
         assert!(msgs(&a, 4)[0].ends_with("must be a boolean value"));
         let a = ann(&[(PODSET_REQUIRED_TOPOLOGY_ANNOTATION, "Bad Key")]);
-        assert!(msgs(&a, 4)[0].contains("[kueue.x-k8s.io/podset-required-topology]: Invalid value: \"Bad Key\""));
+        assert!(
+            msgs(&a, 4)[0]
+                .contains("[kueue.x-k8s.io/podset-required-topology]: Invalid value: \"Bad Key\"")
+        );
         let a = ann(&[
             (PODSET_REQUIRED_TOPOLOGY_ANNOTATION, "cloud.com/rack"),
             (PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, "True"),

@@ -54,7 +54,11 @@ impl Ctx<'_> {
             }
             fit = fit.min(n.free(r).max(0) / v);
         }
-        if fit == i64::MAX { i64::from(self.req.count) } else { fit }
+        if fit == i64::MAX {
+            i64::from(self.req.count)
+        } else {
+            fit
+        }
     }
 
     /// Estimated pods that fit in a domain: from the histogram of the binding resource,
@@ -65,7 +69,11 @@ impl Ctx<'_> {
             return self.inv.node(n).map(|n| self.node_fit(n)).unwrap_or(0);
         }
         match self.primary {
-            Some((h, per)) => dom.hists[h].iter().enumerate().map(|(k, c)| i64::from(*c) * (k as i64 * 1000 / per)).sum(),
+            Some((h, per)) => dom.hists[h]
+                .iter()
+                .enumerate()
+                .map(|(k, c)| i64::from(*c) * (k as i64 * 1000 / per))
+                .sum(),
             None => dom.children.iter().map(|&c| self.est(c)).sum(),
         }
     }
@@ -81,7 +89,9 @@ impl Ctx<'_> {
         if dom.node.is_some() {
             return 1;
         }
-        let Some((h, per)) = self.primary else { return 0 };
+        let Some((h, per)) = self.primary else {
+            return 0;
+        };
         let mut left = want;
         let mut used = 0;
         for (k, &count) in dom.hists[h].iter().enumerate().rev() {
@@ -102,7 +112,11 @@ impl Ctx<'_> {
         let dom = self.dom(d);
         match (dom.node, self.primary) {
             (Some(_), _) => {
-                if dom.whole_free > 0 { 0 } else { self.est(d) }
+                if dom.whole_free > 0 {
+                    0
+                } else {
+                    self.est(d)
+                }
             }
             (None, Some((h, per))) => (self.est(d) - dom.whole_free_slots[h] * 1000 / per).max(0),
             (None, None) => 0,
@@ -121,20 +135,32 @@ impl Ctx<'_> {
                     .enumerate()
                     .filter(|(_, (_, e))| *e >= want)
                     .min_by_key(|(i, (d, e))| (self.nodes_needed(*d, want), *e, *i));
-                fitting.map(|(i, _)| i).unwrap_or_else(|| largest(cands, |_| 0))
+                fitting
+                    .map(|(i, _)| i)
+                    .unwrap_or_else(|| largest(cands, |_| 0))
             }
             Strategy::Kuota => {
                 // First, domains that hold the rest on nodes already in use, so no whole
                 // free node (and so no whole free rack) is broken; then fewest nodes,
                 // best fit, and fewer whole free nodes.
-                let fitting = cands.iter().enumerate().filter(|(_, (_, e))| *e >= want).min_by_key(|(i, (d, e))| {
-                    let breaks_whole = self.partial_fit(*d) < want;
-                    // When a whole free node must be broken, break it where whole nodes are
-                    // scarcest: those domains could host the fewest large gangs anyway.
-                    let damage = if breaks_whole { self.dom(*d).whole_free } else { 0 };
-                    (breaks_whole, damage, self.nodes_needed(*d, want), *e, *i)
-                });
-                fitting.map(|(i, _)| i).unwrap_or_else(|| largest(cands, |d| self.dom(d).whole_free))
+                let fitting = cands
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, e))| *e >= want)
+                    .min_by_key(|(i, (d, e))| {
+                        let breaks_whole = self.partial_fit(*d) < want;
+                        // When a whole free node must be broken, break it where whole nodes are
+                        // scarcest: those domains could host the fewest large gangs anyway.
+                        let damage = if breaks_whole {
+                            self.dom(*d).whole_free
+                        } else {
+                            0
+                        };
+                        (breaks_whole, damage, self.nodes_needed(*d, want), *e, *i)
+                    });
+                fitting
+                    .map(|(i, _)| i)
+                    .unwrap_or_else(|| largest(cands, |d| self.dom(d).whole_free))
             }
         }
     }
@@ -146,14 +172,23 @@ impl Ctx<'_> {
         }
         let dom = self.dom(d);
         if let Some(n) = dom.node {
-            let k = self.inv.node(n).map(|r| self.node_fit(r)).unwrap_or(0).min(want);
+            let k = self
+                .inv
+                .node(n)
+                .map(|r| self.node_fit(r))
+                .unwrap_or(0)
+                .min(want);
             if k > 0 {
                 out.push((n, k as i32));
             }
             return k;
         }
-        let mut cands: Vec<(u32, i64)> =
-            dom.children.iter().map(|&c| (c, self.est(c))).filter(|(_, e)| *e > 0).collect();
+        let mut cands: Vec<(u32, i64)> = dom
+            .children
+            .iter()
+            .map(|&c| (c, self.est(c)))
+            .filter(|(_, e)| *e > 0)
+            .collect();
         let mut left = want;
         while left > 0 && !cands.is_empty() {
             let i = self.pick(&cands, left);
@@ -180,8 +215,11 @@ impl Ctx<'_> {
 
     /// Tries the domains of `level` (within `within`) best-first for `n` pods.
     fn place_in_one(&self, level: i32, within: u32, n: i64) -> Result<Vec<(u32, i32)>, i64> {
-        let mut cands: Vec<(u32, i64)> =
-            self.domains_at(level, within).into_iter().map(|d| (d, self.est(d))).collect();
+        let mut cands: Vec<(u32, i64)> = self
+            .domains_at(level, within)
+            .into_iter()
+            .map(|d| (d, self.est(d)))
+            .collect();
         let best_est = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
         cands.retain(|(_, e)| *e >= n);
         while !cands.is_empty() {
@@ -197,7 +235,11 @@ impl Ctx<'_> {
 
     fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
         self.t.level_index(label).ok_or_else(|| PlacementFailure {
-            message: format!("topology {} has no level {label:?} (levels: {})", self.t.topology, self.t.levels.join(", ")),
+            message: format!(
+                "topology {} has no level {label:?} (levels: {})",
+                self.t.topology,
+                self.t.levels.join(", ")
+            ),
         })
     }
 
@@ -225,12 +267,19 @@ impl Ctx<'_> {
             TopologyMode::Required(label) => {
                 let level = self.level(label)?;
                 self.place_in_one(level, self.t.root, n).map_err(|best| {
-                    let mut what = format!("required {label}: allows to fit only {best} out of {n} pod(s)");
+                    let mut what =
+                        format!("required {label}: allows to fit only {best} out of {n} pod(s)");
                     if let Some((h, per)) = self.primary {
                         let most = self
                             .domains_at(level, self.t.root)
                             .iter()
-                            .map(|&d| self.dom(d).hists[h].iter().enumerate().map(|(k, c)| k as i64 * i64::from(*c)).sum::<i64>())
+                            .map(|&d| {
+                                self.dom(d).hists[h]
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(k, c)| k as i64 * i64::from(*c))
+                                    .sum::<i64>()
+                            })
                             .max()
                             .unwrap_or(0);
                         let rname = self.names.resource_name(self.t.hist_res[h]);
@@ -253,7 +302,9 @@ impl Ctx<'_> {
                 self.anywhere(n)
             }
             TopologyMode::Unconstrained => self.anywhere(n),
-            TopologyMode::Spread { level, within } => self.place_spread(level, within.as_deref(), n),
+            TopologyMode::Spread { level, within } => {
+                self.place_spread(level, within.as_deref(), n)
+            }
         }
     }
 
@@ -263,7 +314,9 @@ impl Ctx<'_> {
         if got == n {
             Ok(out)
         } else {
-            Err(self.fail(format!("allows to fit only {got} out of {n} pod(s) in the whole topology")))
+            Err(self.fail(format!(
+                "allows to fit only {got} out of {n} pod(s) in the whole topology"
+            )))
         }
     }
 
@@ -272,7 +325,9 @@ impl Ctx<'_> {
     fn place_slices(&self, level: &str, size: i64) -> Result<Vec<(u32, i32)>, PlacementFailure> {
         let n = i64::from(self.req.count);
         if size <= 0 || n % size != 0 {
-            return Err(self.fail(format!("pod count {n} is not a multiple of the slice size {size}")));
+            return Err(self.fail(format!(
+                "pod count {n} is not a multiple of the slice size {size}"
+            )));
         }
         let slices = n / size;
         let slice_level = self.level(level)?;
@@ -280,21 +335,32 @@ impl Ctx<'_> {
             TopologyMode::Required(l) => {
                 let lv = self.level(l)?;
                 if lv > slice_level {
-                    return Err(self.fail(format!("slice level {level} must not be above the required level {l}")));
+                    return Err(self.fail(format!(
+                        "slice level {level} must not be above the required level {l}"
+                    )));
                 }
                 self.domains_at(lv, self.t.root)
             }
             _ => vec![self.t.root],
         };
-        let slice_fit = |d: u32| -> i64 { self.domains_at(slice_level, d).iter().map(|&c| self.est(c) / size).sum() };
+        let slice_fit = |d: u32| -> i64 {
+            self.domains_at(slice_level, d)
+                .iter()
+                .map(|&c| self.est(c) / size)
+                .sum()
+        };
         let mut cands: Vec<(u32, i64)> = outer.iter().map(|&d| (d, slice_fit(d))).collect();
         let best = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
         cands.retain(|(_, e)| *e >= slices);
         while !cands.is_empty() {
             let i = self.pick(&cands, slices);
             let (d, _) = cands.remove(i);
-            let mut inner: Vec<(u32, i64)> =
-                self.domains_at(slice_level, d).into_iter().map(|c| (c, self.est(c) / size)).filter(|(_, e)| *e > 0).collect();
+            let mut inner: Vec<(u32, i64)> = self
+                .domains_at(slice_level, d)
+                .into_iter()
+                .map(|c| (c, self.est(c) / size))
+                .filter(|(_, e)| *e > 0)
+                .collect();
             let mut out = vec![];
             let mut left = slices;
             while left > 0 && !inner.is_empty() {
@@ -319,26 +385,40 @@ impl Ctx<'_> {
                 return Ok(out);
             }
         }
-        Err(self.fail(format!("allows to fit only {best} out of {slices} slice(s) of {size} pod(s) at level {level}")))
+        Err(self.fail(format!(
+            "allows to fit only {best} out of {slices} slice(s) of {size} pod(s) at level {level}"
+        )))
     }
 
     /// One pod per domain of `level`, optionally all within one domain of `within`.
-    fn place_spread(&self, level: &str, within: Option<&str>, n: i64) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+    fn place_spread(
+        &self,
+        level: &str,
+        within: Option<&str>,
+        n: i64,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
         let lv = self.level(level)?;
         let outer = match within {
             Some(w) => {
                 let wl = self.level(w)?;
                 if wl >= lv {
-                    return Err(self.fail(format!("spread level {level} must be below the required level {w}")));
+                    return Err(self.fail(format!(
+                        "spread level {level} must be below the required level {w}"
+                    )));
                 }
                 self.domains_at(wl, self.t.root)
             }
             None => vec![self.t.root],
         };
         let usable = |d: u32| -> Vec<(u32, i64)> {
-            self.domains_at(lv, d).into_iter().map(|c| (c, self.est(c))).filter(|(_, e)| *e > 0).collect()
+            self.domains_at(lv, d)
+                .into_iter()
+                .map(|c| (c, self.est(c)))
+                .filter(|(_, e)| *e > 0)
+                .collect()
         };
-        let mut cands: Vec<(u32, i64)> = outer.iter().map(|&d| (d, usable(d).len() as i64)).collect();
+        let mut cands: Vec<(u32, i64)> =
+            outer.iter().map(|&d| (d, usable(d).len() as i64)).collect();
         let best = cands.iter().map(|(_, e)| *e).max().unwrap_or(0);
         cands.retain(|(_, e)| *e >= n);
         while !cands.is_empty() {
@@ -357,7 +437,9 @@ impl Ctx<'_> {
                 return Ok(out);
             }
         }
-        Err(self.fail(format!("spread over {level}: only {best} {level} domain(s) have room for a pod, {n} needed")))
+        Err(self.fail(format!(
+            "spread over {level}: only {best} {level} domain(s) have room for a pod, {n} needed"
+        )))
     }
 }
 
@@ -416,12 +498,25 @@ impl Inventory {
             .hist_res
             .iter()
             .enumerate()
-            .filter_map(|(h, r)| req.per_pod.iter().find(|(pr, v)| pr == r && *v > 0).map(|(_, v)| (h, *v)))
+            .filter_map(|(h, r)| {
+                req.per_pod
+                    .iter()
+                    .find(|(pr, v)| pr == r && *v > 0)
+                    .map(|(_, v)| (h, *v))
+            })
             .max_by_key(|(h, v)| v.saturating_mul(1_000_000) / t.hist_max[*h].max(1))
             .filter(|_| aggregates);
         let mut tolerations = req.tolerations.clone();
         tolerations.extend(t.tolerations.iter().cloned());
-        let ctx = Ctx { tolerations, inv: self, names, t, req, primary, strategy };
+        let ctx = Ctx {
+            tolerations,
+            inv: self,
+            names,
+            t,
+            req,
+            primary,
+            strategy,
+        };
         ctx.place()
     }
 
@@ -432,19 +527,29 @@ impl Inventory {
 
     /// Label values of a node's domains at each topology level of `flavor`'s tree.
     pub fn node_path(&self, flavor: &str, idx: u32) -> Vec<String> {
-        let (Some(t), Some(n)) = (self.trees.get(flavor), self.node(idx)) else { return vec![] };
-        t.levels.iter().map(|l| n.labels.get(l).cloned().unwrap_or_default()).collect()
+        let (Some(t), Some(n)) = (self.trees.get(flavor), self.node(idx)) else {
+            return vec![];
+        };
+        t.levels
+            .iter()
+            .map(|l| n.labels.get(l).cloned().unwrap_or_default())
+            .collect()
     }
 
     /// Level labels of `flavor`'s topology.
     pub fn levels(&self, flavor: &str) -> Vec<String> {
-        self.trees.get(flavor).map(|t| t.levels.clone()).unwrap_or_default()
+        self.trees
+            .get(flavor)
+            .map(|t| t.levels.clone())
+            .unwrap_or_default()
     }
 
     /// Free GPUs that no pending request could use: reported by the simulator.
     pub fn free_slots_histogram(&mut self, flavor: &str, resource: ResourceId) -> Vec<u32> {
         self.ensure_trees();
-        let Some(t) = self.trees.get(flavor) else { return vec![] };
+        let Some(t) = self.trees.get(flavor) else {
+            return vec![];
+        };
         match t.hist_res.iter().position(|r| *r == resource) {
             Some(h) => t.doms[t.root as usize].hists[h].clone(),
             None => vec![],

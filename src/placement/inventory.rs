@@ -94,15 +94,25 @@ pub(crate) struct Tree {
 
 impl Tree {
     pub fn node_level(&self) -> i32 {
-        if self.hostname_level { self.levels.len() as i32 - 1 } else { self.levels.len() as i32 }
+        if self.hostname_level {
+            self.levels.len() as i32 - 1
+        } else {
+            self.levels.len() as i32
+        }
     }
 
     pub fn level_index(&self, label: &str) -> Option<i32> {
-        self.levels.iter().position(|l| l == label).map(|i| i as i32)
+        self.levels
+            .iter()
+            .position(|l| l == label)
+            .map(|i| i as i32)
     }
 
     pub fn leaf(&self, node: u32) -> Option<u32> {
-        self.leaf_of.get(node as usize).copied().filter(|l| *l != u32::MAX)
+        self.leaf_of
+            .get(node as usize)
+            .copied()
+            .filter(|l| *l != u32::MAX)
     }
 
     /// Applies a node's slot changes to its leaf and every ancestor: O(depth).
@@ -122,7 +132,11 @@ impl Tree {
                 dom.hists[h][a] += 1;
             }
             if was_free != is_free {
-                if is_free { dom.whole_free += 1 } else { dom.whole_free -= 1 }
+                if is_free {
+                    dom.whole_free += 1
+                } else {
+                    dom.whole_free -= 1
+                }
             }
             for h in 0..dom.whole_free_slots.len() {
                 if was_free {
@@ -176,14 +190,21 @@ pub struct Inventory {
 /// Validates a Topology's levels the way Kueue does.
 pub fn validate_levels(name: &str, levels: &[String]) -> Result<(), PlacementError> {
     if levels.is_empty() {
-        return Err(PlacementError(format!("Topology {name}: spec.levels: Required value: at least one level")));
+        return Err(PlacementError(format!(
+            "Topology {name}: spec.levels: Required value: at least one level"
+        )));
     }
     if levels.len() > 16 {
-        return Err(PlacementError(format!("Topology {name}: spec.levels: Too many: {} > 16", levels.len())));
+        return Err(PlacementError(format!(
+            "Topology {name}: spec.levels: Too many: {} > 16",
+            levels.len()
+        )));
     }
     for (i, l) in levels.iter().enumerate() {
         if levels[..i].contains(l) {
-            return Err(PlacementError(format!("Topology {name}: spec.levels[{i}].nodeLabel: Duplicate value: {l:?}")));
+            return Err(PlacementError(format!(
+                "Topology {name}: spec.levels[{i}].nodeLabel: Duplicate value: {l:?}"
+            )));
         }
         if l == api::constants::HOSTNAME_LABEL && i + 1 != levels.len() {
             return Err(PlacementError(format!(
@@ -243,12 +264,20 @@ impl Inventory {
     /// Why a TAS flavor cannot place anything right now (its Topology is missing), if so.
     pub fn flavor_problem(&self, flavor: &str) -> Option<String> {
         let f = self.flavors.get(flavor)?;
-        (!self.topologies.contains_key(&f.topology))
-            .then(|| format!("Topology {} of ResourceFlavor {flavor} doesn't exist", f.topology))
+        (!self.topologies.contains_key(&f.topology)).then(|| {
+            format!(
+                "Topology {} of ResourceFlavor {flavor} doesn't exist",
+                f.topology
+            )
+        })
     }
 
     /// Adds or replaces a node. Returns the owners with pods on it if it became unusable.
-    pub fn upsert_node(&mut self, names: &mut Names, node: &Node) -> Result<Vec<u32>, PlacementError> {
+    pub fn upsert_node(
+        &mut self,
+        names: &mut Names,
+        node: &Node,
+    ) -> Result<Vec<u32>, PlacementError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let pods = names.resource("pods");
         if !self.no_hist.contains(&pods) {
@@ -257,8 +286,9 @@ impl Inventory {
         let status = node.status.clone().unwrap_or_default();
         let mut allocatable = Vec::new();
         for (k, q) in status.allocatable.iter().flatten() {
-            let v = parse_milli(q)
-                .map_err(|e| PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}")))?;
+            let v = parse_milli(q).map_err(|e| {
+                PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}"))
+            })?;
             add_at(&mut allocatable, names.resource(k) as usize, v);
         }
         let ready = status
@@ -267,9 +297,17 @@ impl Inventory {
             .flatten()
             .find(|c| c.type_ == "Ready")
             .is_none_or(|c| c.status == "True");
-        let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let unschedulable = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
         let rec_labels = node.metadata.labels.clone().unwrap_or_default();
-        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
         let idx = match self.node_index.get(&name) {
             Some(&i) => i,
             None => {
@@ -282,15 +320,28 @@ impl Inventory {
         let old = self.nodes[idx as usize].take();
         let (used, external) = old.map(|o| (o.used, o.external)).unwrap_or_default();
         let schedulable = ready && !unschedulable;
-        self.nodes[idx as usize] =
-            Some(NodeRec { name, labels: rec_labels, taints, schedulable, allocatable, used, external });
+        self.nodes[idx as usize] = Some(NodeRec {
+            name,
+            labels: rec_labels,
+            taints,
+            schedulable,
+            allocatable,
+            used,
+            external,
+        });
         self.dirty = true;
-        Ok(if schedulable { vec![] } else { self.owners_on(idx) })
+        Ok(if schedulable {
+            vec![]
+        } else {
+            self.owners_on(idx)
+        })
     }
 
     /// Removes a node; returns the owners that had pods on it.
     pub fn remove_node(&mut self, name: &str) -> Vec<u32> {
-        let Some(&idx) = self.node_index.get(name) else { return vec![] };
+        let Some(&idx) = self.node_index.get(name) else {
+            return vec![];
+        };
         let affected = self.owners_on(idx);
         self.nodes[idx as usize] = None;
         self.node_index.remove(name);
@@ -320,7 +371,10 @@ impl Inventory {
         let mut v: Vec<u32> = self
             .owners
             .iter()
-            .filter(|(_, held)| held.iter().any(|(_, nodes)| nodes.iter().any(|(n, _)| *n == idx)))
+            .filter(|(_, held)| {
+                held.iter()
+                    .any(|(_, nodes)| nodes.iter().any(|(n, _)| *n == idx))
+            })
             .map(|(o, _)| *o)
             .collect();
         v.sort_unstable();
@@ -330,10 +384,16 @@ impl Inventory {
     /// Index of a node by its name or its hostname label.
     pub fn node_idx(&self, name: &str) -> Option<u32> {
         self.node_index.get(name).copied().or_else(|| {
-            self.nodes.iter().position(|n| {
-                n.as_ref().is_some_and(|n| n.labels.get(api::constants::HOSTNAME_LABEL).is_some_and(|h| h == name))
-            })
-            .map(|i| i as u32)
+            self.nodes
+                .iter()
+                .position(|n| {
+                    n.as_ref().is_some_and(|n| {
+                        n.labels
+                            .get(api::constants::HOSTNAME_LABEL)
+                            .is_some_and(|h| h == name)
+                    })
+                })
+                .map(|i| i as u32)
         })
     }
 
@@ -343,7 +403,9 @@ impl Inventory {
 
     /// Applies `f` to a node and propagates its slot changes in every tree: O(trees × depth).
     fn change_node(&mut self, idx: u32, f: impl FnOnce(&mut NodeRec)) {
-        let Some(node) = self.nodes[idx as usize].as_mut() else { return };
+        let Some(node) = self.nodes[idx as usize].as_mut() else {
+            return;
+        };
         if self.dirty {
             // The next build reads the node as it is; nothing to propagate.
             f(node);
@@ -382,7 +444,12 @@ impl Inventory {
             }
             if n > 0 || before_free != after_free {
                 let k = t.hist_res.len();
-                t.update_leaf(leaf, &changes[..n], (before_free, after_free), (&sb[..k], &sa[..k]));
+                t.update_leaf(
+                    leaf,
+                    &changes[..n],
+                    (before_free, after_free),
+                    (&sb[..k], &sa[..k]),
+                );
             }
         }
     }
@@ -392,7 +459,10 @@ impl Inventory {
         for &(node, count) in nodes {
             self.charge(node, per_pod, i64::from(count));
         }
-        self.owners.entry(owner).or_default().push((per_pod.to_vec(), nodes.to_vec()));
+        self.owners
+            .entry(owner)
+            .or_default()
+            .push((per_pod.to_vec(), nodes.to_vec()));
     }
 
     fn charge(&mut self, node: u32, per_pod: &[(ResourceId, i64)], count: i64) {
@@ -412,7 +482,9 @@ impl Inventory {
 
     /// Releases what `owner` holds and returns it, so [`Inventory::restore`] can put it back.
     pub fn take(&mut self, owner: u32) -> Held {
-        let Some(held) = self.owners.remove(&owner) else { return Held::default() };
+        let Some(held) = self.owners.remove(&owner) else {
+            return Held::default();
+        };
         for (per_pod, nodes) in held.iter().rev() {
             for &(node, count) in nodes.iter().rev() {
                 self.charge(node, per_pod, -i64::from(count));
@@ -439,13 +511,18 @@ impl Inventory {
 
     pub fn summary(&self) -> NodeSummary {
         let live = self.nodes.iter().flatten();
-        NodeSummary { nodes: live.clone().count(), schedulable: live.filter(|n| n.schedulable).count() }
+        NodeSummary {
+            nodes: live.clone().count(),
+            schedulable: live.filter(|n| n.schedulable).count(),
+        }
     }
 
     /// Free amount of `r` summed over schedulable nodes of a flavor's tree.
     pub fn free_total(&mut self, flavor: &str, r: ResourceId) -> i64 {
         self.ensure_trees();
-        let Some(t) = self.trees.get(flavor) else { return 0 };
+        let Some(t) = self.trees.get(flavor) else {
+            return 0;
+        };
         (0..t.leaf_of.len() as u32)
             .filter(|&n| t.leaf(n).is_some())
             .filter_map(|n| self.node(n))
@@ -461,14 +538,18 @@ impl Inventory {
         self.dirty = false;
         let mut trees = BTreeMap::new();
         for (fname, f) in &self.flavors {
-            let Some(levels) = self.topologies.get(&f.topology) else { continue };
+            let Some(levels) = self.topologies.get(&f.topology) else {
+                continue;
+            };
             trees.insert(fname.clone(), self.build_tree(f, levels));
         }
         self.trees = trees;
     }
 
     fn build_tree(&self, f: &FlavorTopo, levels: &[String]) -> Tree {
-        let hostname_level = levels.last().is_some_and(|l| l == api::constants::HOSTNAME_LABEL);
+        let hostname_level = levels
+            .last()
+            .is_some_and(|l| l == api::constants::HOSTNAME_LABEL);
         let mut t = Tree {
             topology: f.topology.clone(),
             levels: levels.to_vec(),
@@ -481,7 +562,12 @@ impl Inventory {
             .iter()
             .enumerate()
             .filter_map(|(i, n)| n.as_ref().map(|n| (i as u32, n)))
-            .filter(|(_, n)| n.schedulable && f.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .filter(|(_, n)| {
+                n.schedulable
+                    && f.node_labels
+                        .iter()
+                        .all(|(k, v)| n.labels.get(k) == Some(v))
+            })
             .collect();
         // Histogram resources: small integer resources present on the flavor's nodes.
         let mut max: BTreeMap<ResourceId, i64> = BTreeMap::new();
@@ -494,25 +580,43 @@ impl Inventory {
             }
         }
         for (r, m) in max {
-            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m / 1000 <= MAX_SLOTS && m % 1000 == 0 {
+            if t.hist_res.len() < MAX_HISTS
+                && !self.no_hist.contains(&r)
+                && m / 1000 <= MAX_SLOTS
+                && m % 1000 == 0
+            {
                 t.hist_res.push(r);
                 t.hist_max.push(m);
             }
         }
         let hist_len = |i: usize| (t.hist_max[i] / 1000 + 1) as usize;
-        let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len()).map(|i| vec![0; hist_len(i)]).collect();
+        let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len())
+            .map(|i| vec![0; hist_len(i)])
+            .collect();
         let node_level = t.node_level() as usize;
         t.by_level = vec![vec![]; node_level + 1];
         let zero_slots = vec![0i64; t.hist_res.len()];
-        t.doms.push(Dom { level: -1, hists: empty_hists.clone(), whole_free_slots: zero_slots.clone(), ..Dom::default() });
+        t.doms.push(Dom {
+            level: -1,
+            hists: empty_hists.clone(),
+            whole_free_slots: zero_slots.clone(),
+            ..Dom::default()
+        });
         t.root = 0;
         // Domains are keyed by the label values of every level above them, so two racks
         // named "r1" in different blocks stay distinct.
         let mut index: HashMap<Vec<String>, u32> = HashMap::new();
         let mut sorted = members;
         sorted.sort_by(|a, b| {
-            let key = |n: &NodeRec| levels.iter().map(|l| n.labels.get(l).cloned()).collect::<Vec<_>>();
-            key(a.1).cmp(&key(b.1)).then_with(|| a.1.name.cmp(&b.1.name))
+            let key = |n: &NodeRec| {
+                levels
+                    .iter()
+                    .map(|l| n.labels.get(l).cloned())
+                    .collect::<Vec<_>>()
+            };
+            key(a.1)
+                .cmp(&key(b.1))
+                .then_with(|| a.1.name.cmp(&b.1.name))
         });
         for (idx, n) in sorted {
             let mut path = Vec::with_capacity(levels.len() + 1);
@@ -558,7 +662,11 @@ impl Inventory {
             // `parent` is now the leaf for this node.
             let leaf = parent;
             if t.doms[leaf as usize].node.is_some() {
-                t.excluded.push(format!("node {} duplicates the {} value of another node", n.name, levels.last().map(String::as_str).unwrap_or("")));
+                t.excluded.push(format!(
+                    "node {} duplicates the {} value of another node",
+                    n.name,
+                    levels.last().map(String::as_str).unwrap_or("")
+                ));
                 continue;
             }
             t.doms[leaf as usize].node = Some(idx);
@@ -566,7 +674,11 @@ impl Inventory {
                 t.leaf_of.resize(idx as usize + 1, u32::MAX);
             }
             t.leaf_of[idx as usize] = leaf;
-            let s: Vec<usize> = t.hist_res.iter().map(|&r| slots(n.free(r)) as usize).collect();
+            let s: Vec<usize> = t
+                .hist_res
+                .iter()
+                .map(|&r| slots(n.free(r)) as usize)
+                .collect();
             let free = n.untouched();
             let mut cur = Some(leaf);
             while let Some(d) = cur {

@@ -30,7 +30,10 @@ pub struct PodSetPlacement {
 impl PodSetPlacement {
     /// Node name per pod index, for the ungater.
     pub fn per_pod(&self) -> Vec<String> {
-        self.nodes.iter().flat_map(|(n, c)| std::iter::repeat_n(n.clone(), (*c).max(0) as usize)).collect()
+        self.nodes
+            .iter()
+            .flat_map(|(n, c)| std::iter::repeat_n(n.clone(), (*c).max(0) as usize))
+            .collect()
     }
 }
 

@@ -51,24 +51,43 @@ impl NodePoolSpec {
             }
             v
         };
-        let allocatable: BTreeMap<String, Quantity> =
-            self.allocatable.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect();
+        let allocatable: BTreeMap<String, Quantity> = self
+            .allocatable
+            .iter()
+            .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+            .collect();
         (0..self.nodes)
             .map(|i| {
                 let name = format!("{}-{i}", self.name);
                 let mut labels = self.labels.clone();
                 for (l, size) in self.levels.iter().zip(&per_domain) {
                     // Domain values name the whole path so they are unique cluster-wide.
-                    labels.insert(l.label.clone(), format!("{}-{}-{}", self.name, short(&l.label), i / size));
+                    labels.insert(
+                        l.label.clone(),
+                        format!("{}-{}-{}", self.name, short(&l.label), i / size),
+                    );
                 }
                 if let Some(c) = &self.clique {
-                    labels.insert(c.label.clone(), format!("{}-clique-{}", self.name, i / c.count.max(1)));
+                    labels.insert(
+                        c.label.clone(),
+                        format!("{}-clique-{}", self.name, i / c.count.max(1)),
+                    );
                 }
-                labels.insert(crate::api::constants::HOSTNAME_LABEL.to_string(), name.clone());
+                labels.insert(
+                    crate::api::constants::HOSTNAME_LABEL.to_string(),
+                    name.clone(),
+                );
                 Node {
-                    metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(name),
+                        labels: Some(labels),
+                        ..ObjectMeta::default()
+                    },
                     spec: Some(NodeSpec::default()),
-                    status: Some(NodeStatus { allocatable: Some(allocatable.clone()), ..NodeStatus::default() }),
+                    status: Some(NodeStatus {
+                        allocatable: Some(allocatable.clone()),
+                        ..NodeStatus::default()
+                    }),
                 }
             })
             .collect()
@@ -89,10 +108,22 @@ mod tests {
         let spec = NodePoolSpec {
             name: "h100".into(),
             nodes: 8,
-            levels: vec![PoolLevel { label: "block".into(), count: 2 }, PoolLevel { label: "rack".into(), count: 2 }],
+            levels: vec![
+                PoolLevel {
+                    label: "block".into(),
+                    count: 2,
+                },
+                PoolLevel {
+                    label: "rack".into(),
+                    count: 2,
+                },
+            ],
             allocatable: BTreeMap::from([("nvidia.com/gpu".into(), "8".into())]),
             labels: BTreeMap::new(),
-            clique: Some(PoolLevel { label: "nvidia.com/gpu.clique".into(), count: 2 }),
+            clique: Some(PoolLevel {
+                label: "nvidia.com/gpu.clique".into(),
+                count: 2,
+            }),
         };
         let nodes = spec.nodes();
         assert_eq!(nodes.len(), 8);

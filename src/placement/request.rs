@@ -16,7 +16,10 @@ pub enum TopologyMode {
     /// Anywhere, packed.
     Unconstrained,
     /// Every pod in a different domain of `level`, optionally all within one `within` domain.
-    Spread { level: String, within: Option<String> },
+    Spread {
+        level: String,
+        within: Option<String>,
+    },
 }
 
 /// A PodSet placement request.
@@ -32,42 +35,83 @@ pub struct PodSetPlacementRequest {
     pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
 }
 
+/// A PodSet's topology mode and optional slice (level, size).
+pub type TopologyRequest = (TopologyMode, Option<(String, i32)>);
+
 /// Reads the topology request of a PodSet: the Workload's `topologyRequest`, else the
 /// pod template's annotations (what a Job carries), else `None` (no TAS request).
-pub fn topology_mode(ps: &api::PodSet) -> Result<Option<(TopologyMode, Option<(String, i32)>)>, String> {
-    let ann = ps.template.metadata.as_ref().and_then(|m| m.annotations.clone()).unwrap_or_default();
+pub fn topology_mode(ps: &api::PodSet) -> Result<Option<TopologyRequest>, String> {
+    let ann = ps
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
     let tr = ps.topology_request.clone().unwrap_or_default();
-    let required = tr.required.or_else(|| ann.get(constants::PODSET_REQUIRED_TOPOLOGY_ANNOTATION).cloned());
-    let preferred = tr.preferred.or_else(|| ann.get(constants::PODSET_PREFERRED_TOPOLOGY_ANNOTATION).cloned());
+    let required = tr.required.or_else(|| {
+        ann.get(constants::PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
+            .cloned()
+    });
+    let preferred = tr.preferred.or_else(|| {
+        ann.get(constants::PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
+            .cloned()
+    });
     let unconstrained = tr.unconstrained.unwrap_or(false)
-        || ann.get(constants::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION).is_some_and(|v| v == "true");
+        || ann
+            .get(constants::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+            .is_some_and(|v| v == "true");
     let spread = ann.get(SPREAD_ANNOTATION).cloned();
-    let slice_level = tr
-        .pod_set_slice_required_topology
-        .or_else(|| ann.get(constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION).cloned());
+    let slice_level = tr.pod_set_slice_required_topology.or_else(|| {
+        ann.get(constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION)
+            .cloned()
+    });
     let slice_size = match tr.pod_set_slice_size {
         Some(s) => Some(s),
         None => match ann.get(constants::PODSET_SLICE_SIZE_ANNOTATION) {
             Some(v) => Some(v.parse::<i32>().map_err(|_| {
-                format!("annotation {}: {v:?} is not an integer", constants::PODSET_SLICE_SIZE_ANNOTATION)
+                format!(
+                    "annotation {}: {v:?} is not an integer",
+                    constants::PODSET_SLICE_SIZE_ANNOTATION
+                )
             })?),
             None => None,
         },
     };
-    let set = [required.is_some(), preferred.is_some(), unconstrained].iter().filter(|b| **b).count();
+    let set = [required.is_some(), preferred.is_some(), unconstrained]
+        .iter()
+        .filter(|b| **b)
+        .count();
     if set > 1 {
-        return Err("pod set may have only one of required, preferred or unconstrained topology".into());
+        return Err(
+            "pod set may have only one of required, preferred or unconstrained topology".into(),
+        );
     }
     let slice = match (slice_level, slice_size) {
         (Some(l), Some(s)) if s >= 1 => Some((l, s)),
         (Some(_), Some(s)) => return Err(format!("podset slice size must be at least 1, got {s}")),
-        (Some(_), None) => return Err(format!("{} requires {}", constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, constants::PODSET_SLICE_SIZE_ANNOTATION)),
-        (None, Some(_)) => return Err(format!("{} requires {}", constants::PODSET_SLICE_SIZE_ANNOTATION, constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION)),
+        (Some(_), None) => {
+            return Err(format!(
+                "{} requires {}",
+                constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+                constants::PODSET_SLICE_SIZE_ANNOTATION
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "{} requires {}",
+                constants::PODSET_SLICE_SIZE_ANNOTATION,
+                constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+            ));
+        }
         (None, None) => None,
     };
     let mode = match (spread, required, preferred, unconstrained) {
         (Some(level), within, None, false) => Some(TopologyMode::Spread { level, within }),
-        (Some(_), _, _, _) => return Err(format!("{SPREAD_ANNOTATION} can only be combined with a required topology")),
+        (Some(_), _, _, _) => {
+            return Err(format!(
+                "{SPREAD_ANNOTATION} can only be combined with a required topology"
+            ));
+        }
         (None, Some(l), _, _) => Some(TopologyMode::Required(l)),
         (None, None, Some(l), _) => Some(TopologyMode::Preferred(l)),
         (None, None, None, true) => Some(TopologyMode::Unconstrained),

@@ -36,7 +36,8 @@ fn cluster(nodes: &[(&str, &str, &str, i64)]) -> (Inventory, Names) {
     .expect("fixture");
     inv.set_flavor(&rf);
     for (n, b, r, g) in nodes {
-        inv.upsert_node(&mut names, &node(n, b, r, *g)).expect("valid node");
+        inv.upsert_node(&mut names, &node(n, b, r, *g))
+            .expect("valid node");
     }
     inv.ensure_trees();
     (inv, names)
@@ -53,7 +54,10 @@ fn req(names: &mut Names, count: i32, gpus: i64, mode: TopologyMode) -> PodSetPl
 }
 
 fn placed(inv: &Inventory, nodes: &[(u32, i32)]) -> BTreeMap<String, i32> {
-    nodes.iter().map(|&(n, c)| (inv.node_name(n).to_string(), c)).collect()
+    nodes
+        .iter()
+        .map(|&(n, c)| (inv.node_name(n).to_string(), c))
+        .collect()
 }
 
 /// Uses `used` GPUs on a node, as another workload would.
@@ -64,72 +68,175 @@ fn occupy(inv: &mut Inventory, names: &mut Names, owner: u32, node: &str, used: 
 
 #[test]
 fn best_fit_puts_two_pods_on_the_node_with_exactly_two_free() {
-    let (mut inv, mut names) = cluster(&[("x1", "b1", "r1", 4), ("x2", "b1", "r1", 4), ("x3", "b1", "r1", 4)]);
+    let (mut inv, mut names) = cluster(&[
+        ("x1", "b1", "r1", 4),
+        ("x2", "b1", "r1", 4),
+        ("x3", "b1", "r1", 4),
+    ]);
     occupy(&mut inv, &mut names, 100, "x2", 2);
     occupy(&mut inv, &mut names, 101, "x3", 3);
-    let r = req(&mut names, 2, 1, TopologyMode::Required("kubernetes.io/hostname".into()));
+    let r = req(
+        &mut names,
+        2,
+        1,
+        TopologyMode::Required("kubernetes.io/hostname".into()),
+    );
     let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
     assert_eq!(placed(&inv, &got), BTreeMap::from([("x2".to_string(), 2)]));
 }
 
 #[test]
 fn required_block_picks_the_rack_needing_fewest_nodes() {
-    let (mut inv, mut names) =
-        cluster(&[("a1", "b1", "r1", 1), ("a2", "b1", "r1", 1), ("a3", "b1", "r1", 1), ("c1", "b1", "r2", 4)]);
-    let r = req(&mut names, 3, 1, TopologyMode::Required("cloud/block".into()));
+    let (inv, mut names) = cluster(&[
+        ("a1", "b1", "r1", 1),
+        ("a2", "b1", "r1", 1),
+        ("a3", "b1", "r1", 1),
+        ("c1", "b1", "r2", 4),
+    ]);
+    let r = req(
+        &mut names,
+        3,
+        1,
+        TopologyMode::Required("cloud/block".into()),
+    );
     let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
     assert_eq!(placed(&inv, &got), BTreeMap::from([("c1".to_string(), 3)]));
 }
 
 #[test]
 fn required_rack_that_cannot_fit_says_how_much_does() {
-    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 1), ("a2", "b1", "r1", 2), ("c1", "b1", "r2", 1)]);
-    let r = req(&mut names, 4, 1, TopologyMode::Required("cloud/rack".into()));
-    let err = inv.find(&names, "tas", &r, Strategy::Kuota).expect_err("no rack has 4");
-    assert!(err.message.contains("allows to fit only 3 out of 4 pod(s)"), "{}", err.message);
-    assert!(err.message.contains("the largest free cloud/rack has 3 of the 4 nvidia.com/gpu needed"), "{}", err.message);
+    let (inv, mut names) = cluster(&[
+        ("a1", "b1", "r1", 1),
+        ("a2", "b1", "r1", 2),
+        ("c1", "b1", "r2", 1),
+    ]);
+    let r = req(
+        &mut names,
+        4,
+        1,
+        TopologyMode::Required("cloud/rack".into()),
+    );
+    let err = inv
+        .find(&names, "tas", &r, Strategy::Kuota)
+        .expect_err("no rack has 4");
+    assert!(
+        err.message.contains("allows to fit only 3 out of 4 pod(s)"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("the largest free cloud/rack has 3 of the 4 nvidia.com/gpu needed"),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
 fn preferred_spills_to_a_second_block() {
-    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 2), ("c1", "b2", "r2", 2)]);
-    let r = req(&mut names, 4, 1, TopologyMode::Preferred("cloud/block".into()));
-    let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits across blocks");
-    assert_eq!(placed(&inv, &got), BTreeMap::from([("a1".to_string(), 2), ("c1".to_string(), 2)]));
-    let strict = req(&mut names, 4, 1, TopologyMode::Required("cloud/block".into()));
+    let (inv, mut names) = cluster(&[("a1", "b1", "r1", 2), ("c1", "b2", "r2", 2)]);
+    let r = req(
+        &mut names,
+        4,
+        1,
+        TopologyMode::Preferred("cloud/block".into()),
+    );
+    let got = inv
+        .find(&names, "tas", &r, Strategy::Kuota)
+        .expect("fits across blocks");
+    assert_eq!(
+        placed(&inv, &got),
+        BTreeMap::from([("a1".to_string(), 2), ("c1".to_string(), 2)])
+    );
+    let strict = req(
+        &mut names,
+        4,
+        1,
+        TopologyMode::Required("cloud/block".into()),
+    );
     assert!(inv.find(&names, "tas", &strict, Strategy::Kuota).is_err());
 }
 
 #[test]
 fn spread_puts_every_pod_in_a_different_rack() {
-    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 8), ("b1", "b1", "r2", 8), ("c1", "b1", "r3", 8)]);
-    let r = req(&mut names, 3, 1, TopologyMode::Spread { level: "cloud/rack".into(), within: None });
-    let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("three racks");
+    let (inv, mut names) = cluster(&[
+        ("a1", "b1", "r1", 8),
+        ("b1", "b1", "r2", 8),
+        ("c1", "b1", "r3", 8),
+    ]);
+    let r = req(
+        &mut names,
+        3,
+        1,
+        TopologyMode::Spread {
+            level: "cloud/rack".into(),
+            within: None,
+        },
+    );
+    let got = inv
+        .find(&names, "tas", &r, Strategy::Kuota)
+        .expect("three racks");
     assert_eq!(got.len(), 3);
-    let four = req(&mut names, 4, 1, TopologyMode::Spread { level: "cloud/rack".into(), within: None });
-    let err = inv.find(&names, "tas", &four, Strategy::Kuota).expect_err("only three racks");
+    let four = req(
+        &mut names,
+        4,
+        1,
+        TopologyMode::Spread {
+            level: "cloud/rack".into(),
+            within: None,
+        },
+    );
+    let err = inv
+        .find(&names, "tas", &four, Strategy::Kuota)
+        .expect_err("only three racks");
     assert!(err.message.contains("only 3"), "{}", err.message);
 }
 
 #[test]
 fn small_jobs_go_to_fragmented_racks_and_keep_whole_nodes_free() {
     // r0 is one whole free node; r1 has the same 8 free GPUs spread over two used nodes.
-    let (mut inv, mut names) = cluster(&[("w1", "b1", "r0", 8), ("f1", "b1", "r1", 8), ("f2", "b1", "r1", 8)]);
+    let (mut inv, mut names) = cluster(&[
+        ("w1", "b1", "r0", 8),
+        ("f1", "b1", "r1", 8),
+        ("f2", "b1", "r1", 8),
+    ]);
     occupy(&mut inv, &mut names, 100, "f1", 4);
     occupy(&mut inv, &mut names, 101, "f2", 4);
-    let r = req(&mut names, 1, 2, TopologyMode::Required("cloud/rack".into()));
+    let r = req(
+        &mut names,
+        1,
+        2,
+        TopologyMode::Required("cloud/rack".into()),
+    );
     let kuota = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
-    assert!(placed(&inv, &kuota).keys().all(|n| n.starts_with('f')), "kuota keeps the whole node: {kuota:?}");
+    assert!(
+        placed(&inv, &kuota).keys().all(|n| n.starts_with('f')),
+        "kuota keeps the whole node: {kuota:?}"
+    );
     // Kueue's best fit sees two equal racks and takes the first, breaking the whole node.
-    let kueue = inv.find(&names, "tas", &r, Strategy::KueueBestFit).expect("fits");
-    assert_eq!(placed(&inv, &kueue), BTreeMap::from([("w1".to_string(), 1)]));
+    let kueue = inv
+        .find(&names, "tas", &r, Strategy::KueueBestFit)
+        .expect("fits");
+    assert_eq!(
+        placed(&inv, &kueue),
+        BTreeMap::from([("w1".to_string(), 1)])
+    );
 }
 
 #[test]
 fn assign_then_release_restores_every_aggregate() {
-    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 8), ("a2", "b1", "r1", 8), ("c1", "b2", "r2", 8)]);
+    let (mut inv, mut names) = cluster(&[
+        ("a1", "b1", "r1", 8),
+        ("a2", "b1", "r1", 8),
+        ("c1", "b2", "r2", 8),
+    ]);
     let before = format!("{:?}", inv.trees);
-    let r = req(&mut names, 3, 4, TopologyMode::Required("cloud/block".into()));
+    let r = req(
+        &mut names,
+        3,
+        4,
+        TopologyMode::Required("cloud/block".into()),
+    );
     let got = inv.find(&names, "tas", &r, Strategy::Kuota).expect("fits");
     inv.assign(7, &r.per_pod, &got);
     assert_ne!(format!("{:?}", inv.trees), before);
@@ -149,8 +256,13 @@ fn never_double_books_a_node() {
 #[test]
 fn bad_topologies_are_rejected_with_the_field() {
     let dup = validate_levels("t", &["rack".into(), "rack".into()]).expect_err("duplicate");
-    assert!(dup.0.contains("spec.levels[1].nodeLabel: Duplicate value"), "{}", dup.0);
-    let host = validate_levels("t", &["kubernetes.io/hostname".into(), "rack".into()]).expect_err("hostname first");
+    assert!(
+        dup.0.contains("spec.levels[1].nodeLabel: Duplicate value"),
+        "{}",
+        dup.0
+    );
+    let host = validate_levels("t", &["kubernetes.io/hostname".into(), "rack".into()])
+        .expect_err("hostname first");
     assert!(host.0.contains("must be the lowest level"), "{}", host.0);
 }
 
@@ -165,6 +277,12 @@ fn nodes_without_level_labels_are_named_in_failures() {
     inv.upsert_node(&mut names, &unlabeled).expect("accepted");
     inv.ensure_trees();
     let r = req(&mut names, 2, 1, TopologyMode::Unconstrained);
-    let err = inv.find(&names, "tas", &r, Strategy::Kuota).expect_err("stray is not usable");
-    assert!(err.message.contains("node stray has no label cloud/block"), "{}", err.message);
+    let err = inv
+        .find(&names, "tas", &r, Strategy::Kuota)
+        .expect_err("stray is not usable");
+    assert!(
+        err.message.contains("node stray has no label cloud/block"),
+        "{}",
+        err.message
+    );
 }

@@ -114,7 +114,10 @@ impl PolicySet {
     }
 
     /// The first matching policy's default LocalQueue.
-    pub fn default_local_queue<'a>(&'a self, ns_labels: &'a Labels) -> Option<(&'a Policy, &'a str)> {
+    pub fn default_local_queue<'a>(
+        &'a self,
+        ns_labels: &'a Labels,
+    ) -> Option<(&'a Policy, &'a str)> {
         self.matching(ns_labels)
             .find_map(|p| Some((p, p.spec.default_local_queue.as_deref()?)))
     }
@@ -216,8 +219,19 @@ fn check(p: &Policy, job: &JobFacts, old: Option<&JobFacts>) -> Vec<Violation> {
             asked.push((g, format!("annotation {GPU_PRODUCT_ANNOTATION}")));
         }
         for ps in &job.pod_sets {
-            for v in ps.node_label_values.get(&spec.gpu_product_label).into_iter().flatten() {
-                asked.push((v, format!("pod set {:?} node selector/affinity on {}", ps.name, spec.gpu_product_label)));
+            for v in ps
+                .node_label_values
+                .get(&spec.gpu_product_label)
+                .into_iter()
+                .flatten()
+            {
+                asked.push((
+                    v,
+                    format!(
+                        "pod set {:?} node selector/affinity on {}",
+                        ps.name, spec.gpu_product_label
+                    ),
+                ));
             }
         }
         for (product, from) in asked {
@@ -279,7 +293,9 @@ mod tests {
 
     #[test]
     fn gpu_limits_and_growth() {
-        let s = set("apiVersion: kuota.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: g}\nspec:\n  namespaceSelector: {}\n  maxGPUsPerJob: 16\n  maxGPUsPerPod: 8\n");
+        let s = set(
+            "apiVersion: kuota.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: g}\nspec:\n  namespaceSelector: {}\n  maxGPUsPerJob: 16\n  maxGPUsPerPod: 8\n",
+        );
         let ns = Labels::new();
         assert!(evaluate(&s, &ns, &job(8, 2)).is_empty());
         let v = evaluate(&s, &ns, &job(8, 4));

@@ -1,7 +1,7 @@
 //! Reads a directory of policy files (`*.yaml`, `*.yml`) into a [`PolicySet`].
 
-use super::spec::{PolicyFileError, PolicyLoadError, PolicySet};
 use super::PolicyHandle;
+use super::spec::{PolicyFileError, PolicyLoadError, PolicySet};
 use std::path::{Path, PathBuf};
 
 /// The policy files of a directory, sorted by name, with their contents.
@@ -18,11 +18,7 @@ pub fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, String)>, PolicyLoadError> {
         .map_err(|e| io_err(dir, e))?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .is_some_and(|x| x == "yaml" || x == "yml")
-        })
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
         .collect();
     paths.sort();
     paths

@@ -242,7 +242,14 @@ pub fn parse_file(file: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyFileE
     let starts = document_starts(text);
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    let mut last_error: Option<String> = None;
+    // serde_yaml's document iterator repeats a syntax error forever instead of ending, so
+    // stop at a repeated error, and never read more documents than the text has lines.
+    let max_docs = text.lines().count() + 1;
+    for (i, doc) in serde_yaml::Deserializer::from_str(text)
+        .enumerate()
+        .take(max_docs)
+    {
         let start = starts.get(i).copied().unwrap_or(1);
         let end = starts.get(i + 1).copied().unwrap_or(usize::MAX);
         if is_blank_document(text, start, end) {
@@ -252,10 +259,16 @@ pub fn parse_file(file: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyFileE
         let doc = match parsed {
             Ok(d) => d,
             Err(e) => {
+                let raw = e.inner().to_string();
+                if last_error.as_deref() == Some(raw.as_str()) {
+                    break;
+                }
+                last_error = Some(raw);
                 let loc = e.inner().location();
                 let path = e.path().to_string();
                 let inner = strip_location(&e.inner().to_string());
-                let message = if path == "." {
+                // serde_yaml already names the path in some messages; do not repeat it.
+                let message = if path == "." || inner.starts_with(&format!("{path}: ")) {
                     inner
                 } else {
                     format!("{path}: {inner}")
@@ -339,7 +352,11 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
     }
     for (i, r) in spec.gpu_resources.iter().enumerate() {
         for m in qualified_name_errors(r) {
-            errs.push(FieldError::invalid(&sp.child("gpuResources").index(i), r, m));
+            errs.push(FieldError::invalid(
+                &sp.child("gpuResources").index(i),
+                r,
+                m,
+            ));
         }
     }
     for m in qualified_name_errors(&spec.gpu_product_label) {
@@ -471,7 +488,9 @@ fn locate(text: &str, start: usize, end: usize, path: &str) -> Option<usize> {
 fn find_key(text: &str, from: usize, end: usize, key: &str) -> Option<usize> {
     lines_in(text, from, end).find_map(|(n, l)| {
         let t = l.trim_start().trim_start_matches("- ").trim_start();
-        let matches = t.strip_prefix(key).is_some_and(|rest| rest.starts_with(':'))
+        let matches = t
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with(':'))
             || t.strip_prefix(&format!("{key:?}"))
                 .is_some_and(|rest| rest.starts_with(':'));
         matches.then_some(n)
@@ -529,12 +548,12 @@ mod tests {
         let bad = format!("{GOOD}  maxGPUsPerJob: lots\n");
         let e = parse_file("b.yaml", &bad).expect_err("bad type");
         assert_eq!(e[0].line, Some(7), "{e:?}");
+        assert!(e[0].to_string().starts_with("b.yaml:7:"), "{}", e[0]);
         assert!(
-            e[0].to_string().starts_with("b.yaml:7:"),
+            e[0].message.starts_with("spec.maxGPUsPerJob: invalid type"),
             "{}",
             e[0]
         );
-        assert!(e[0].message.starts_with("spec.maxGPUsPerJob: invalid type"), "{}", e[0]);
         let unknown = format!("{GOOD}  maxGpus: 3\n");
         let e = parse_file("c.yaml", &unknown).expect_err("unknown field");
         assert!(e[0].message.contains("unknown field `maxGpus`"), "{}", e[0]);
@@ -549,11 +568,33 @@ mod tests {
             e.iter().map(|x| (x.line, x.message.as_str())).collect();
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[0].0, Some(11));
-        assert!(lines[0].1.starts_with("metadata.name: Invalid value: \"Bad_Name\""));
+        assert!(
+            lines[0]
+                .1
+                .starts_with("metadata.name: Invalid value: \"Bad_Name\"")
+        );
         assert_eq!(lines[1].0, Some(15));
         assert!(lines[1].1.contains("must not exceed maxGPUsPerJob (4)"));
         assert_eq!(lines[2].0, Some(18));
-        assert!(lines[2].1.starts_with("spec.requiredLabels[1].key: Invalid value: \"cost center\""));
+        assert!(
+            lines[2]
+                .1
+                .starts_with("spec.requiredLabels[1].key: Invalid value: \"cost center\"")
+        );
+    }
+
+    #[test]
+    fn syntax_errors_end_the_file() {
+        // Terminates, and reports the syntax error with its position.
+        let e = parse_file("s.yaml", "spec: [").expect_err("syntax");
+        assert!(e.len() <= 2, "{e:?}");
+        let syntax = e.last().expect("an error");
+        assert_eq!(
+            (syntax.line, syntax.message.as_str()),
+            (Some(2), "did not find expected node content")
+        );
+        let two = format!("{GOOD}---\nspec: [\n");
+        assert!(parse_file("t.yaml", &two).expect_err("syntax").len() <= 2);
     }
 
     #[test]

@@ -12,7 +12,11 @@ use std::time::Duration;
 impl PolicyHandle {
     /// Spawns a task that re-reads `dir` every `interval` and swaps in the policies when the
     /// file contents change and load cleanly. Needs a running tokio runtime.
-    pub fn watch(&self, dir: impl Into<PathBuf>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    pub fn watch(
+        &self,
+        dir: impl Into<PathBuf>,
+        interval: Duration,
+    ) -> tokio::task::JoinHandle<()> {
         let handle = self.clone();
         let dir = dir.into();
         tokio::spawn(async move {

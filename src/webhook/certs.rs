@@ -745,7 +745,7 @@ pub fn run(args: &CertsArgs, out: &mut dyn Write) -> Result<(), CertsError> {
         ),
     )?;
     if outcome.ca != Action::Kept && !args.check {
-        log(out, "the CA changed: update the caBundle of the webhook configurations (--patch-manifests or --print-patch)".into())?;
+        log(out, "new CA: set the caBundle of the webhook configurations (--patch-manifests or --print-patch)".into())?;
     }
 
     let ca_b64 = BASE64.encode(outcome.ca_pair.cert_pem.as_bytes());
@@ -790,6 +790,18 @@ pub fn run(args: &CertsArgs, out: &mut dyn Write) -> Result<(), CertsError> {
         }
     }
     Ok(())
+}
+
+/// `kuota certs`: [`run`] on stdout, errors on stderr, exit code 1 on failure
+/// (including `--check` finding something to do).
+pub fn run_cli(args: &CertsArgs) -> std::process::ExitCode {
+    match run(args, &mut io::stdout().lock()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 fn stdout_err(source: io::Error) -> CertsError {

@@ -97,6 +97,12 @@ enum Version {
 }
 
 fn version_of(req: &AdmissionRequest<'_, Value>, obj: &Value) -> Result<Version, Verdict> {
+    // Derived struct decoding would also accept an array of field values.
+    if !obj.is_object() {
+        return Err(Verdict::bad_object(
+            "request.object: invalid type: expected an object",
+        ));
+    }
     let av = obj.get("apiVersion").and_then(Value::as_str).map_or_else(
         || format!("{}/{}", req.kind.group, req.kind.version),
         str::to_string,
@@ -163,7 +169,8 @@ fn to_hub(kind: CrdKind, version: Version, value: &Value, prefix: &str) -> Resul
             }))
         }
         (CrdKind::ClusterQueue, Version::V1beta1) => {
-            let o: Obj<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> = obj(value, prefix)?;
+            let o: Obj<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> =
+                obj(value, prefix)?;
             let old = v1beta1::ClusterQueue {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -244,7 +251,9 @@ fn validate_hub(new: &Hub, old: Option<&Hub>) -> Vec<FieldError> {
         (Hub::ClusterQueue(n), _) => validate::validate_cluster_queue(n),
         (Hub::Cohort(n), _) => validate::validate_cohort(n),
         (Hub::ResourceFlavor(n), _) => validate::validate_resource_flavor(n),
-        (Hub::LocalQueue(n), Some(Hub::LocalQueue(o))) => validate::validate_local_queue_update(n, o),
+        (Hub::LocalQueue(n), Some(Hub::LocalQueue(o))) => {
+            validate::validate_local_queue_update(n, o)
+        }
         (Hub::LocalQueue(n), _) => validate::validate_local_queue(n),
         (Hub::Workload(n), Some(Hub::Workload(o))) => validate::validate_workload_update(n, o),
         (Hub::Workload(n), _) => validate::validate_workload(n),
@@ -258,7 +267,10 @@ fn validate_hub(new: &Hub, old: Option<&Hub>) -> Vec<FieldError> {
 fn v1beta1_message(kind: CrdKind, msg: &str) -> String {
     let renames: &[(&str, &str)] = match kind {
         CrdKind::ClusterQueue => &[("spec.cohortName", "spec.cohort")],
-        CrdKind::Workload => &[("spec.priorityClassRef", "spec.priorityClassName")],
+        CrdKind::Workload => &[
+            ("spec.priorityClassRef.name", "spec.priorityClassName"),
+            ("spec.priorityClassRef", "spec.priorityClassSource"),
+        ],
         CrdKind::LocalQueue => &[("status.flavorsUsage", "status.flavorUsage")],
         _ => &[],
     };
@@ -270,7 +282,11 @@ fn v1beta1_message(kind: CrdKind, msg: &str) -> String {
 }
 
 /// The validating handler.
-pub fn validate(_state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Value>) -> Verdict {
+pub fn validate(
+    _state: &WebhookState,
+    kind: CrdKind,
+    req: &AdmissionRequest<'_, Value>,
+) -> Verdict {
     let (new, old) = match req.operation {
         Operation::Create => match &req.object {
             Some(o) => (o, None),
@@ -337,11 +353,26 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
                 Version::V1beta2 => "MayStopSearch",
                 Version::V1beta1 => "Borrow",
             };
-            d.ensure(&["spec", "flavorFungibility", "whenCanBorrow"], json!(borrow));
-            d.ensure(&["spec", "flavorFungibility", "whenCanPreempt"], json!("TryNextFlavor"));
-            d.ensure(&["spec", "preemption", "reclaimWithinCohort"], json!("Never"));
-            d.ensure(&["spec", "preemption", "withinClusterQueue"], json!("Never"));
-            d.ensure(&["spec", "preemption", "borrowWithinCohort", "policy"], json!("Never"));
+            d.ensure(
+                &["spec", "flavorFungibility", "whenCanBorrow"],
+                json!(borrow),
+            );
+            d.ensure(
+                &["spec", "flavorFungibility", "whenCanPreempt"],
+                json!("TryNextFlavor"),
+            );
+            d.ensure(
+                &["spec", "preemption", "reclaimWithinCohort"],
+                json!("Never"),
+            );
+            d.ensure(
+                &["spec", "preemption", "withinClusterQueue"],
+                json!("Never"),
+            );
+            d.ensure(
+                &["spec", "preemption", "borrowWithinCohort", "policy"],
+                json!("Never"),
+            );
             d.finalizer(RESOURCE_IN_USE_FINALIZER);
         }
         CrdKind::ResourceFlavor => d.finalizer(RESOURCE_IN_USE_FINALIZER),
@@ -354,7 +385,10 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
                 .map_or(0, Vec::len);
             for i in 0..n {
                 let idx = i.to_string();
-                d.ensure(&["spec", "podSets", &idx, "name"], json!(DEFAULT_POD_SET_NAME));
+                d.ensure(
+                    &["spec", "podSets", &idx, "name"],
+                    json!(DEFAULT_POD_SET_NAME),
+                );
                 d.ensure(&["spec", "podSets", &idx, "count"], json!(1));
                 if !state.config.partial_admission {
                     d.remove(&["spec", "podSets", &idx, "minCount"]);
@@ -426,41 +460,58 @@ impl Defaulter {
         let path = pointer(tokens.iter().copied());
         if self.doc.pointer(path.as_str()).is_some() {
             if let Some((last, parents)) = tokens.split_last()
-                && let Some(Value::Object(m)) = self.doc.pointer_mut(pointer(parents.iter().copied()).as_str())
+                && let Some(Value::Object(m)) = self
+                    .doc
+                    .pointer_mut(pointer(parents.iter().copied()).as_str())
             {
                 m.remove(*last);
             }
-            self.ops.push(PatchOperation::Remove(RemoveOperation { path }));
+            self.ops
+                .push(PatchOperation::Remove(RemoveOperation { path }));
         }
     }
 
     /// Adds a finalizer unless present or the object is being deleted.
     fn finalizer(&mut self, f: &str) {
-        let meta = self.doc.get("metadata");
-        if meta.and_then(|m| m.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) {
+        let meta = self.doc.get("metadata").filter(|m| m.is_object());
+        if meta
+            .and_then(|m| m.get("deletionTimestamp"))
+            .is_some_and(|t| !t.is_null())
+        {
             return;
         }
-        let list = meta.and_then(|m| m.get("finalizers")).and_then(Value::as_array);
+        let list = meta
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array);
         if list.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(f))) {
             return;
         }
-        let path = match list {
-            Some(_) => pointer(["metadata", "finalizers", "-"]),
-            None => pointer(["metadata", "finalizers"]),
+        let (path, value) = match (meta.is_some(), list.is_some()) {
+            (true, true) => (pointer(["metadata", "finalizers", "-"]), json!(f)),
+            (true, false) => (pointer(["metadata", "finalizers"]), json!([f])),
+            (false, _) => (pointer(["metadata"]), json!({"finalizers": [f]})),
         };
-        let value = match list {
-            Some(_) => json!(f),
-            None => json!([f]),
-        };
-        if let Some(Value::Object(m)) = self.doc.get_mut("metadata") {
-            match m.get_mut("finalizers") {
-                Some(Value::Array(a)) => a.push(json!(f)),
-                _ => {
-                    m.insert("finalizers".into(), json!([f]));
+        // Keep the working copy in step with the patch.
+        if let Value::Object(root) = &mut self.doc {
+            let m = root
+                .entry("metadata")
+                .and_modify(|m| {
+                    if !m.is_object() {
+                        *m = json!({});
+                    }
+                })
+                .or_insert_with(|| json!({}));
+            if let Value::Object(m) = m {
+                match m.get_mut("finalizers") {
+                    Some(Value::Array(a)) => a.push(json!(f)),
+                    _ => {
+                        m.insert("finalizers".into(), json!([f]));
+                    }
                 }
             }
         }
-        self.ops.push(PatchOperation::Add(AddOperation { path, value }));
+        self.ops
+            .push(PatchOperation::Add(AddOperation { path, value }));
     }
 }
 
@@ -472,15 +523,27 @@ mod tests {
     fn defaulter_creates_parents_once_and_is_idempotent() {
         let obj = json!({"metadata": {"name": "cq"}, "spec": {"preemption": null}});
         let mut d = Defaulter::new(&obj);
-        d.ensure(&["spec", "preemption", "reclaimWithinCohort"], json!("Never"));
-        d.ensure(&["spec", "preemption", "borrowWithinCohort", "policy"], json!("Never"));
+        d.ensure(
+            &["spec", "preemption", "reclaimWithinCohort"],
+            json!("Never"),
+        );
+        d.ensure(
+            &["spec", "preemption", "borrowWithinCohort", "policy"],
+            json!("Never"),
+        );
         d.finalizer(RESOURCE_IN_USE_FINALIZER);
         let mut doc = obj.clone();
         json_patch::patch(&mut doc, &d.ops).expect("applies");
         assert_eq!(doc, d.doc);
-        assert_eq!(doc["spec"]["preemption"]["borrowWithinCohort"]["policy"], "Never");
+        assert_eq!(
+            doc["spec"]["preemption"]["borrowWithinCohort"]["policy"],
+            "Never"
+        );
         let mut again = Defaulter::new(&doc);
-        again.ensure(&["spec", "preemption", "reclaimWithinCohort"], json!("Never"));
+        again.ensure(
+            &["spec", "preemption", "reclaimWithinCohort"],
+            json!("Never"),
+        );
         again.finalizer(RESOURCE_IN_USE_FINALIZER);
         assert!(again.ops.is_empty());
     }

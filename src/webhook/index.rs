@@ -396,7 +396,10 @@ mod tests {
         assert!(!idx.has_default_local_queue("team-a"));
         idx.apply(lq("team-a", "default"));
         assert!(idx.has_default_local_queue("team-a"), "cache invalidated");
-        assert_eq!(idx.cluster_queue_of("team-a", "default").as_deref(), Some("cq"));
+        assert_eq!(
+            idx.cluster_queue_of("team-a", "default").as_deref(),
+            Some("cq")
+        );
         idx.apply(IndexEvent::LocalQueueDeleted {
             namespace: "team-a".into(),
             name: "default".into(),

@@ -76,7 +76,10 @@ fn owner_is_managed(job: &JobObject<'_>) -> bool {
         .is_some_and(|o| is_managed_owner_kind(&o.api_version, &o.kind))
 }
 
-fn namespace_of<'o>(req: &'o AdmissionRequest<'_, JobObject<'_>>, job: &'o JobObject<'_>) -> &'o str {
+fn namespace_of<'o>(
+    req: &'o AdmissionRequest<'_, JobObject<'_>>,
+    job: &'o JobObject<'_>,
+) -> &'o str {
     match job.metadata.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => ns,
         _ => req.namespace.as_deref().unwrap_or_default(),
@@ -97,6 +100,9 @@ pub fn mutate(
     };
     if let Err(v) = check_kind(integ, job) {
         return v;
+    }
+    if !job.metadata.present {
+        return Verdict::bad_object("request.object.metadata: Required value");
     }
     let mut patch = PatchBuilder::new();
     if integ.suspended_by_parent(job) {
@@ -122,7 +128,12 @@ pub fn mutate(
             .as_deref()
             .and_then(|l| policies.default_local_queue(l));
         if let Some((_, queue)) = from_policy {
-            patch.set_entry(&["metadata", "labels"], labels_exist, QUEUE_NAME_LABEL, queue.into());
+            patch.set_entry(
+                &["metadata", "labels"],
+                labels_exist,
+                QUEUE_NAME_LABEL,
+                queue.into(),
+            );
             has_queue = true;
         } else if config.local_queue_defaulting && ns_managed {
             if !synced {
@@ -200,7 +211,13 @@ pub fn validate(
     match old {
         None => errs.extend(integ.validate_create(job, &opts)),
         Some(old) => {
-            errs.extend(generic_update_rules(state, integ, old, job, namespace_of(req, job)));
+            errs.extend(generic_update_rules(
+                state,
+                integ,
+                old,
+                job,
+                namespace_of(req, job),
+            ));
             errs.extend(integ.validate_update(old, job, &opts));
         }
     }
@@ -224,7 +241,11 @@ fn generic_create_rules(job: &JobObject<'_>) -> Vec<FieldError> {
         if let Some(v) = job.label(key) {
             let msgs = dns1123_subdomain_errors(v);
             if !msgs.is_empty() {
-                errs.push(FieldError::invalid(&labels_path().key(key), v, msgs.join(",")));
+                errs.push(FieldError::invalid(
+                    &labels_path().key(key),
+                    v,
+                    msgs.join(","),
+                ));
             }
         }
     }
@@ -267,8 +288,12 @@ fn generic_update_rules(
             "queue-name must not be empty in namespace with default queue",
         ));
     }
-    if !new_suspended && label(old, PREBUILT_WORKLOAD_LABEL) != label(new, PREBUILT_WORKLOAD_LABEL) {
-        errs.push(immutable(PREBUILT_WORKLOAD_LABEL, &label(new, PREBUILT_WORKLOAD_LABEL)));
+    if !new_suspended && label(old, PREBUILT_WORKLOAD_LABEL) != label(new, PREBUILT_WORKLOAD_LABEL)
+    {
+        errs.push(immutable(
+            PREBUILT_WORKLOAD_LABEL,
+            &label(new, PREBUILT_WORKLOAD_LABEL),
+        ));
     }
     if (!new_suspended || !old_suspended)
         && label(old, MAX_EXEC_TIME_SECONDS_LABEL) != label(new, MAX_EXEC_TIME_SECONDS_LABEL)
@@ -278,7 +303,10 @@ fn generic_update_rules(
             &label(new, MAX_EXEC_TIME_SECONDS_LABEL),
         ));
     }
-    let (old_pc, new_pc) = (label(old, PRIORITY_CLASS_LABEL), label(new, PRIORITY_CLASS_LABEL));
+    let (old_pc, new_pc) = (
+        label(old, PRIORITY_CLASS_LABEL),
+        label(new, PRIORITY_CLASS_LABEL),
+    );
     let pc_path = labels_path().key(PRIORITY_CLASS_LABEL);
     if !new_suspended && old_pc.is_empty() && !new_pc.is_empty() {
         errs.push(FieldError::invalid(
@@ -344,7 +372,9 @@ pub fn job_facts(integ: &dyn JobIntegration, job: &JobObject<'_>) -> JobFacts {
         kind: integ.kind(),
         name: job.metadata.display_name(),
         labels,
-        flavor: job.annotation(policy::FLAVOR_ANNOTATION).map(str::to_string),
+        flavor: job
+            .annotation(policy::FLAVOR_ANNOTATION)
+            .map(str::to_string),
         gpu_product: job.annotation(GPU_PRODUCT_ANNOTATION).map(str::to_string),
         pod_sets,
     }
@@ -407,7 +437,10 @@ fn node_label_values(spec: &SpecView<'_>) -> BTreeMap<String, Vec<String>> {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     for t in terms.iter().flat_map(|t| t.node_selector_terms.iter()) {
         for r in t.match_expressions.iter().flatten() {
             keys.push(r.key.as_str());

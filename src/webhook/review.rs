@@ -167,7 +167,8 @@ where
 {
     match serde_json::from_slice::<AdmissionReview<'a, O>>(body) {
         Ok(review) => {
-            let api_version = check_envelope(review.api_version.as_deref(), review.kind.as_deref())?;
+            let api_version =
+                check_envelope(review.api_version.as_deref(), review.kind.as_deref())?;
             let request = review.request.ok_or_else(missing_request)?;
             let env = Envelope {
                 api_version,
@@ -187,14 +188,20 @@ where
                 api_version,
                 uid: request.uid.to_string(),
             };
-            Ok(Decoded::ObjectError(env, path_error::<AdmissionReview<'_, O>>(body)))
+            Ok(Decoded::ObjectError(
+                env,
+                path_error::<AdmissionReview<'_, O>>(body),
+            ))
         }
     }
 }
 
 /// Decodes an object (e.g. a CRD) from the `serde_json::Value` of a review, naming the
 /// failing field under `prefix` (e.g. `request.object`).
-pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value, prefix: &str) -> Result<T, String> {
+pub fn from_value<T: DeserializeOwned>(
+    value: &serde_json::Value,
+    prefix: &str,
+) -> Result<T, String> {
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
@@ -209,7 +216,10 @@ fn missing_request() -> BadRequest {
     BadRequest("request: missing; an AdmissionReview sent to a webhook must carry a request".into())
 }
 
-fn check_envelope(api_version: Option<&str>, kind: Option<&str>) -> Result<&'static str, BadRequest> {
+fn check_envelope(
+    api_version: Option<&str>,
+    kind: Option<&str>,
+) -> Result<&'static str, BadRequest> {
     if kind != Some(ADMISSION_REVIEW) {
         return Err(BadRequest(format!(
             "kind: expected {ADMISSION_REVIEW:?}, got {}; the body is not an AdmissionReview",
@@ -399,7 +409,10 @@ mod tests {
         assert_eq!(env.uid, "u-1");
         assert_eq!(req.operation, Operation::Create);
         assert!(req.is_dry_run());
-        assert_eq!(req.object.as_ref().and_then(|o| o.spec().parallelism), Some(2));
+        assert_eq!(
+            req.object.as_ref().and_then(|o| o.spec().parallelism),
+            Some(2)
+        );
         let v = Verdict::patched(
             vec![PatchOperation::Add(json_patch::AddOperation {
                 path: json_patch::jsonptr::PointerBuf::from_tokens(["spec", "suspend"]),
@@ -428,10 +441,16 @@ mod tests {
     fn errors_name_the_problem() {
         let e = decode::<JobObject>(b"{nope").expect_err("bad json");
         assert!(e.0.contains("key must be a string"), "{e}");
-        let e = decode::<JobObject>(br#"{"apiVersion":"v1","kind":"Pod"}"#).expect_err("not a review");
-        assert!(e.0.starts_with("kind: expected \"AdmissionReview\", got \"Pod\""), "{e}");
-        let e = decode::<JobObject>(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
-            .expect_err("no request");
+        let e =
+            decode::<JobObject>(br#"{"apiVersion":"v1","kind":"Pod"}"#).expect_err("not a review");
+        assert!(
+            e.0.starts_with("kind: expected \"AdmissionReview\", got \"Pod\""),
+            "{e}"
+        );
+        let e = decode::<JobObject>(
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+        )
+        .expect_err("no request");
         assert!(e.0.starts_with("request: missing"), "{e}");
         let e = decode::<JobObject>(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{}}}"#)
             .expect_err("no uid");
@@ -444,7 +463,8 @@ mod tests {
             }
             other => panic!("expected an object error, got {other:?}"),
         }
-        let v: serde_json::Value = serde_json::from_slice(&BadRequest("x".into()).to_json()).expect("json");
+        let v: serde_json::Value =
+            serde_json::from_slice(&BadRequest("x".into()).to_json()).expect("json");
         assert_eq!(v["code"], 400);
     }
 }

@@ -168,7 +168,12 @@ pub fn handle(state: &WebhookState, route: &Route, body: &[u8]) -> Result<Vec<u8
     result
 }
 
-fn object_error(state: &WebhookState, route: &Route, env: &review::Envelope, msg: String) -> Vec<u8> {
+fn object_error(
+    state: &WebhookState,
+    route: &Route,
+    env: &review::Envelope,
+    msg: String,
+) -> Vec<u8> {
     let v = Verdict::bad_object(msg);
     trace(route, &env.uid, &v);
     state.metrics.record(&v, false);

@@ -61,6 +61,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Caller-supplied readiness (e.g. "the cluster index has synced").
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// Extra Prometheus text appended to `/metrics` (e.g. the handlers' review counters).
+pub type MetricsText = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Listener, TLS and limit settings. Also the clap arguments of `kuota serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerConfig {
@@ -122,6 +125,10 @@ impl ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error("policies: {0}")]
+    Policies(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
@@ -140,12 +147,14 @@ pub struct WebhookServer {
     certs: Arc<CertStore>,
     app: Router,
     ready: Readiness,
+    extra_metrics: Option<MetricsText>,
 }
 
 /// State shared by the listeners, the reloader and the probes.
 struct Shared {
     certs: Arc<CertStore>,
     ready: Readiness,
+    extra_metrics: Option<MetricsText>,
     draining: AtomicBool,
     open_connections: AtomicU64,
     rotate_before: Duration,
@@ -178,7 +187,14 @@ impl WebhookServer {
             certs,
             app,
             ready,
+            extra_metrics: None,
         })
+    }
+
+    /// Appends `metrics()` to the health listener's `/metrics`.
+    pub fn with_metrics(mut self, metrics: MetricsText) -> Self {
+        self.extra_metrics = Some(metrics);
+        self
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -208,10 +224,12 @@ impl WebhookServer {
             certs,
             app,
             ready,
+            extra_metrics,
         } = self;
         let shared = Arc::new(Shared {
             certs: certs.clone(),
             ready,
+            extra_metrics,
             draining: AtomicBool::new(false),
             open_connections: AtomicU64::new(0),
             rotate_before: config.rotate_before,
@@ -635,7 +653,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 /// A few gauges in Prometheus text format, scraped from the health port.
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let info = shared.certs.info();
-    let text = format!(
+    let mut text = format!(
         "# HELP kuota_webhook_cert_expiry_timestamp_seconds notAfter of the serving certificate.\n\
          # TYPE kuota_webhook_cert_expiry_timestamp_seconds gauge\n\
          kuota_webhook_cert_expiry_timestamp_seconds {}\n\
@@ -657,11 +675,100 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         shared.certs.reload_errors(),
         shared.open_connections.load(Ordering::Relaxed),
     );
+    if let Some(extra) = &shared.extra_metrics {
+        text.push_str(&extra());
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         Body::from(text),
     )
         .into_response()
+}
+
+/// Arguments of `kuota serve`: the server settings plus what the handlers need.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub server: ServerConfig,
+    /// Directory of admission policy files (reloaded when it changes).
+    #[arg(long, value_name = "DIR")]
+    pub policies: Option<PathBuf>,
+    /// How often to re-read --policies.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub policy_reload_interval: Duration,
+    /// Report ready without a synced cluster index (local runs and load tests,
+    /// where no watch feeds the index).
+    #[arg(long)]
+    pub ready_without_index: bool,
+}
+
+/// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
+/// webhook until SIGTERM/ctrl-c, and maps errors to the exit code.
+pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Err only if a subscriber is already installed, which is fine.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in pod logs.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)
+        .and_then(|rt| rt.block_on(serve(args)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            error!(error = %e, "kuota serve failed");
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds the handlers' state and router and serves them until a signal.
+pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
+    use super::{ClusterIndex, WebhookConfig, WebhookState};
+    use crate::policy::PolicyHandle;
+
+    let policies = match &args.policies {
+        Some(dir) => {
+            PolicyHandle::load_dir(dir).map_err(|e| ServerError::Policies(e.to_string()))?
+        }
+        None => PolicyHandle::empty(),
+    };
+    let policy_watch = args
+        .policies
+        .as_ref()
+        .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
+    let index = Arc::new(ClusterIndex::default());
+    let state = Arc::new(WebhookState::new(
+        index.clone(),
+        policies,
+        WebhookConfig::default(),
+    ));
+    let ready: Readiness = if args.ready_without_index {
+        warn!("--ready-without-index: reporting ready with a cold cluster index");
+        Arc::new(|| true)
+    } else {
+        Arc::new(move || index.is_synced())
+    };
+    let metrics: MetricsText = {
+        let state = state.clone();
+        Arc::new(move || state.metrics.render())
+    };
+    let server = WebhookServer::bind(args.server, super::router(state), ready)
+        .await?
+        .with_metrics(metrics);
+    info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
+    let result = server.run(shutdown_signal()).await;
+    if let Some(task) = policy_watch {
+        task.abort();
+    }
+    result
 }
 
 /// Parses durations like `720h`, `30m`, `5s`, `250ms`, `90d`, or sums such
@@ -728,5 +835,34 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn serve_flags_and_defaults() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from(["kuota"]).expect("defaults");
+        let c = &cli.serve.server;
+        assert_eq!(c.listen, SocketAddr::from(([0, 0, 0, 0], 9443)));
+        assert_eq!(c.health_listen, SocketAddr::from(([0, 0, 0, 0], 8080)));
+        assert_eq!(c.cert_dir, PathBuf::from("/certs"));
+        assert_eq!(c.max_body_bytes, 3 * 1024 * 1024);
+        assert_eq!(c.rotate_before, Duration::from_secs(720 * 3600));
+        let cli = Cli::try_parse_from([
+            "kuota",
+            "--listen=127.0.0.1:1",
+            "--cert-dir",
+            "/x",
+            "--request-timeout=250ms",
+            "--ready-without-index",
+        ])
+        .expect("flags");
+        assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
+        assert!(cli.serve.ready_without_index);
+        assert!(Cli::try_parse_from(["kuota", "--drain-delay=5"]).is_err());
     }
 }

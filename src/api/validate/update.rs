@@ -192,10 +192,13 @@ status:
 
     #[test]
     fn local_queue_and_topology_immutability() {
-        let mut old = LocalQueue::new("q", LocalQueueSpec {
-            cluster_queue: "a".into(),
-            ..Default::default()
-        });
+        let mut old = LocalQueue::new(
+            "q",
+            LocalQueueSpec {
+                cluster_queue: "a".into(),
+                ..Default::default()
+            },
+        );
         old.metadata.namespace = Some("ns".into());
         let mut new = old.clone();
         new.spec.cluster_queue = "b".into();
@@ -203,8 +206,9 @@ status:
             msgs(&validate_local_queue_update(&new, &old)),
             ["spec.clusterQueue: Invalid value: \"b\": field is immutable"]
         );
-        let t: Topology = serde_yaml::from_str("metadata: {name: t}\nspec: {levels: [{nodeLabel: rack}]}")
-            .expect("valid");
+        let t: Topology =
+            serde_yaml::from_str("metadata: {name: t}\nspec: {levels: [{nodeLabel: rack}]}")
+                .expect("valid");
         let mut t2 = t.clone();
         t2.spec.levels[0].node_label = "block".into();
         assert_eq!(
