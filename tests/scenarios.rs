@@ -6,7 +6,8 @@ mod scenario;
 use kuota::api;
 use kuota::api::manifest::Manifest;
 use kuota::engine::{
-    Decision, Engine, EngineConfig, Event, FairPreemptionStrategy, Millis, WorkloadKey, WorkloadState,
+    Decision, Engine, EngineConfig, Event, FairPreemptionStrategy, Millis, WorkloadKey,
+    WorkloadState,
 };
 use scenario::{AdmittedFields, Expect, OneOrMany, PendingFields, Scenario, Step, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +17,9 @@ use std::path::{Path, PathBuf};
 #[test]
 fn scenarios() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
-    let only = std::env::var("KUOTA_SCENARIO").ok().filter(|s| !s.is_empty());
+    let only = std::env::var("KUOTA_SCENARIO")
+        .ok()
+        .filter(|s| !s.is_empty());
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
         .map(|e| e.expect("readable dir entry").path())
@@ -25,7 +28,11 @@ fn scenarios() {
     files.sort();
     let (mut ran, mut failures) = (0, Vec::new());
     for path in &files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
         if only.as_ref().is_some_and(|o| *o != stem) {
             continue;
         }
@@ -35,7 +42,10 @@ fn scenarios() {
         let sc = match scenario::parse(&text) {
             Ok(sc) if sc.name == stem => sc,
             Ok(sc) => {
-                failures.push(format!("{file}: name `{}` must equal the file name `{stem}`", sc.name));
+                failures.push(format!(
+                    "{file}: name `{}` must equal the file name `{stem}`",
+                    sc.name
+                ));
                 continue;
             }
             Err(e) => {
@@ -44,12 +54,16 @@ fn scenarios() {
             }
         };
         // A panic in one scenario must not hide the others.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Runner::new(&file, &sc).run(&sc))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Runner::new(&file, &sc).run(&sc)
+        })) {
             Ok(errs) if errs.is_empty() => {}
             Ok(errs) => failures.push(format!("{file}:\n{}", errs.join("\n"))),
             Err(p) => {
-                let msg =
-                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
                 failures.push(format!("{file}: panicked: {}", msg.unwrap_or_default()));
             }
         }
@@ -59,7 +73,10 @@ fn scenarios() {
     }
     if !failures.is_empty() {
         eprintln!("\n{}\n", failures.join("\n\n"));
-        panic!("{} of {ran} scenarios failed (details above)", failures.len());
+        panic!(
+            "{} of {ran} scenarios failed (details above)",
+            failures.len()
+        );
     }
     eprintln!("{ran} scenarios passed");
 }
@@ -87,20 +104,35 @@ enum Want<'a> {
 
 impl<'a> Runner<'a> {
     fn new(file: &'a str, sc: &Scenario) -> Self {
-        let fair_sharing = sc.config.fair_sharing.as_ref().filter(|f| f.enable).map(|f| {
-            let default = vec![Strategy::LessThanOrEqualToFinalShare, Strategy::LessThanInitialShare];
-            let strategies = f.preemption_strategies.clone().unwrap_or(default);
-            strategies
-                .into_iter()
-                .map(|s| match s {
-                    Strategy::LessThanOrEqualToFinalShare => FairPreemptionStrategy::LessThanOrEqualToFinalShare,
-                    Strategy::LessThanInitialShare => FairPreemptionStrategy::LessThanInitialShare,
-                })
-                .collect()
-        });
+        let fair_sharing = sc
+            .config
+            .fair_sharing
+            .as_ref()
+            .filter(|f| f.enable)
+            .map(|f| {
+                let default = vec![
+                    Strategy::LessThanOrEqualToFinalShare,
+                    Strategy::LessThanInitialShare,
+                ];
+                let strategies = f.preemption_strategies.clone().unwrap_or(default);
+                strategies
+                    .into_iter()
+                    .map(|s| match s {
+                        Strategy::LessThanOrEqualToFinalShare => {
+                            FairPreemptionStrategy::LessThanOrEqualToFinalShare
+                        }
+                        Strategy::LessThanInitialShare => {
+                            FairPreemptionStrategy::LessThanInitialShare
+                        }
+                    })
+                    .collect()
+            });
         Runner {
             file,
-            engine: Engine::new(EngineConfig { fair_sharing, ..Default::default() }),
+            engine: Engine::new(EngineConfig {
+                fair_sharing,
+                ..Default::default()
+            }),
             now: 0,
             auto_evict: sc.config.auto_complete_evictions.unwrap_or(true),
             workloads: BTreeSet::new(),
@@ -120,7 +152,11 @@ impl<'a> Runner<'a> {
             let mut out = Vec::new();
             self.step(i, step, &mut out);
             if !out.is_empty() {
-                errors.push(format!("  step {i} ({}):\n{}", step_kind(step), out.join("\n")));
+                errors.push(format!(
+                    "  step {i} ({}):\n{}",
+                    step_kind(step),
+                    out.join("\n")
+                ));
             }
         }
         errors
@@ -138,21 +174,27 @@ impl<'a> Runner<'a> {
             match (res, &step.expect_load_error) {
                 (Ok(()), None) => {}
                 (Err(e), None) => out.push(format!("    - loads and applies\n    + {e}")),
-                (Ok(()), Some(_)) => out.push("    - a load error\n    + loaded and applied without error".into()),
+                (Ok(()), Some(_)) => {
+                    out.push("    - a load error\n    + loaded and applied without error".into())
+                }
                 (Err(e), Some(want)) => {
                     let mut needles = want.contains.items();
                     needles.push(self.file.rsplit('/').next().unwrap_or(self.file));
                     if needles.iter().any(|n| !e.contains(n)) {
-                        out.push(format!("    - load error containing {needles:?}\n    + {e}"));
+                        out.push(format!(
+                            "    - load error containing {needles:?}\n    + {e}"
+                        ));
                     }
                 }
             }
         } else if let Some(n) = step.schedule {
             (0..n).for_each(|_| self.cycle(out));
         } else if let Some(keys) = &step.finish {
-            keys.iter().for_each(|k| self.send(Event::WorkloadFinished(self.key(k)), out));
+            keys.iter()
+                .for_each(|k| self.send(Event::WorkloadFinished(self.key(k)), out));
         } else if let Some(keys) = &step.evict_complete {
-            keys.iter().for_each(|k| self.send(Event::WorkloadEvicted(self.key(k)), out));
+            keys.iter()
+                .for_each(|k| self.send(Event::WorkloadEvicted(self.key(k)), out));
         } else if let Some(items) = &step.delete {
             for item in items {
                 match self.delete_event(item) {
@@ -182,7 +224,11 @@ impl<'a> Runner<'a> {
 
     /// The name to show for a key: the Job alias when there is one.
     fn show(&self, k: &WorkloadKey) -> String {
-        self.aliases.iter().find(|(_, v)| *v == k).map(|(a, _)| a.clone()).unwrap_or_else(|| k.to_string())
+        self.aliases
+            .iter()
+            .find(|(_, v)| *v == k)
+            .map(|(a, _)| a.clone())
+            .unwrap_or_else(|| k.to_string())
     }
 
     fn state(&self, k: &WorkloadKey) -> Option<WorkloadState> {
@@ -190,7 +236,11 @@ impl<'a> Runner<'a> {
     }
 
     fn in_state(&self, pred: fn(&WorkloadState) -> bool) -> BTreeSet<WorkloadKey> {
-        self.workloads.iter().filter(|k| self.state(k).as_ref().is_some_and(pred)).cloned().collect()
+        self.workloads
+            .iter()
+            .filter(|k| self.state(k).as_ref().is_some_and(pred))
+            .cloned()
+            .collect()
     }
 
     /// One scheduling cycle, checking that no workload is admitted twice.
@@ -200,20 +250,32 @@ impl<'a> Runner<'a> {
                 self.send(Event::WorkloadEvicted(k), out);
             }
         }
-        let holding = self.in_state(|s| matches!(s, WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. }));
+        let holding = self.in_state(|s| {
+            matches!(
+                s,
+                WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. }
+            )
+        });
         for d in self.engine.schedule(self.now) {
             match d {
                 Decision::Admit { workload, .. } => {
                     let name = self.show(&workload);
                     if holding.contains(&workload) {
-                        out.push(format!("    {name} admitted again while it already held quota"));
+                        out.push(format!(
+                            "    {name} admitted again while it already held quota"
+                        ));
                     }
                     let state = self.state(&workload);
                     if !matches!(state, Some(WorkloadState::Admitted { .. })) {
-                        out.push(format!("    Admit decision for {name} but it is {}", render_state(state.as_ref())));
+                        out.push(format!(
+                            "    Admit decision for {name} but it is {}",
+                            render_state(state.as_ref())
+                        ));
                     }
                 }
-                Decision::Preempt { victim, reason, .. } => _ = self.preempted.insert(victim, reason.as_str().into()),
+                Decision::Preempt { victim, reason, .. } => {
+                    _ = self.preempted.insert(victim, reason.as_str().into())
+                }
                 Decision::Evict { workload, .. } => _ = self.evicted.insert(workload),
                 Decision::Pending { .. } => {}
             }
@@ -233,9 +295,18 @@ impl<'a> Runner<'a> {
             ("WorkloadPriorityClass", 2) => Event::WorkloadPriorityClassDeleted(name),
             ("PriorityClass", 2) => Event::PriorityClassDeleted(name),
             ("Namespace", 2) => Event::NamespaceDeleted(name),
-            ("LocalQueue", 3) => Event::LocalQueueDeleted { namespace: parts[1].into(), name },
-            ("Workload" | "Job", 3) => Event::WorkloadDeleted(self.key(&format!("{}/{name}", parts[1]))),
-            _ => return Err(format!("cannot delete `{item}`: use ns/name, Kind/name or Kind/ns/name")),
+            ("LocalQueue", 3) => Event::LocalQueueDeleted {
+                namespace: parts[1].into(),
+                name,
+            },
+            ("Workload" | "Job", 3) => {
+                Event::WorkloadDeleted(self.key(&format!("{}/{name}", parts[1])))
+            }
+            _ => {
+                return Err(format!(
+                    "cannot delete `{item}`: use ns/name, Kind/name or Kind/ns/name"
+                ));
+            }
         })
     }
 
@@ -246,7 +317,9 @@ impl<'a> Runner<'a> {
         }
         for m in api::manifest::load_str(source, yaml).map_err(|e| e.to_string())? {
             let ev = self.event_for(source, m)?;
-            self.engine.apply(self.now, ev).map_err(|e| format!("{source}: engine rejected: {e}"))?;
+            self.engine
+                .apply(self.now, ev)
+                .map_err(|e| format!("{source}: engine rejected: {e}"))?;
         }
         Ok(())
     }
@@ -272,19 +345,39 @@ impl<'a> Runner<'a> {
             }
             Manifest::Workload(o) => self.track(*o),
             Manifest::Job(job) => {
-                let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let ns = job
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
                 let alias = format!("{ns}/{}", job.metadata.name.clone().unwrap_or_default());
-                let wl = kuota::integrations::batch_job::workload_for(&job).map_err(|e| format!("{alias}: {e}"))?;
-                self.aliases.insert(alias, WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default()));
+                let wl = kuota::integrations::batch_job::workload_for(&job)
+                    .map_err(|e| format!("{alias}: {e}"))?;
+                self.aliases.insert(
+                    alias,
+                    WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default()),
+                );
                 self.track(wl)
             }
-            other => return Err(format!("{source}: {} objects are not used by the engine", other.kind())),
+            other => {
+                return Err(format!(
+                    "{source}: {} objects are not used by the engine",
+                    other.kind()
+                ));
+            }
         })
     }
 
     fn track(&mut self, wl: api::Workload) -> Event {
-        let ns = wl.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        self.workloads.insert(WorkloadKey::new(ns, wl.metadata.name.clone().unwrap_or_default()));
+        let ns = wl
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        self.workloads.insert(WorkloadKey::new(
+            ns,
+            wl.metadata.name.clone().unwrap_or_default(),
+        ));
         Event::WorkloadUpserted(wl)
     }
 
@@ -300,7 +393,12 @@ impl<'a> Runner<'a> {
         for k in exp.evicting.iter().flatten() {
             wants.insert(self.key(k), Want::Evicting);
         }
-        for k in self.workloads.iter().chain(wants.keys()).collect::<BTreeSet<_>>() {
+        for k in self
+            .workloads
+            .iter()
+            .chain(wants.keys())
+            .collect::<BTreeSet<_>>()
+        {
             let state = self.state(k);
             let (want, got) = match (wants.get(k), &state) {
                 (Some(w), s) => (render_want(w), render_got(w, s.as_ref())),
@@ -321,22 +419,40 @@ impl<'a> Runner<'a> {
             };
             if want != got {
                 let full = render_state(state.as_ref());
-                let ctx = if full != got { format!("   [{full}]") } else { String::new() };
-                out.push(format!("    {}:\n    - {want}\n    + {got}{ctx}", self.show(k)));
+                let ctx = if full != got {
+                    format!("   [{full}]")
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    "    {}:\n    - {want}\n    + {got}{ctx}",
+                    self.show(k)
+                ));
             }
         }
         for k in exp.finished.iter().flatten().map(|k| self.key(k)) {
             let state = self.state(&k);
             if state != Some(WorkloadState::Finished) {
-                out.push(format!("    {}:\n    - finished\n    + {}", self.show(&k), render_state(state.as_ref())));
+                out.push(format!(
+                    "    {}:\n    - finished\n    + {}",
+                    self.show(&k),
+                    render_state(state.as_ref())
+                ));
             }
         }
         let preempted = std::mem::take(&mut self.preempted);
         if exp.preempted.is_some() || exact {
-            let want: BTreeMap<WorkloadKey, &Option<String>> =
-                exp.preempted.iter().flat_map(|p| &p.0).map(|(k, r)| (self.key(k), r)).collect();
+            let want: BTreeMap<WorkloadKey, &Option<String>> = exp
+                .preempted
+                .iter()
+                .flat_map(|p| &p.0)
+                .map(|(k, r)| (self.key(k), r))
+                .collect();
             for k in want.keys().chain(preempted.keys()).collect::<BTreeSet<_>>() {
-                let got = preempted.get(k).map(|r| format!("preempted ({r})")).unwrap_or("not preempted".into());
+                let got = preempted
+                    .get(k)
+                    .map(|r| format!("preempted ({r})"))
+                    .unwrap_or("not preempted".into());
                 let expected = match want.get(k) {
                     None => "not preempted".to_string(),
                     Some(Some(r)) => format!("preempted ({r})"),
@@ -344,15 +460,23 @@ impl<'a> Runner<'a> {
                     Some(None) => "preempted".into(),
                 };
                 if got != expected {
-                    out.push(format!("    {}:\n    - {expected}\n    + {got}", self.show(k)));
+                    out.push(format!(
+                        "    {}:\n    - {expected}\n    + {got}",
+                        self.show(k)
+                    ));
                 }
             }
         }
         let evicted = std::mem::take(&mut self.evicted);
         if exp.evicted.is_some() || exact {
-            let want: BTreeSet<WorkloadKey> = exp.evicted.iter().flatten().map(|k| self.key(k)).collect();
+            let want: BTreeSet<WorkloadKey> =
+                exp.evicted.iter().flatten().map(|k| self.key(k)).collect();
             for k in want.symmetric_difference(&evicted) {
-                let (e, g) = if want.contains(k) { ("evicted", "not evicted") } else { ("not evicted", "evicted") };
+                let (e, g) = if want.contains(k) {
+                    ("evicted", "not evicted")
+                } else {
+                    ("not evicted", "evicted")
+                };
                 out.push(format!("    {}:\n    - {e}\n    + {g}", self.show(k)));
             }
         }
@@ -361,40 +485,68 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn check_usage(&self, cq: &str, want: &BTreeMap<String, scenario::Usage>, exact: bool, out: &mut Vec<String>) {
+    fn check_usage(
+        &self,
+        cq: &str,
+        want: &BTreeMap<String, scenario::Usage>,
+        exact: bool,
+        out: &mut Vec<String>,
+    ) {
         let Some(report) = self.engine.cluster_queue_report(cq) else {
-            return out.push(format!("    usage {cq}:\n    - a ClusterQueue\n    + no such ClusterQueue"));
+            return out.push(format!(
+                "    usage {cq}:\n    - a ClusterQueue\n    + no such ClusterQueue"
+            ));
         };
         let mut keys: BTreeSet<String> = want.keys().cloned().collect();
         if exact {
-            keys.extend(report.usage.iter().filter(|(_, u)| u.total != 0).map(|((f, r), _)| format!("{f}/{r}")));
+            keys.extend(
+                report
+                    .usage
+                    .iter()
+                    .filter(|(_, u)| u.total != 0)
+                    .map(|((f, r), _)| format!("{f}/{r}")),
+            );
         }
         for fr in keys {
             let Some((f, r)) = fr.split_once('/') else {
-                out.push(format!("    usage {cq}: key `{fr}` must be flavor/resource"));
+                out.push(format!(
+                    "    usage {cq}: key `{fr}` must be flavor/resource"
+                ));
                 continue;
             };
-            let got = report.usage.get(&(f.to_string(), r.to_string())).cloned().unwrap_or_default();
+            let got = report
+                .usage
+                .get(&(f.to_string(), r.to_string()))
+                .cloned()
+                .unwrap_or_default();
             let w = want.get(&fr).map(|u| &u.0);
             let parse = |v: Option<&serde_yaml::Value>| v.map(milli).transpose();
-            let (total, borrowed) =
-                match (parse(w.and_then(|w| w.total.as_ref())), parse(w.and_then(|w| w.borrowed.as_ref()))) {
-                    // An unlisted pair must be unused.
-                    (Ok(t), Ok(b)) => (t.or(w.is_none().then_some(0)), b),
-                    (Err(e), _) | (_, Err(e)) => {
-                        out.push(format!("    usage {cq} {fr}: {e}"));
-                        continue;
-                    }
+            let (total, borrowed) = match (
+                parse(w.and_then(|w| w.total.as_ref())),
+                parse(w.and_then(|w| w.borrowed.as_ref())),
+            ) {
+                // An unlisted pair must be unused.
+                (Ok(t), Ok(b)) => (t.or(w.is_none().then_some(0)), b),
+                (Err(e), _) | (_, Err(e)) => {
+                    out.push(format!("    usage {cq} {fr}: {e}"));
+                    continue;
+                }
+            };
+            if total.is_some_and(|t| t != got.total) || borrowed.is_some_and(|b| b != got.borrowed)
+            {
+                let q = |v: Option<i64>| {
+                    v.map(api::quantity::format_milli_string)
+                        .unwrap_or_else(|| "*".into())
                 };
-            if total.is_some_and(|t| t != got.total) || borrowed.is_some_and(|b| b != got.borrowed) {
-                let q = |v: Option<i64>| v.map(api::quantity::format_milli_string).unwrap_or_else(|| "*".into());
                 let expected = if w.is_none() {
                     "unused (not listed)".into()
                 } else {
                     format!("total {} borrowed {}", q(total), q(borrowed))
                 };
                 let (t, b) = (q(Some(got.total)), q(Some(got.borrowed)));
-                out.push(format!("    usage {cq} {fr}:\n    - {expected}\n    + total {t} borrowed {b}"));
+                out.push(format!(
+                    "    usage {cq} {fr}:\n    - {expected}\n    + total {t} borrowed {b}"
+                ));
             }
         }
     }
@@ -430,17 +582,22 @@ fn step_kind(step: &Step) -> String {
 fn render_state(s: Option<&WorkloadState>) -> String {
     match s {
         None => "no such workload".into(),
-        Some(WorkloadState::Pending { reason, message }) => format!("pending {} {message:?}", reason.as_str()),
+        Some(WorkloadState::Pending { reason, message }) => {
+            format!("pending {} {message:?}", reason.as_str())
+        }
         Some(WorkloadState::Admitted { admission }) => {
             let mut s = format!("admitted {}", admission.cluster_queue);
             for ps in &admission.pod_set_assignments {
-                let flavors: Vec<String> = ps.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                let flavors: Vec<String> =
+                    ps.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
                 let count = ps.count.map(|c| c.to_string()).unwrap_or("?".into());
                 let _ = write!(s, " {}{{{}}}x{count}", ps.name, flavors.join(","));
             }
             s
         }
-        Some(WorkloadState::Evicting { admission }) => format!("evicting from {}", admission.cluster_queue),
+        Some(WorkloadState::Evicting { admission }) => {
+            format!("evicting from {}", admission.cluster_queue)
+        }
         Some(WorkloadState::Finished) => "finished".into(),
     }
 }
@@ -476,23 +633,43 @@ fn render_got(w: &Want, s: Option<&WorkloadState>) -> String {
     match (w, s) {
         (Want::Admitted(a), Some(WorkloadState::Admitted { admission })) => {
             let find = |ps: &str| admission.pod_set_assignments.iter().find(|p| p.name == ps);
-            let cq = if a.cluster_queue.is_some() { admission.cluster_queue.as_str() } else { "*" };
+            let cq = if a.cluster_queue.is_some() {
+                admission.cluster_queue.as_str()
+            } else {
+                "*"
+            };
             let mut s = format!("admitted {cq}");
             for (ps, fl) in a.flavors.iter().flatten() {
-                let flavor = |r: &String| find(ps).and_then(|p| p.flavors.get(r)).cloned().unwrap_or("<none>".into());
-                let flavors: Vec<String> = fl.keys().map(|r| format!("{r}={}", flavor(r))).collect();
+                let flavor = |r: &String| {
+                    find(ps)
+                        .and_then(|p| p.flavors.get(r))
+                        .cloned()
+                        .unwrap_or("<none>".into())
+                };
+                let flavors: Vec<String> =
+                    fl.keys().map(|r| format!("{r}={}", flavor(r))).collect();
                 let _ = write!(s, " flavors {ps}{{{}}}", flavors.join(","));
             }
             for ps in a.count.iter().flatten().map(|(ps, _)| ps) {
-                let c = find(ps).and_then(|p| p.count).map(|c| c.to_string()).unwrap_or("<none>".into());
+                let c = find(ps)
+                    .and_then(|p| p.count)
+                    .map(|c| c.to_string())
+                    .unwrap_or("<none>".into());
                 let _ = write!(s, " count {ps}={c}");
             }
             s
         }
         (Want::Pending(p), Some(WorkloadState::Pending { reason, message })) => {
             let reason_ok = p.reason.as_ref().is_none_or(|r| r == reason.as_str());
-            let msg_ok = p.message.as_ref().is_none_or(|m| m.items().iter().all(|n| message.contains(n)));
-            if reason_ok && msg_ok { render_want(w) } else { render_state(s) }
+            let msg_ok = p
+                .message
+                .as_ref()
+                .is_none_or(|m| m.items().iter().all(|n| message.contains(n)));
+            if reason_ok && msg_ok {
+                render_want(w)
+            } else {
+                render_state(s)
+            }
         }
         (Want::Evicting, Some(WorkloadState::Evicting { .. })) => render_want(w),
         _ => render_state(s),

@@ -82,7 +82,10 @@ impl Step {
         match actions.iter().filter(|a| **a).count() {
             1 => {}
             0 => {
-                return Err("step has no action (apply, schedule, expect, finish, delete, evict-complete)".into());
+                return Err(
+                    "step has no action (apply, schedule, expect, finish, delete, evict-complete)"
+                        .into(),
+                );
             }
             _ => return Err("step has more than one action; split it".into()),
         }
@@ -157,7 +160,11 @@ pub struct AdmittedFields {
 impl TryFrom<Value> for Admitted {
     type Error = String;
     fn try_from(v: Value) -> Result<Self, String> {
-        str_or(v, |cq| AdmittedFields { cluster_queue: Some(cq), ..Default::default() }).map(Admitted)
+        str_or(v, |cq| AdmittedFields {
+            cluster_queue: Some(cq),
+            ..Default::default()
+        })
+        .map(Admitted)
     }
 }
 
@@ -176,7 +183,11 @@ pub struct PendingFields {
 impl TryFrom<Value> for Pending {
     type Error = String;
     fn try_from(v: Value) -> Result<Self, String> {
-        str_or(v, |r| PendingFields { reason: Some(r), message: None }).map(Pending)
+        str_or(v, |r| PendingFields {
+            reason: Some(r),
+            message: None,
+        })
+        .map(Pending)
     }
 }
 
@@ -196,8 +207,13 @@ impl TryFrom<Value> for Usage {
     type Error = String;
     fn try_from(v: Value) -> Result<Self, String> {
         match v {
-            v @ (Value::String(_) | Value::Number(_)) => Ok(Usage(UsageFields { total: Some(v), borrowed: None })),
-            other => serde_yaml::from_value(other).map(Usage).map_err(|e| e.to_string()),
+            v @ (Value::String(_) | Value::Number(_)) => Ok(Usage(UsageFields {
+                total: Some(v),
+                borrowed: None,
+            })),
+            other => serde_yaml::from_value(other)
+                .map(Usage)
+                .map_err(|e| e.to_string()),
         }
     }
 }
@@ -239,7 +255,8 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         return Err("`description` must say why the case matters".into());
     }
     for (i, step) in sc.steps.iter().enumerate() {
-        step.validate().map_err(|e| format!("at `steps[{i}]`: {e}"))?;
+        step.validate()
+            .map_err(|e| format!("at `steps[{i}]`: {e}"))?;
     }
     Ok(sc)
 }
