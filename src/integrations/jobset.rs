@@ -56,17 +56,15 @@ impl JobIntegration for JobSet {
     }
 
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {
-        job.spec().suspend.unwrap_or(false)
+        super::spec_suspended(job)
     }
 
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
-        serde_json::json!({ "spec": { "suspend": suspend } })
+        super::spec_suspend_patch(suspend)
     }
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
-        if !self.is_suspended(job) {
-            patch.set_entry(&["spec"], job.spec.is_some(), "suspend", true.into());
-        }
+        super::suspend_via_spec(job, patch);
     }
 }
 

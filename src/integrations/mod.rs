@@ -397,6 +397,24 @@ pub(crate) fn times(replicas: Option<i32>, per_replica: i32) -> i32 {
     replicas.unwrap_or(1).saturating_mul(per_replica)
 }
 
+/// `suspend` for kinds switched by `spec.suspend` (Job, JobSet, RayJob, RayCluster):
+/// adds `spec.suspend: true` unless already set, so a second pass adds nothing.
+pub(crate) fn suspend_via_spec(job: &JobObject<'_>, patch: &mut PatchBuilder) {
+    if !spec_suspended(job) {
+        patch.set_entry(&["spec"], job.spec.is_some(), "suspend", true.into());
+    }
+}
+
+/// `is_suspended` for kinds switched by `spec.suspend`.
+pub(crate) fn spec_suspended(job: &JobObject<'_>) -> bool {
+    job.spec().suspend.unwrap_or(false)
+}
+
+/// `suspend_patch` for kinds switched by `spec.suspend`.
+pub(crate) fn spec_suspend_patch(suspend: bool) -> serde_json::Value {
+    serde_json::json!({ "spec": { "suspend": suspend } })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,12 +112,6 @@ fn cluster_rules(
     errs
 }
 
-fn suspend_spec(job: &JobObject<'_>, patch: &mut PatchBuilder) {
-    if !job.spec().suspend.unwrap_or(false) {
-        patch.set_entry(&["spec"], job.spec.is_some(), "suspend", true.into());
-    }
-}
-
 impl JobIntegration for RayCluster {
     fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk("ray.io", "v1", "RayCluster")
@@ -128,15 +122,15 @@ impl JobIntegration for RayCluster {
     }
 
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {
-        job.spec().suspend.unwrap_or(false)
+        super::spec_suspended(job)
     }
 
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
-        serde_json::json!({ "spec": { "suspend": suspend } })
+        super::spec_suspend_patch(suspend)
     }
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
-        suspend_spec(job, patch);
+        super::suspend_via_spec(job, patch);
     }
 
     fn validate_create(&self, job: &JobObject<'_>, opts: &RuleOptions) -> Vec<FieldError> {
@@ -161,15 +155,15 @@ impl JobIntegration for RayJob {
     }
 
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {
-        job.spec().suspend.unwrap_or(false)
+        super::spec_suspended(job)
     }
 
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
-        serde_json::json!({ "spec": { "suspend": suspend } })
+        super::spec_suspend_patch(suspend)
     }
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
-        suspend_spec(job, patch);
+        super::suspend_via_spec(job, patch);
     }
 
     /// Kueue's RayJob rules for managed jobs: bring your own cluster spec (not a selector of
