@@ -1,9 +1,17 @@
 //! Engine benchmarks. Run: `cargo bench --bench engine` (see docs/performance.md).
 //!
-//! * `cycle/1000cq-50k-pending`: one scheduling cycle over 1,000 ClusterQueues
-//!   in 10 cohorts holding 50,000 pending workloads. The pending state is built
-//!   once and cloned outside the timed region, so every iteration schedules
-//!   from the same state.
+//! * `cycle/all-heads-1000cq-50k-pending`: the issue's target. 1,000
+//!   ClusterQueues in 10 cohorts with every queue's quota in use and 50,100
+//!   workloads pending behind it; one admitted workload per ClusterQueue has just
+//!   finished, so the cycle evaluates the heads of all 1,000 queues (every shape's
+//!   probe), admits one workload per queue and parks the rest again.
+//! * `cycle/cold-1000cq-50k-pending`: the very first cycle over 50,000 workloads
+//!   that nothing has looked at yet. It admits 14,900 of them at once (Kueue,
+//!   popping one head per ClusterQueue per cycle, needs at least 15 cycles for
+//!   that) and records a reason on the other 35,100.
+//!
+//! Each cycle state is built once and cloned outside the timed region, so every
+//! iteration schedules from the same state.
 //! * `drain/large-scale-50k`: Kueue's "large-scale" performance shape (1, 5
 //!   and 20 cpu workloads, nominal 20 / borrowing limit 100 per queue) scaled
 //!   to 50,000 workloads over 1,000 ClusterQueues in 10 cohorts, simulated to
@@ -17,7 +25,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kuota::engine::{Engine, Event, WorkloadKey};
+use kuota::engine::{Decision, Engine, Event, Millis, WorkloadKey};
 use kuota::sim::generator::set_creation_time;
 use kuota::sim::{Plan, SIM_EPOCH_MS, Scenario, SimConfig, Simulation, SourceFile};
 
@@ -27,6 +35,11 @@ const QUEUES_PER_COHORT: u32 = 100;
 /// Kueue's large-scale generator shape with 50 workloads per queue
 /// (33 small, 12 medium, 5 large): 1,000 queues × 50 = 50,000 workloads.
 fn large_scale_yaml() -> String {
+    generator_yaml(33, 12, 5)
+}
+
+/// The same shape with `small`, `medium` and `large` workloads per queue.
+fn generator_yaml(small: u32, medium: u32, large: u32) -> String {
     format!(
         r#"
 cohorts:
@@ -40,24 +53,24 @@ cohorts:
     reclaimWithinCohort: Any
     withinClusterQueue: LowerPriority
     workloadsSets:
-    - count: 33
+    - count: {small}
       creationIntervalMs: 20
       workloads: [{{className: small, runtimeMs: 50, priority: 50, request: 1}}]
-    - count: 12
+    - count: {medium}
       creationIntervalMs: 50
       workloads: [{{className: medium, runtimeMs: 100, priority: 100, request: 5}}]
-    - count: 5
+    - count: {large}
       creationIntervalMs: 200
       workloads: [{{className: large, runtimeMs: 200, priority: 200, request: 20}}]
 "#
     )
 }
 
-fn plan() -> Plan {
+fn plan(name: &str, yaml: String) -> Plan {
     let scenario = Scenario {
-        name: "large-scale-50k".into(),
+        name: name.into(),
         manifests: vec![],
-        generator: Some(SourceFile::new("generator.yaml", large_scale_yaml())),
+        generator: Some(SourceFile::new("generator.yaml", yaml)),
     };
     // The config above is fixed and valid; failing here is a bug in the generator.
     scenario.plan(1).expect("benchmark scenario plans")
@@ -82,22 +95,71 @@ fn pending_engine(plan: &Plan) -> Engine {
     engine
 }
 
+fn admissions(decisions: &[Decision]) -> Vec<WorkloadKey> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Admit { workload, .. } => Some(workload.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The steady state the issue's target describes: quota in use everywhere, at least
+/// 50,000 workloads waiting, and one admitted workload per ClusterQueue just finished.
+fn all_heads_engine() -> (Engine, Millis) {
+    // 65 workloads per queue in the same 33:12:5 proportions: 14,900 fit at once,
+    // 50,100 stay pending.
+    let plan = plan("all-heads-65k", generator_yaml(43, 16, 6));
+    let mut engine = pending_engine(&plan);
+    let now = SIM_EPOCH_MS + plan.workloads.last().map_or(0, |w| w.arrival);
+    let admitted = admissions(&engine.schedule(now));
+    let mut seen = std::collections::HashSet::new();
+    for k in admitted {
+        // One finish per ClusterQueue: each queue (one namespace each) gets room.
+        if seen.insert(k.namespace.clone()) {
+            if let Err(e) = engine.apply(now + 1, Event::WorkloadFinished(k.clone())) {
+                panic!("benchmark setup: finish {k}: {e}");
+            }
+        }
+    }
+    eprintln!(
+        "all-heads: {} pending, {} ClusterQueues with a finished workload",
+        engine.pending_count(),
+        seen.len()
+    );
+    (engine, now + 2)
+}
+
 fn benches(c: &mut Criterion) {
-    let plan = plan();
+    let (steady, at) = all_heads_engine();
+    let d = steady.clone().schedule(at);
+    eprintln!(
+        "cycle/all-heads: {} decisions, {} admissions",
+        d.len(),
+        admissions(&d).len()
+    );
+    c.bench_function("cycle/all-heads-1000cq-50k-pending", |b| {
+        b.iter_batched(
+            || steady.clone(),
+            |mut e| black_box(e.schedule(at)),
+            BatchSize::PerIteration,
+        )
+    });
+    drop(steady);
+
+    let plan = plan("large-scale-50k", large_scale_yaml());
     assert_eq!(plan.workloads.len(), 50_000);
     let now = SIM_EPOCH_MS + plan.workloads.last().map_or(0, |w| w.arrival);
 
     let pending = pending_engine(&plan);
     let first = pending.clone().schedule(now);
-    let admitted = first
-        .iter()
-        .filter(|d| matches!(d, kuota::engine::Decision::Admit { .. }))
-        .count();
     eprintln!(
-        "cycle: {} decisions, {admitted} admissions from 50,000 pending",
-        first.len()
+        "cycle/cold: {} decisions, {} admissions from 50,000 pending",
+        first.len(),
+        admissions(&first).len()
     );
-    c.bench_function("cycle/1000cq-50k-pending", |b| {
+    c.bench_function("cycle/cold-1000cq-50k-pending", |b| {
         b.iter_batched(
             || pending.clone(),
             |mut e| black_box(e.schedule(now)),

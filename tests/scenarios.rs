@@ -355,7 +355,7 @@ impl<'a> Runner<'a> {
                     .map_err(|e| format!("{alias}: {e}"))?;
                 self.aliases.insert(
                     alias,
-                    WorkloadKey::new(&ns, wl.metadata.name.clone().unwrap_or_default()),
+                    WorkloadKey::new(ns.as_str(), wl.metadata.name.clone().unwrap_or_default()),
                 );
                 self.track(wl)
             }

@@ -91,8 +91,9 @@ pub const MANAGED_POD_FINALIZER: &str = "kueue.x-k8s.io/managed";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Pod index label of batch Jobs.
 pub const JOB_COMPLETION_INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
-/// Maximum number of pod sets in a Workload.
-pub const MAX_POD_SETS: usize = 8;
+/// Maximum number of pod sets in a Workload. Kueue raised it from 8 to 10 and then to 18
+/// (kubernetes-sigs/kueue PR 12819); manifests written for either limit stay valid.
+pub const MAX_POD_SETS: usize = 18;
 /// Maximum number of resource groups in a ClusterQueue or Cohort.
 pub const MAX_RESOURCE_GROUPS: usize = 16;
 /// Maximum flavors in one resource group.

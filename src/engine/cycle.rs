@@ -8,6 +8,7 @@
 //! open until it runs out of candidates or, under StrictFIFO, its head blocks.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::flavor::{Assigner, Assignment, Mode};
 use super::model::Policy;
@@ -49,7 +50,7 @@ enum Pass {
 struct CycleState {
     /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
     /// grows within a cycle, so there is no need to evaluate them twice.
-    failed: HashMap<(CqId, u64), (PendingReason, String)>,
+    failed: HashMap<(CqId, u64), (PendingReason, Arc<str>)>,
     /// Preemption already issued this cycle, per cohort root and (flavor, resource).
     preempting: HashMap<NodeId, Vec<FrId>>,
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
@@ -205,13 +206,13 @@ impl Engine {
                 }
                 continue;
             }
-            if st.charged.remove(&id) {
+            if !st.charged.is_empty() && st.charged.remove(&id) {
                 // Its victims are gone: it now competes with its own reservation released.
                 self.discharge(id);
                 self.preemptors.remove(&id);
                 self.wl_mut(id).reservation = None;
             }
-            if let Some(ns_msg) = self.namespace_mismatch(c, id) {
+            if let Some(ns_msg) = self.namespace_verdict(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);
                 let shape = self.wl(id).spec.shape;
                 self.cqs[c as usize].queue.park(key, shape);
@@ -220,16 +221,8 @@ impl Engine {
             if !strict {
                 let shape = self.wl(id).spec.shape;
                 if let Some((reason, msg)) = st.failed.get(&(c, shape)) {
-                    let (reason, msg) = (*reason, msg.as_str());
-                    let w = self.wls[id as usize].as_mut().expect("queued ids are live");
-                    if !w
-                        .pending
-                        .as_ref()
-                        .is_some_and(|(r, m)| *r == reason && m == msg)
-                    {
-                        let msg = msg.to_string();
-                        self.set_pending(id, reason, msg);
-                    }
+                    let (reason, msg) = (*reason, Arc::clone(msg));
+                    self.set_pending(id, reason, msg);
                     self.cqs[c as usize].queue.park(key, shape);
                     continue;
                 }
@@ -254,14 +247,37 @@ impl Engine {
         busy
     }
 
+    /// [`Engine::namespace_mismatch`], remembered on the workload while neither the
+    /// namespace's labels nor the selector change: the check allocates, and a cycle
+    /// looks at every queued workload.
+    fn namespace_verdict(&mut self, c: CqId, id: WlId) -> Option<String> {
+        let checked = Some((c, self.selector_gen));
+        if self.wl(id).namespace_ok == checked {
+            return None;
+        }
+        let verdict = self.namespace_mismatch(c, id);
+        if verdict.is_none() {
+            self.wl_mut(id).namespace_ok = checked;
+        }
+        verdict
+    }
+
     fn namespace_mismatch(&self, c: CqId, id: WlId) -> Option<String> {
         let ns = &self.wl(id).spec.key.namespace;
         let cq = &self.cqs[c as usize].spec;
+        // `namespaceSelector: {}` selects every namespace; most ClusterQueues say so.
+        if cq
+            .namespace_selector
+            .as_ref()
+            .is_some_and(|s| s.match_labels.is_none() && s.match_expressions.is_none())
+        {
+            return None;
+        }
         let default_labels = std::collections::BTreeMap::from([(
             "kubernetes.io/metadata.name".to_string(),
-            ns.clone(),
+            ns.to_string(),
         )]);
-        let labels = self.namespaces.get(ns).unwrap_or(&default_labels);
+        let labels = self.namespaces.get(&**ns).unwrap_or(&default_labels);
         match &cq.namespace_selector {
             // Kueue reads an absent namespaceSelector as selecting nothing.
             None => Some(format!(
@@ -468,13 +484,14 @@ impl Engine {
         a: &Assignment,
         reason: PendingReason,
         message: String,
-        failed: &mut HashMap<(CqId, u64), (PendingReason, String)>,
+        failed: &mut HashMap<(CqId, u64), (PendingReason, Arc<str>)>,
     ) -> Outcome {
         let gen_now = self.quota_gen;
         let w = self.wl_mut(id);
         w.resume = a.last_tried.clone();
         w.resume_gen = gen_now;
-        self.set_pending(id, reason, message.clone());
+        let message: Arc<str> = message.into();
+        self.set_pending(id, reason, Arc::clone(&message));
         if !self.cqs[c as usize].spec.strict_fifo {
             let shape = self.wl(id).spec.shape;
             failed.insert((c, shape), (reason, message));
@@ -588,6 +605,7 @@ impl Engine {
             placement.push(p);
         }
         let seq = self.seq;
+        let admission = Arc::new(admission);
         self.dequeue(id);
         // The next parked workload of the same shape may fit too.
         let shape = self.wl(id).spec.shape;
@@ -598,7 +616,7 @@ impl Engine {
             cq: c,
             usage: a.usage.clone(),
             placement,
-            admission: admission.clone(),
+            admission: Arc::clone(&admission),
             seq,
         });
         w.pending = None;

@@ -12,14 +12,20 @@ use crate::api;
 pub type Millis = i64;
 
 /// Identifies a Workload: namespace and name.
+///
+/// Shared strings: every decision names its workload, and a cycle can emit tens of
+/// thousands of decisions, so a clone must not allocate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WorkloadKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: std::sync::Arc<str>,
+    pub name: std::sync::Arc<str>,
 }
 
 impl WorkloadKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(
+        namespace: impl Into<std::sync::Arc<str>>,
+        name: impl Into<std::sync::Arc<str>>,
+    ) -> Self {
         Self {
             namespace: namespace.into(),
             name: name.into(),
@@ -163,7 +169,8 @@ pub enum Decision {
     /// Reserve quota and admit the workload with this assignment.
     Admit {
         workload: WorkloadKey,
-        admission: api::Admission,
+        /// Shared with the engine's own record of the admission (no copy per admission).
+        admission: std::sync::Arc<api::Admission>,
     },
     /// Evict `victim` so that `preemptor` can fit. The shell reports
     /// [`Event::WorkloadEvicted`] once the victim has stopped.
@@ -184,7 +191,9 @@ pub enum Decision {
     Pending {
         workload: WorkloadKey,
         reason: PendingReason,
-        message: String,
+        /// Shared: every workload of a shape parked in one cycle gets the same message,
+        /// so a cycle that leaves thousands pending does not copy it thousands of times.
+        message: std::sync::Arc<str>,
     },
 }
 

@@ -24,8 +24,18 @@ pub struct ClusterQueueQueue {
     /// Workloads the next cycle will look at.
     active: BTreeSet<QueueKey>,
     /// Parked workloads by shape.
-    parked: BTreeMap<u64, BTreeSet<QueueKey>>,
+    parked: BTreeMap<u64, Parked>,
     parked_len: usize,
+}
+
+/// The parked workloads of one shape.
+#[derive(Clone, Debug, Default)]
+struct Parked {
+    keys: BTreeSet<QueueKey>,
+    /// The workload revived to probe for this shape, while it is active. A second
+    /// revival (for example many finishes in a cohort before the next cycle) leaves
+    /// the group alone: one answer per shape is all a cycle needs.
+    probe: Option<QueueKey>,
 }
 
 impl ClusterQueueQueue {
@@ -34,8 +44,21 @@ impl ClusterQueueQueue {
     }
 
     pub fn remove(&mut self, key: &QueueKey, shape: u64) {
-        if !self.active.remove(key) {
+        if self.active.remove(key) {
+            self.clear_probe(key, shape);
+        } else {
             self.unpark(key, shape);
+        }
+    }
+
+    fn clear_probe(&mut self, key: &QueueKey, shape: u64) {
+        if let Some(group) = self.parked.get_mut(&shape) {
+            if group.probe.as_ref() == Some(key) {
+                group.probe = None;
+            }
+            if group.keys.is_empty() && group.probe.is_none() {
+                self.parked.remove(&shape);
+            }
         }
     }
 
@@ -43,8 +66,8 @@ impl ClusterQueueQueue {
         let Some(group) = self.parked.get_mut(&shape) else {
             return false;
         };
-        let removed = group.remove(key);
-        if group.is_empty() {
+        let removed = group.keys.remove(key);
+        if group.keys.is_empty() && group.probe.is_none() {
             self.parked.remove(&shape);
         }
         if removed {
@@ -54,38 +77,50 @@ impl ClusterQueueQueue {
     }
 
     pub fn park(&mut self, key: QueueKey, shape: u64) {
-        if self.active.remove(&key) && self.parked.entry(shape).or_default().insert(key) {
-            self.parked_len += 1;
+        if self.active.remove(&key) {
+            let group = self.parked.entry(shape).or_default();
+            if group.probe == Some(key) {
+                group.probe = None;
+            }
+            if group.keys.insert(key) {
+                self.parked_len += 1;
+            }
         }
     }
 
-    /// Revives the first parked workload of every shape. Returns whether any was parked.
+    /// Revives the first parked workload of every shape that has no probe out yet.
+    /// Returns whether any was parked.
     pub fn revive(&mut self) -> bool {
-        let shapes: Vec<u64> = self.parked.keys().copied().collect();
+        let shapes: Vec<u64> = self
+            .parked
+            .iter()
+            .filter(|(_, g)| g.probe.is_none())
+            .map(|(s, _)| *s)
+            .collect();
         for s in &shapes {
             self.promote(*s);
         }
-        !shapes.is_empty()
+        !self.parked.is_empty()
     }
 
     /// Moves every parked workload back, whatever its shape.
     pub fn revive_all(&mut self) {
         for (_, mut group) in std::mem::take(&mut self.parked) {
-            self.active.append(&mut group);
+            self.active.append(&mut group.keys);
         }
         self.parked_len = 0;
     }
 
-    /// Revives the next parked workload of `shape`, if any.
+    /// Revives the next parked workload of `shape` as its probe, if any.
     pub fn promote(&mut self, shape: u64) {
         let Some(group) = self.parked.get_mut(&shape) else {
             return;
         };
-        if let Some(k) = group.pop_first() {
+        if let Some(k) = group.keys.pop_first() {
             self.parked_len -= 1;
             self.active.insert(k);
-        }
-        if group.is_empty() {
+            group.probe = Some(k);
+        } else {
             self.parked.remove(&shape);
         }
     }
@@ -158,5 +193,34 @@ mod tests {
         q.promote(7);
         assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![a2, b1]);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn repeated_revival_keeps_one_probe_per_shape() {
+        // Many finishes in a cohort before the next cycle each revive its queues; the
+        // shape still sends one probe, not one per finish.
+        let mut q = ClusterQueueQueue::default();
+        let keys: Vec<QueueKey> = (0..5)
+            .map(|i| (Reverse(0), i, i as u64, i as u32))
+            .collect();
+        for &k in &keys {
+            q.push(k);
+            q.park(k, 7);
+        }
+        for _ in 0..4 {
+            q.revive();
+        }
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![keys[0]]);
+        // The probe fails again: the next revival sends it (the oldest) once more.
+        q.park(keys[0], 7);
+        q.revive();
+        q.revive();
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![keys[0]]);
+        // The probe is admitted: the next of its shape follows, and a revival adds no other.
+        q.remove(&keys[0], 7);
+        q.promote(7);
+        q.revive();
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![keys[1]]);
+        assert_eq!(q.len(), 4);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::model::{CohortSpec, CqSpec, Flavor, ModelError, PriorityLookup, WorkloadSpec};
 use super::queue::{ClusterQueueQueue, QueueKey, WlId};
@@ -33,7 +34,7 @@ pub(crate) struct Admitted {
     pub usage: FrAmounts,
     /// Where its pods go, for PodSets on TAS flavors.
     pub placement: Vec<crate::placement::PodSetPlacement>,
-    pub admission: api::Admission,
+    pub admission: Arc<api::Admission>,
     /// Admission order, so "most recently admitted first" is well defined.
     pub seq: u64,
 }
@@ -55,7 +56,7 @@ pub(crate) struct Wl {
     pub qkey: Option<QueueKey>,
     pub seq: u64,
     /// Last reported pending reason, to emit `Pending` only on change.
-    pub pending: Option<(PendingReason, String)>,
+    pub pending: Option<(PendingReason, Arc<str>)>,
     /// Flavor-search resume points and the quota generation they are valid for.
     pub resume: Vec<Vec<Option<usize>>>,
     pub resume_gen: u64,
@@ -64,6 +65,9 @@ pub(crate) struct Wl {
     /// Quota held for it while its victims stop: (ClusterQueue, usage). Charged to the
     /// tree during cycles only, so nothing else takes what the preemption frees.
     pub reservation: Option<(CqId, FrAmounts)>,
+    /// The ClusterQueue whose namespaceSelector admitted this workload's namespace, and
+    /// the selector generation of that verdict: rechecked only after a change.
+    pub namespace_ok: Option<(CqId, u64)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -119,6 +123,8 @@ pub struct Engine {
     pub(crate) unqueued: BTreeSet<WlId>,
     /// Bumped whenever quota is freed or changed; invalidates flavor-search resume points.
     pub(crate) quota_gen: u64,
+    /// Bumped whenever namespace labels or ClusterQueue selectors may have changed.
+    pub(crate) selector_gen: u64,
     pub(crate) outbox: Vec<Decision>,
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
@@ -156,6 +162,7 @@ impl Engine {
             wl_index: HashMap::new(),
             unqueued: BTreeSet::new(),
             quota_gen: 0,
+            selector_gen: 0,
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
@@ -320,6 +327,7 @@ impl Engine {
             }
             Event::NamespaceDeleted(name) => {
                 self.namespaces.remove(&name);
+                self.selector_gen += 1;
             }
             Event::WorkloadUpserted(wl) => self.upsert_workload(&wl)?,
             Event::WorkloadFinished(key) => self.release(&key, true),
@@ -389,6 +397,7 @@ impl Engine {
             resume_gen: 0,
             waiting_for: vec![],
             reservation: None,
+            namespace_ok: None,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -418,7 +427,7 @@ impl Engine {
                     cq,
                     usage,
                     placement,
-                    admission: adm,
+                    admission: Arc::new(adm),
                     seq: self.seq,
                 };
                 let node = self.cqs[cq as usize].node;
@@ -462,7 +471,7 @@ impl Engine {
                 "The workload has no queue name (spec.queueName is empty)".into(),
             ))
         } else {
-            match self.local_queues.get(&(ns.clone(), lq_name.clone())) {
+            match self.local_queues.get(&(ns.to_string(), lq_name.clone())) {
                 None => Err((
                     PendingReason::Inadmissible,
                     format!("LocalQueue {lq_name} doesn't exist in namespace {ns}"),
@@ -511,17 +520,17 @@ impl Engine {
         &mut self,
         id: WlId,
         reason: PendingReason,
-        message: impl AsRef<str> + Into<String>,
+        message: impl AsRef<str> + Into<Arc<str>>,
     ) {
         let w = self.wl_mut(id);
         if w.pending
             .as_ref()
-            .is_some_and(|(r, m)| *r == reason && m == message.as_ref())
+            .is_some_and(|(r, m)| *r == reason && **m == *message.as_ref())
         {
             return;
         }
-        let message: String = message.into();
-        w.pending = Some((reason, message.clone()));
+        let message: Arc<str> = message.into();
+        w.pending = Some((reason, Arc::clone(&message)));
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Pending {
             workload: key,
@@ -548,6 +557,7 @@ impl Engine {
     /// Puts every parked workload back: the configuration changed, so any answer may change.
     pub(crate) fn revive_all(&mut self) {
         self.quota_gen += 1;
+        self.selector_gen += 1;
         for c in &mut self.cqs {
             c.queue.revive_all();
         }
@@ -707,7 +717,7 @@ impl Engine {
             .filter_map(|(i, w)| w.as_ref().map(|w| (i as WlId, w)))
             .filter(|(_, w)| {
                 matches!(w.state, WlState::Admitted(_))
-                    && w.spec.key.namespace == key.0
+                    && *w.spec.key.namespace == *key.0
                     && w.spec.queue_name == key.1
             })
             .map(|(i, _)| i)
@@ -858,13 +868,16 @@ impl Engine {
                     PendingReason::WaitingForQuota,
                     "The workload has not been evaluated by a scheduling cycle yet".into(),
                 ));
-                WorkloadState::Pending { reason, message }
+                WorkloadState::Pending {
+                    reason,
+                    message: message.to_string(),
+                }
             }
             WlState::Admitted(a) => WorkloadState::Admitted {
-                admission: a.admission.clone(),
+                admission: (*a.admission).clone(),
             },
             WlState::Evicting(a) => WorkloadState::Evicting {
-                admission: a.admission.clone(),
+                admission: (*a.admission).clone(),
             },
             WlState::Finished => WorkloadState::Finished,
         })

@@ -83,7 +83,7 @@ fn admitted(d: &[Decision]) -> Vec<String> {
     let mut v: Vec<String> = d
         .iter()
         .filter_map(|d| match d {
-            Decision::Admit { workload, .. } => Some(workload.name.clone()),
+            Decision::Admit { workload, .. } => Some(workload.name.to_string()),
             _ => None,
         })
         .collect();

@@ -70,8 +70,8 @@ fn cluster_pod_sets<'o>(
     out
 }
 
-/// Kueue's RayCluster rules for managed clusters: no autoscaling, at most 7 worker groups
-/// (8 pod sets with the head), no worker group named `head`; then topology annotations.
+/// Kueue's RayCluster rules for managed clusters: no autoscaling, at most 17 worker groups
+/// (18 pod sets with the head), no worker group named `head`; then topology annotations.
 fn cluster_rules(
     spec: &SpecView<'_>,
     path: &Path,

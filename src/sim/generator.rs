@@ -638,7 +638,7 @@ cohorts:
             .iter()
             .find(|w| w.class == "large")
             .expect("has large");
-        assert_eq!(large.key.name, "large-1-0-0");
+        assert_eq!(&*large.key.name, "large-1-0-0");
         assert_eq!(large.total_requests.get("cpu"), Some(&20_000));
         assert_eq!(large.object.spec.priority, Some(200));
     }

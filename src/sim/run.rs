@@ -87,7 +87,7 @@ struct WlRun {
     last_admitted: Option<Millis>,
     admissions: u32,
     preempted: u32,
-    pending: Option<(PendingReason, String)>,
+    pending: Option<(PendingReason, std::sync::Arc<str>)>,
 }
 
 /// Time-weighted accumulator of one ClusterQueue resource.
@@ -528,8 +528,9 @@ impl<'p> Simulation<'p> {
             if r.phase == Phase::Pending {
                 let (reason, message) = r.pending.clone().unwrap_or((
                     PendingReason::WaitingForQuota,
-                    "no scheduling cycle reported a reason".to_string(),
+                    "no scheduling cycle reported a reason".into(),
                 ));
+                let message = message.to_string();
                 let g = pending
                     .entry((w.cluster_queue.clone(), reason.as_str().to_string()))
                     .or_insert_with(|| PendingGroup {

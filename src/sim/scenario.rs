@@ -214,7 +214,9 @@ impl Scenario {
                     message: format!("workload {} is defined twice", w.key),
                 });
             }
-            objs.namespaces.entry(w.key.namespace.clone()).or_default();
+            objs.namespaces
+                .entry(w.key.namespace.to_string())
+                .or_default();
         }
 
         let mut cluster_queues = BTreeMap::new();

@@ -281,10 +281,10 @@ mod tests {
             e.to_string(),
             "spec.resourceGroups[0].flavors[1].lendingLimit: Invalid value: \"5\": must be less than or equal to the nominalQuota"
         );
-        let e = FieldError::too_many(&Path::new("spec").child("podSets"), 9, 8);
+        let e = FieldError::too_many(&Path::new("spec").child("podSets"), 19, 18);
         assert_eq!(
             e.to_string(),
-            "spec.podSets: Too many: 9: must have at most 8 items"
+            "spec.podSets: Too many: 19: must have at most 18 items"
         );
         let e = FieldError::required(&Path::new("spec").child("x"), "");
         assert_eq!(e.to_string(), "spec.x: Required value");

@@ -247,19 +247,19 @@ mod tests {
     #[test]
     fn pod_set_rules() {
         let mut yaml = String::from("podSets:\n");
-        for i in 0..9 {
+        for i in 0..19 {
             yaml.push_str(&format!(
                 "- {{name: p{i}, count: 2, minCount: 1, template: {{}}}}\n"
             ));
         }
         let m = msgs(&wl(&yaml));
         assert!(
-            m.contains(&"spec.podSets: Too many: 9: must have at most 8 items".to_string()),
+            m.contains(&"spec.podSets: Too many: 19: must have at most 18 items".to_string()),
             "{m:?}"
         );
         assert!(
             m.contains(
-                &"spec.podSets: Invalid value: 9: at most one podSet can use minCount".to_string()
+                &"spec.podSets: Invalid value: 19: at most one podSet can use minCount".to_string()
             ),
             "{m:?}"
         );
