@@ -117,10 +117,10 @@ fn all_heads_engine() -> (Engine, Millis) {
     let mut seen = std::collections::HashSet::new();
     for k in admitted {
         // One finish per ClusterQueue: each queue (one namespace each) gets room.
-        if seen.insert(k.namespace.clone()) {
-            if let Err(e) = engine.apply(now + 1, Event::WorkloadFinished(k.clone())) {
-                panic!("benchmark setup: finish {k}: {e}");
-            }
+        if seen.insert(k.namespace.clone())
+            && let Err(e) = engine.apply(now + 1, Event::WorkloadFinished(k.clone()))
+        {
+            panic!("benchmark setup: finish {k}: {e}");
         }
     }
     eprintln!(
