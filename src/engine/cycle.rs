@@ -316,9 +316,16 @@ impl Engine {
                 && (cq.spec.reclaim != Policy::Never
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
+        // The answer depends on the creation time only under LowerOrNewerEqualPriority;
+        // elsewhere one answer serves every workload of a priority in this queue.
+        let created = if cq.spec.within_cq == Policy::LowerOrNewerEqualPriority {
+            w.spec.created
+        } else {
+            0
+        };
         let preemptible = |fr| {
             can_preempt && {
-                let key = (c, fr, w.spec.priority, w.spec.created);
+                let key = (c, fr, w.spec.priority, created);
                 let cached = self.oracle_cache.borrow().get(&key).copied();
                 cached.unwrap_or_else(|| {
                     let v = preempt::has_candidates(self, id, c, fr);
