@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use kuota::engine::{EngineConfig, FairPreemptionStrategy};
+use kuota::placement::Strategy;
 use kuota::sim::{self, Scenario, SimConfig, SourceFile};
 
 #[derive(Parser, Debug)]
@@ -18,7 +20,7 @@ struct Cli {
 enum Command {
     /// Run the simulator on a scenario (default: the built-in demo) and print a report.
     Simulate(SimulateArgs),
-    /// Load and validate Kueue manifests (and generator.yaml files); exit non-zero on any error.
+    /// Load and validate Kueue manifests (and generator.yaml, nodes.yaml and trace files); exit non-zero on any error.
     Check {
         /// Manifest files to check.
         #[arg(required = true)]
@@ -32,9 +34,15 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct SimulateArgs {
-    /// Scenario directory: Kueue manifests (*.yaml) plus generator.yaml. Default: the built-in demo.
-    #[arg(long, value_name = "DIR")]
+    /// Scenario directory: Kueue manifests (*.yaml), generator.yaml, nodes.yaml, traces. Default: the built-in demo.
+    #[arg(long, value_name = "DIR", conflicts_with = "scenario")]
     scenario_dir: Option<PathBuf>,
+    /// A built-in scenario: demo, gpu-gangs, kueue-baseline, kueue-large-scale, kueue-tas.
+    #[arg(long, value_name = "NAME")]
+    scenario: Option<String>,
+    /// A trace of recorded arrivals (.csv or .jsonl, see docs/simulator.md), added to the scenario.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Print the report as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -44,16 +52,68 @@ struct SimulateArgs {
     /// Virtual time a preempted workload takes to stop and release its quota.
     #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
     eviction_delay_ms: i64,
+    /// Topology placement strategy: kuota, kueue-bestfit or first-fit.
+    #[arg(long, value_name = "STRATEGY", default_value = "kuota", value_parser = parse_strategy)]
+    placement: Strategy,
+    /// Enable fair sharing (Kueue's fairSharing.enable with its default preemption strategies).
+    #[arg(long)]
+    fair_sharing: bool,
+    /// Write an SVG chart of usage and queue depth over time per ClusterQueue (or cohort).
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
+    /// Run a second configuration over the same workload and print both side by side:
+    /// placement=STRATEGY, fair-sharing=true|false, eviction-delay-ms=MS,
+    /// scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
+    #[arg(long, value_name = "KEY=VALUE")]
+    compare: Vec<String>,
 }
 
 impl Default for SimulateArgs {
     fn default() -> Self {
         Self {
             scenario_dir: None,
+            scenario: None,
+            trace: None,
             json: false,
             seed: SimConfig::default().seed,
             eviction_delay_ms: 0,
+            placement: Strategy::Kuota,
+            fair_sharing: false,
+            chart: None,
+            compare: Vec::new(),
         }
+    }
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    match s {
+        "kuota" => Ok(Strategy::Kuota),
+        "kueue-bestfit" => Ok(Strategy::KueueBestFit),
+        "first-fit" => Ok(Strategy::FirstFit),
+        other => Err(format!(
+            "{other:?}: expected kuota, kueue-bestfit or first-fit"
+        )),
+    }
+}
+
+fn strategy_name(s: Strategy) -> &'static str {
+    match s {
+        Strategy::Kuota => "kuota",
+        Strategy::KueueBestFit => "kueue-bestfit",
+        Strategy::FirstFit => "first-fit",
+    }
+}
+
+/// Engine configuration from the flags.
+fn engine_config(placement: Strategy, fair_sharing: bool) -> EngineConfig {
+    EngineConfig {
+        fair_sharing: fair_sharing.then(|| {
+            vec![
+                FairPreemptionStrategy::LessThanOrEqualToFinalShare,
+                FairPreemptionStrategy::LessThanInitialShare,
+            ]
+        }),
+        placement,
     }
 }
 
@@ -71,28 +131,143 @@ fn main() -> ExitCode {
 }
 
 fn simulate(args: SimulateArgs) -> ExitCode {
-    let scenario = match &args.scenario_dir {
-        Some(dir) => match Scenario::from_dir(dir) {
-            Ok(s) => s,
-            Err(e) => return fail(&e),
-        },
-        None => Scenario::demo(),
+    let scenario = match load_scenario(&args) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
     };
     let cfg = SimConfig {
         seed: args.seed,
         eviction_delay_ms: args.eviction_delay_ms,
+        engine: engine_config(args.placement, args.fair_sharing),
+        timeseries: args.chart.is_some(),
         ..SimConfig::default()
     };
-    match sim::simulate(&scenario, cfg) {
-        Ok(report) if args.json => {
+    let label_a = format!(
+        "placement={}{}",
+        strategy_name(args.placement),
+        if args.fair_sharing {
+            ",fair-sharing"
+        } else {
+            ""
+        }
+    );
+    let report = match sim::simulate(&scenario, cfg.clone()) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if let Some(path) = &args.chart
+        && let Err(e) = write_chart(path, &report)
+    {
+        return fail(&e);
+    }
+    if args.compare.is_empty() {
+        if args.json {
             println!("{}", report.to_json());
-            ExitCode::SUCCESS
-        }
-        Ok(report) => {
+        } else {
             print!("{}", report.render_table());
-            ExitCode::SUCCESS
         }
-        Err(e) => fail(&e),
+        return ExitCode::SUCCESS;
+    }
+    let (scenario_b, cfg_b) = match compare_config(&args, &scenario, &cfg) {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let report_b = match sim::simulate(&scenario_b, cfg_b) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let label_b = args.compare.join(",");
+    if args.json {
+        let both = serde_json::json!({
+            "a": {"label": label_a, "report": report},
+            "b": {"label": label_b, "report": report_b},
+        });
+        match serde_json::to_string_pretty(&both) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return fail(&e),
+        }
+    } else {
+        print!(
+            "{}",
+            sim::report::render_comparison(&label_a, &report, &label_b, &report_b)
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn write_chart(path: &std::path::Path, report: &sim::Report) -> Result<(), String> {
+    let ts = report
+        .timeseries
+        .as_ref()
+        .ok_or("the run recorded no time series")?;
+    let svg = sim::chart::svg(&report.scenario, ts)?;
+    std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Run B of `--compare`: run A's scenario and configuration with the overrides applied.
+fn compare_config(
+    args: &SimulateArgs,
+    scenario: &Scenario,
+    cfg: &SimConfig,
+) -> Result<(Scenario, SimConfig), String> {
+    let mut scenario = scenario.clone();
+    let mut cfg = SimConfig {
+        timeseries: false,
+        ..cfg.clone()
+    };
+    for item in &args.compare {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--compare {item:?}: expected KEY=VALUE"))?;
+        let bad = |e: String| format!("--compare {item:?}: {e}");
+        match k {
+            "placement" => cfg.engine.placement = parse_strategy(v).map_err(bad)?,
+            "fair-sharing" => {
+                let on: bool = v
+                    .parse()
+                    .map_err(|_| bad("expected true or false".into()))?;
+                cfg.engine = engine_config(cfg.engine.placement, on);
+            }
+            "eviction-delay-ms" => {
+                cfg.eviction_delay_ms = v.parse::<u32>().map_err(|e| bad(e.to_string()))?.into();
+            }
+            "scenario" | "scenario-dir" => {
+                let b = SimulateArgs {
+                    scenario: (k == "scenario").then(|| v.to_string()),
+                    scenario_dir: (k == "scenario-dir").then(|| PathBuf::from(v)),
+                    trace: args.trace.clone(),
+                    ..SimulateArgs::default()
+                };
+                scenario = load_scenario(&b).map_err(bad)?;
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown key {other:?} (placement, fair-sharing, eviction-delay-ms, scenario, scenario-dir)"
+                )));
+            }
+        }
+    }
+    Ok((scenario, cfg))
+}
+
+/// The scenario the flags name: a directory, a built-in, or the demo; plus the trace.
+fn load_scenario(args: &SimulateArgs) -> Result<Scenario, String> {
+    let scenario = match (&args.scenario_dir, &args.scenario) {
+        (Some(dir), _) => Scenario::from_dir(dir).map_err(|e| e.to_string())?,
+        (None, Some(name)) => Scenario::builtin(name).ok_or_else(|| {
+            format!(
+                "--scenario {name:?}: no such built-in scenario (built-in: {})",
+                Scenario::builtin_names().join(", ")
+            )
+        })?,
+        (None, None) => Scenario::demo(),
+    };
+    match &args.trace {
+        Some(path) => {
+            let f = SourceFile::read(path).map_err(|e| e.to_string())?;
+            scenario.with_trace(f).map_err(|e| e.to_string())
+        }
+        None => Ok(scenario),
     }
 }
 
@@ -157,5 +332,62 @@ mod tests {
                 .command
                 .is_none()
         );
+        let c = Cli::try_parse_from([
+            "kuota",
+            "simulate",
+            "--scenario",
+            "gpu-gangs",
+            "--placement",
+            "first-fit",
+            "--compare",
+            "placement=kueue-bestfit",
+        ])
+        .expect("parses");
+        let Some(Command::Simulate(args)) = c.command else {
+            panic!("simulate");
+        };
+        assert_eq!(args.placement, Strategy::FirstFit);
+        assert_eq!(args.compare, ["placement=kueue-bestfit"]);
+        assert!(Cli::try_parse_from(["kuota", "simulate", "--placement", "best"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "kuota",
+                "simulate",
+                "--scenario",
+                "a",
+                "--scenario-dir",
+                "b"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn compare_overrides_apply_to_run_b_only() {
+        let args = SimulateArgs {
+            compare: vec![
+                "placement=kueue-bestfit".into(),
+                "fair-sharing=true".into(),
+                "eviction-delay-ms=500".into(),
+                "scenario=kueue-tas".into(),
+            ],
+            ..SimulateArgs::default()
+        };
+        let a = Scenario::demo();
+        let cfg = SimConfig::default();
+        let (s, b) = compare_config(&args, &a, &cfg).expect("valid");
+        assert_eq!(s.name, "kueue-tas");
+        assert_eq!(b.engine.placement, Strategy::KueueBestFit);
+        assert!(b.engine.fair_sharing.is_some());
+        assert_eq!(b.eviction_delay_ms, 500);
+        assert_eq!(cfg.engine.placement, Strategy::Kuota);
+        for bad in ["placement", "placement=best", "seed=1", "scenario=nope"] {
+            let args = SimulateArgs {
+                compare: vec![bad.into()],
+                ..SimulateArgs::default()
+            };
+            let e = compare_config(&args, &a, &cfg).expect_err(bad);
+            assert!(e.contains(bad), "{e}");
+        }
     }
 }

@@ -93,6 +93,23 @@ struct Runner<'a> {
     /// Decisions since the previous expect.
     preempted: BTreeMap<WorkloadKey, String>,
     evicted: BTreeSet<WorkloadKey>,
+    /// Nodes applied so far, for the over-commit check and `domains`.
+    nodes: BTreeMap<String, NodeInfo>,
+}
+
+/// What the runner knows of a Node: labels, allocatable and external usage (milli-units).
+#[derive(Default)]
+struct NodeInfo {
+    labels: BTreeMap<String, String>,
+    allocatable: BTreeMap<String, i64>,
+    external: BTreeMap<String, i64>,
+}
+
+/// One TAS pod set of an admission: name, nodes (node -> pods), per-pod requests (milli).
+struct PlacedPodSet {
+    name: String,
+    nodes: BTreeMap<String, i32>,
+    per_pod: BTreeMap<String, i64>,
 }
 
 /// What an expectation wants of one workload.
@@ -139,6 +156,7 @@ impl<'a> Runner<'a> {
             aliases: BTreeMap::new(),
             preempted: BTreeMap::new(),
             evicted: BTreeSet::new(),
+            nodes: BTreeMap::new(),
         }
     }
 
@@ -198,9 +216,46 @@ impl<'a> Runner<'a> {
         } else if let Some(items) = &step.delete {
             for item in items {
                 match self.delete_event(item) {
-                    Ok(ev) => self.send(ev, out),
+                    Ok(ev) => {
+                        if let Event::NodeDeleted(n) = &ev {
+                            self.nodes.remove(n);
+                        }
+                        self.send(ev, out)
+                    }
                     Err(e) => out.push(format!("    {e}")),
                 }
+            }
+        } else if let Some(usage) = &step.node_usage {
+            for (node, res) in usage {
+                let mut q = BTreeMap::new();
+                let mut milli_usage = BTreeMap::new();
+                for (r, v) in res {
+                    let text = match v {
+                        serde_yaml::Value::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other)
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string(),
+                    };
+                    match milli(v) {
+                        Ok(m) => _ = milli_usage.insert(r.clone(), m),
+                        Err(e) => out.push(format!("    node-usage {node} {r}: {e}")),
+                    }
+                    q.insert(
+                        r.clone(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity(text),
+                    );
+                }
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.external = milli_usage;
+                }
+                self.send(
+                    Event::NodeExternalUsage {
+                        node: node.clone(),
+                        usage: q,
+                    },
+                    out,
+                );
             }
         } else if let Some(exp) = &step.expect {
             self.check(exp, out);
@@ -256,9 +311,17 @@ impl<'a> Runner<'a> {
                 WorkloadState::Admitted { .. } | WorkloadState::Evicting { .. }
             )
         });
+        let mut touched = BTreeSet::new();
         for d in self.engine.schedule(self.now) {
             match d {
-                Decision::Admit { workload, .. } => {
+                Decision::Admit {
+                    workload,
+                    admission,
+                } => {
+                    for ps in self.placed(&workload) {
+                        touched.extend(ps.nodes.keys().cloned());
+                    }
+                    self.check_encoding(&workload, &admission, out);
                     let name = self.show(&workload);
                     if holding.contains(&workload) {
                         out.push(format!(
@@ -280,6 +343,153 @@ impl<'a> Runner<'a> {
                 Decision::Pending { .. } => {}
             }
         }
+        self.check_nodes(&touched, out);
+    }
+
+    /// The TAS pod sets of an admitted or evicting workload, with where their pods went.
+    fn placed(&self, k: &WorkloadKey) -> Vec<PlacedPodSet> {
+        let admission = match self.state(k) {
+            Some(WorkloadState::Admitted { admission } | WorkloadState::Evicting { admission }) => {
+                admission
+            }
+            _ => return vec![],
+        };
+        let placement = self.engine.placement(k).unwrap_or_default();
+        // The engine keeps one placement per TAS pod set, in pod set order; those are
+        // the pod sets whose assignment carries a topologyAssignment.
+        admission
+            .pod_set_assignments
+            .iter()
+            .filter(|psa| psa.topology_assignment.is_some())
+            .zip(placement)
+            .map(|(psa, p)| {
+                let count = i64::from(psa.count.unwrap_or(1).max(1));
+                let mut per_pod: BTreeMap<String, i64> = psa
+                    .resource_usage
+                    .iter()
+                    .filter_map(|(r, q)| {
+                        api::quantity::parse_milli(q)
+                            .ok()
+                            .map(|v| (r.clone(), v / count))
+                    })
+                    .collect();
+                // Every pod takes one of the node's `pods` slots.
+                per_pod.entry("pods".into()).or_insert(1000);
+                let mut nodes = BTreeMap::new();
+                for (n, c) in p.nodes {
+                    *nodes.entry(n).or_insert(0) += c;
+                }
+                PlacedPodSet {
+                    name: psa.name.clone(),
+                    nodes,
+                    per_pod,
+                }
+            })
+            .collect()
+    }
+
+    /// A new admission's `topologyAssignment` must decode to the engine's placement: per
+    /// domain of its levels (the hostname only, or every level), the same pod counts.
+    fn check_encoding(&self, k: &WorkloadKey, admission: &api::Admission, out: &mut Vec<String>) {
+        let placed = self.placed(k);
+        for psa in &admission.pod_set_assignments {
+            let Some(ta) = &psa.topology_assignment else {
+                continue;
+            };
+            let mut encoded: BTreeMap<String, i32> = BTreeMap::new();
+            for slice in &ta.slices {
+                match slice.domains() {
+                    Some(doms) => {
+                        for (values, c) in doms {
+                            *encoded.entry(values.join("/")).or_insert(0) += c;
+                        }
+                    }
+                    None => out.push(format!(
+                        "    {}: pod set {}: topologyAssignment slice does not decode: {slice:?}",
+                        self.show(k),
+                        psa.name
+                    )),
+                }
+            }
+            let mut want: BTreeMap<String, i32> = BTreeMap::new();
+            for ps in placed.iter().filter(|p| p.name == psa.name) {
+                for (n, c) in &ps.nodes {
+                    *want.entry(self.domain_path(n, &ta.levels)).or_insert(0) += c;
+                }
+            }
+            if encoded != want {
+                out.push(format!(
+                    "    {}: pod set {}: topologyAssignment disagrees with the placement\n    - {}\n    + {}",
+                    self.show(k),
+                    psa.name,
+                    render_nodes(&want),
+                    render_nodes(&encoded)
+                ));
+            }
+        }
+    }
+
+    /// A node's label values for `levels`, joined by `/` (the hostname defaults to the name).
+    fn domain_path(&self, node: &str, levels: &[String]) -> String {
+        let labels = self.nodes.get(node).map(|n| &n.labels);
+        levels
+            .iter()
+            .map(|l| {
+                labels
+                    .and_then(|ls| ls.get(l))
+                    .cloned()
+                    .or_else(|| (l == HOSTNAME).then(|| node.to_string()))
+                    .unwrap_or_else(|| format!("<{node} has no {l}>"))
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// No node holds more than its allocatable (for the resources it declares) in pods
+    /// of admitted and evicting workloads; nodes that got pods this cycle must also
+    /// leave room for the external usage reported on them.
+    fn check_nodes(&self, touched: &BTreeSet<String>, out: &mut Vec<String>) {
+        let mut used: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        let mut who: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for k in &self.workloads {
+            for ps in self.placed(k) {
+                for (n, c) in &ps.nodes {
+                    let u = used.entry(n.clone()).or_default();
+                    for (r, v) in &ps.per_pod {
+                        *u.entry(r.clone()).or_insert(0) += v * i64::from(*c);
+                    }
+                    who.entry(n.clone()).or_default().push(format!(
+                        "{} {}: {c} pod(s)",
+                        self.show(k),
+                        ps.name
+                    ));
+                }
+            }
+        }
+        for (n, u) in &used {
+            let Some(info) = self.nodes.get(n) else {
+                // Pods on a node that is gone: their workload must be evicting.
+                continue;
+            };
+            for (r, alloc) in &info.allocatable {
+                let got = u.get(r).copied().unwrap_or(0);
+                let ext = if touched.contains(n) {
+                    info.external.get(r).copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                if got + ext > *alloc {
+                    let q = api::quantity::format_milli_string;
+                    out.push(format!(
+                        "    node {n} over-committed on {r}: placed {} + external {} > allocatable {} ({})",
+                        q(got),
+                        q(ext),
+                        q(*alloc),
+                        who.get(n).map(|w| w.join(", ")).unwrap_or_default()
+                    ));
+                }
+            }
+        }
     }
 
     fn delete_event(&self, item: &str) -> Result<Event, String> {
@@ -295,6 +505,8 @@ impl<'a> Runner<'a> {
             ("WorkloadPriorityClass", 2) => Event::WorkloadPriorityClassDeleted(name),
             ("PriorityClass", 2) => Event::PriorityClassDeleted(name),
             ("Namespace", 2) => Event::NamespaceDeleted(name),
+            ("Node", 2) => Event::NodeDeleted(name),
+            ("Topology", 2) => Event::TopologyDeleted(name),
             ("LocalQueue", 3) => Event::LocalQueueDeleted {
                 namespace: parts[1].into(),
                 name,
@@ -359,11 +571,30 @@ impl<'a> Runner<'a> {
                 );
                 self.track(wl)
             }
-            other => {
-                return Err(format!(
-                    "{source}: {} objects are not used by the engine",
-                    other.kind()
-                ));
+            Manifest::Topology(t) => Event::TopologyUpserted(t),
+            Manifest::Node(node) => {
+                let status = node.status.clone().unwrap_or_default();
+                let mut allocatable = BTreeMap::new();
+                for (r, q) in status.allocatable.iter().flatten() {
+                    let v = api::quantity::parse_milli(q)
+                        .map_err(|e| format!("{source}: Node allocatable {r}: {e}"))?;
+                    allocatable.insert(r.clone(), v);
+                }
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let external = self
+                    .nodes
+                    .remove(&name)
+                    .map(|n| n.external)
+                    .unwrap_or_default();
+                self.nodes.insert(
+                    name,
+                    NodeInfo {
+                        labels: node.metadata.labels.clone().unwrap_or_default(),
+                        allocatable,
+                        external,
+                    },
+                );
+                Event::NodeUpserted(node)
             }
         })
     }
@@ -401,7 +632,13 @@ impl<'a> Runner<'a> {
         {
             let state = self.state(k);
             let (want, got) = match (wants.get(k), &state) {
-                (Some(w), s) => (render_want(w), render_got(w, s.as_ref())),
+                (Some(w), s) => {
+                    let placed = match w {
+                        Want::Admitted(a) => self.got_placement(a, k),
+                        _ => String::new(),
+                    };
+                    (render_want(w), render_got(w, s.as_ref(), &placed))
+                }
                 // Unlisted: fine unless its state is one the expectation lists exactly.
                 (None, Some(s)) if exact => {
                     let listed = match s {
@@ -413,12 +650,12 @@ impl<'a> Runner<'a> {
                     if !listed {
                         continue;
                     }
-                    ("(not listed)".to_string(), render_state(Some(s)))
+                    ("(not listed)".to_string(), self.full(k, Some(s)))
                 }
                 _ => continue,
             };
             if want != got {
-                let full = render_state(state.as_ref());
+                let full = self.full(k, state.as_ref());
                 let ctx = if full != got {
                     format!("   [{full}]")
                 } else {
@@ -483,6 +720,48 @@ impl<'a> Runner<'a> {
         for (cq, want) in exp.usage.iter().flatten() {
             self.check_usage(cq, want, exact, out);
         }
+    }
+
+    /// The full state, with the nodes of every TAS pod set.
+    fn full(&self, k: &WorkloadKey, s: Option<&WorkloadState>) -> String {
+        let mut out = render_state(s);
+        for ps in self.placed(k) {
+            let _ = write!(out, " nodes {}{}", ps.name, render_nodes(&ps.nodes));
+        }
+        out
+    }
+
+    /// The actual nodes and domains of the pod sets `a` lists, as `render_want` writes them.
+    fn got_placement(&self, a: &AdmittedFields, k: &WorkloadKey) -> String {
+        let placed = self.placed(k);
+        let find = |ps: &str| placed.iter().find(|p| p.name == ps);
+        let mut s = String::new();
+        for ps in a.nodes.iter().flatten().map(|(ps, _)| ps) {
+            let nodes = find(ps)
+                .map(|p| render_nodes(&p.nodes))
+                .unwrap_or("<not placed>".into());
+            let _ = write!(s, " nodes {ps}{nodes}");
+        }
+        for (ps, levels) in a.domains.iter().flatten() {
+            for level in levels.keys() {
+                let values: BTreeSet<String> = find(ps)
+                    .map(|p| {
+                        p.nodes
+                            .keys()
+                            .map(|n| {
+                                self.nodes
+                                    .get(n)
+                                    .and_then(|i| i.labels.get(level))
+                                    .cloned()
+                                    .unwrap_or_else(|| format!("<{n} has no {level}>"))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let _ = write!(s, " domains {ps}{{{level}={values:?}}}");
+            }
+        }
+        s
     }
 
     fn check_usage(
@@ -552,6 +831,14 @@ impl<'a> Runner<'a> {
     }
 }
 
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// `{node-a=2, node-b=2}`.
+fn render_nodes(nodes: &BTreeMap<String, i32>) -> String {
+    let parts: Vec<String> = nodes.iter().map(|(n, c)| format!("{n}={c}")).collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
 fn milli(v: &serde_yaml::Value) -> Result<i64, String> {
     let s = match v {
         serde_yaml::Value::String(s) => s.clone(),
@@ -569,6 +856,7 @@ fn step_kind(step: &Step) -> String {
         (step.finish.is_some(), "finish"),
         (step.delete.is_some(), "delete"),
         (step.evict_complete.is_some(), "evict-complete"),
+        (step.node_usage.is_some(), "node-usage"),
     ]
     .into_iter()
     .find_map(|(set, k)| set.then_some(k))
@@ -614,6 +902,15 @@ fn render_want(w: &Want) -> String {
             for (ps, c) in a.count.iter().flatten() {
                 let _ = write!(s, " count {ps}={c}");
             }
+            for (ps, nodes) in a.nodes.iter().flatten() {
+                let _ = write!(s, " nodes {ps}{}", render_nodes(nodes));
+            }
+            for (ps, levels) in a.domains.iter().flatten() {
+                for (level, values) in levels {
+                    let values: BTreeSet<&String> = values.iter().collect();
+                    let _ = write!(s, " domains {ps}{{{level}={values:?}}}");
+                }
+            }
             s
         }
         Want::Pending(p) => {
@@ -629,7 +926,8 @@ fn render_want(w: &Want) -> String {
 }
 
 /// The actual state restricted to what the expectation names; equals `render_want` on a match.
-fn render_got(w: &Want, s: Option<&WorkloadState>) -> String {
+/// `placed` is the actual nodes/domains part, from `Runner::got_placement`.
+fn render_got(w: &Want, s: Option<&WorkloadState>, placed: &str) -> String {
     match (w, s) {
         (Want::Admitted(a), Some(WorkloadState::Admitted { admission })) => {
             let find = |ps: &str| admission.pod_set_assignments.iter().find(|p| p.name == ps);
@@ -657,6 +955,7 @@ fn render_got(w: &Want, s: Option<&WorkloadState>) -> String {
                     .unwrap_or("<none>".into());
                 let _ = write!(s, " count {ps}={c}");
             }
+            s.push_str(placed);
             s
         }
         (Want::Pending(p), Some(WorkloadState::Pending { reason, message })) => {

@@ -125,6 +125,8 @@ pub struct Engine {
     pub(crate) quota_gen: u64,
     /// Bumped whenever namespace labels or ClusterQueue selectors may have changed.
     pub(crate) selector_gen: u64,
+    /// Restored workloads with pods on hosts not (yet) known to the inventory.
+    pub(crate) unresolved_restores: BTreeSet<WlId>,
     pub(crate) outbox: Vec<Decision>,
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
@@ -163,6 +165,7 @@ impl Engine {
             unqueued: BTreeSet::new(),
             quota_gen: 0,
             selector_gen: 0,
+            unresolved_restores: BTreeSet::new(),
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
@@ -215,6 +218,9 @@ impl Engine {
                         message: e.0,
                     })?;
                 self.evict_owners(lost, "the node became unschedulable or not ready");
+                if !self.unresolved_restores.is_empty() {
+                    self.resolve_restores();
+                }
                 self.revive_all();
             }
             Event::NodeDeleted(name) => {
@@ -422,7 +428,10 @@ impl Engine {
                 let usage = super::model::admission_usage(&mut self.names, &adm)
                     .map_err(|e| invalid("Workload", &name, e))?;
                 self.seq += 1;
-                let placement = self.restore_placement(id, &adm);
+                let (placement, complete) = self.restore_placement(id, &adm);
+                if !complete {
+                    self.unresolved_restores.insert(id);
+                }
                 let a = Admitted {
                     cq,
                     usage,
@@ -585,9 +594,17 @@ impl Engine {
             WlState::Admitted(a) | WlState::Evicting(a) => {
                 let node = self.cqs[a.cq as usize].node;
                 self.tree.remove_amounts(node, &a.usage);
+                let held_nodes = self.inventory.holds(id);
                 self.inventory.release(id);
                 self.cqs[a.cq as usize].admitted.remove(&id);
                 self.revive_cohort_of(a.cq);
+                if held_nodes {
+                    // Nodes are shared by every ClusterQueue with a flavor on them, cohort
+                    // or not: any parked gang may fit now.
+                    for c in &mut self.cqs {
+                        c.queue.revive();
+                    }
+                }
                 if done {
                     self.wl_mut(id).state = WlState::Finished;
                 } else {
@@ -638,12 +655,15 @@ impl Engine {
     }
 
     /// Re-charges the nodes of a restored admission from its hostname-level topology assignment.
+    /// Also returns whether every host was known: a restored workload can arrive before
+    /// its Nodes (informers start in any order), and its pods must still be charged.
     fn restore_placement(
         &mut self,
         id: WlId,
         adm: &api::Admission,
-    ) -> Vec<crate::placement::PodSetPlacement> {
+    ) -> (Vec<crate::placement::PodSetPlacement>, bool) {
         let mut out = Vec::new();
+        let mut complete = true;
         for psa in &adm.pod_set_assignments {
             let Some(ta) = &psa.topology_assignment else {
                 continue;
@@ -678,13 +698,38 @@ impl Engine {
                     if let Some(idx) = self.inventory.node_idx(&host) {
                         charge.push((idx, count));
                         nodes.push((self.inventory.node_name(idx).to_string(), count));
+                    } else {
+                        complete = false;
                     }
                 }
             }
             self.inventory.assign(id, &per_pod, &charge);
             out.push(crate::placement::PodSetPlacement { flavor, nodes });
         }
-        out
+        (out, complete)
+    }
+
+    /// Re-charges restored workloads whose hosts were unknown when they were restored.
+    fn resolve_restores(&mut self) {
+        for id in std::mem::take(&mut self.unresolved_restores) {
+            let adm = match self.wls.get(id as usize).and_then(|w| w.as_ref()) {
+                Some(Wl {
+                    state: WlState::Admitted(a) | WlState::Evicting(a),
+                    ..
+                }) => Arc::clone(&a.admission),
+                _ => continue,
+            };
+            self.inventory.release(id);
+            let (placement, complete) = self.restore_placement(id, &adm);
+            if let Some(WlState::Admitted(a) | WlState::Evicting(a)) =
+                self.wls[id as usize].as_mut().map(|w| &mut w.state)
+            {
+                a.placement = placement;
+            }
+            if !complete {
+                self.unresolved_restores.insert(id);
+            }
+        }
     }
 
     /// Where an admitted workload's pods go (TAS PodSets only).

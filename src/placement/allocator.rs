@@ -140,23 +140,28 @@ impl Ctx<'_> {
                     .unwrap_or_else(|| largest(cands, |_| 0))
             }
             Strategy::Kuota => {
-                // First, domains that hold the rest on nodes already in use, so no whole
-                // free node (and so no whole free rack) is broken; then fewest nodes,
-                // best fit, and fewer whole free nodes.
+                // First, wherever the pods fit on nodes already running something, so no
+                // whole free node is broken. Then nodes: best fit. Domains above nodes: the
+                // fewest nodes (Kueue's rule for a gang), then domains already in use, then
+                // topology order. Concentrating new work where work already runs, in a
+                // stable order, keeps untouched racks and blocks whole for large gangs, and
+                // work placed together tends to finish together. Ordering domains by free
+                // capacity instead (best fit, Kueue's rule) scatters small jobs into the
+                // holes of nearly free racks; the quality benchmark measured both
+                // (docs/placement.md).
                 let fitting = cands
                     .iter()
                     .enumerate()
                     .filter(|(_, (_, e))| *e >= want)
                     .min_by_key(|(i, (d, e))| {
+                        let dom = self.dom(*d);
                         let breaks_whole = self.partial_fit(*d) < want;
-                        // When a whole free node must be broken, break it where whole nodes are
-                        // scarcest: those domains could host the fewest large gangs anyway.
-                        let damage = if breaks_whole {
-                            self.dom(*d).whole_free
+                        if dom.node.is_some() {
+                            (breaks_whole, 0, false, *e, *i)
                         } else {
-                            0
-                        };
-                        (breaks_whole, damage, self.nodes_needed(*d, want), *e, *i)
+                            let untouched = dom.whole_free == dom.nodes;
+                            (breaks_whole, self.nodes_needed(*d, want), untouched, 0, *i)
+                        }
                     });
                 fitting
                     .map(|(i, _)| i)

@@ -150,6 +150,11 @@ pub struct WorkloadTemplate {
     /// Pods in the single pod set, default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_count: Option<u32>,
+    /// *Extension*: the pod set's topology request, Kueue's
+    /// `podSets[].topologyRequest` (`required`, `preferred` or
+    /// `unconstrained: true`, plus slice fields). Needs a TAS flavor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_request: Option<api::PodSetTopologyRequest>,
 }
 
 /// A workload the simulator will submit.
@@ -477,6 +482,7 @@ struct Template {
     requests: BTreeMap<String, Quantity>,
     /// Per-pod milli-units.
     per_pod: BTreeMap<String, i64>,
+    topology_request: Option<api::PodSetTopologyRequest>,
 }
 
 impl Template {
@@ -510,6 +516,17 @@ impl Template {
                 "{path}: requests {r:?}, but generated ClusterQueues only cover cpu; define the queues in manifests to use other resources"
             ));
         }
+        if let Some(tr) = &t.topology_request {
+            // Validate with the engine's own reader so a bad request is a
+            // config error here, not a rejected workload mid-run.
+            let probe = api::PodSet {
+                count: pod_count,
+                topology_request: Some(tr.clone()),
+                ..Default::default()
+            };
+            crate::placement::topology_mode(&probe)
+                .map_err(|e| format!("{path}.topologyRequest: {e}"))?;
+        }
         Ok(Self {
             class: t.class_name.clone(),
             runtime: Millis::try_from(t.runtime_ms)
@@ -518,6 +535,7 @@ impl Template {
             pod_count,
             requests,
             per_pod,
+            topology_request: t.topology_request.clone(),
         })
     }
 
@@ -545,6 +563,7 @@ impl Template {
                     ..Default::default()
                 }),
             },
+            topology_request: self.topology_request.clone(),
             ..Default::default()
         };
         let mut object = api::Workload::new(

@@ -9,12 +9,15 @@
 //! that reaches an output is ordered, and randomness comes from the seed. The
 //! only measured (non-virtual) numbers are in [`report::Timing`].
 
+pub mod chart;
 pub mod clock;
 pub mod generator;
+pub mod nodes;
 pub mod report;
 mod rng;
 pub mod run;
 pub mod scenario;
+pub mod trace;
 
 pub use generator::{GeneratorConfig, SimWorkload};
 pub use report::Report;
@@ -45,8 +48,10 @@ pub enum SimError {
     Engine { what: String, message: String },
 }
 
-/// Plans and runs a scenario.
+/// Plans and runs a scenario. The plan is used once, so the run takes the
+/// workload objects from it rather than cloning them (half the memory).
 pub fn simulate(scenario: &Scenario, cfg: SimConfig) -> Result<Report, SimError> {
-    let plan = scenario.plan(cfg.seed)?;
-    Simulation::new(&plan, cfg).run()
+    let mut plan = scenario.plan(cfg.seed)?;
+    let objects = plan.take_objects();
+    Simulation::with_objects(&plan, cfg, objects).run()
 }

@@ -25,6 +25,14 @@ pub struct Report {
     pub classes: Vec<ClassStats>,
     /// Workloads still pending at the end, grouped by ClusterQueue and the engine's reason.
     pub never_admitted: Vec<PendingGroup>,
+    /// Per (flavor, resource), summed over ClusterQueues.
+    pub flavors: Vec<FlavorStats>,
+    /// Node GPUs, when the scenario has GPU nodes (topology-aware placement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuStats>,
+    /// Usage and queue depth over time (only when requested, e.g. for `--chart`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeseries: Option<TimeSeries>,
     /// Engine behaviour the simulator could not make sense of (see docs/simulator.md).
     pub anomalies: Vec<String>,
     /// Measured, not simulated: varies between runs and machines.
@@ -54,6 +62,9 @@ pub struct Totals {
     /// Time-weighted used ÷ total nominal quota over the makespan, per resource.
     pub utilization: BTreeMap<String, f64>,
     pub time_to_admission: Distribution,
+    /// Per resource: work of runs cut short by preemption or eviction (it is
+    /// redone from the start) as a share of the scenario's total work.
+    pub redone_work_share: BTreeMap<String, f64>,
     /// All decisions returned by the engine (admit, preempt, evict, pending).
     pub decisions: u64,
     pub cycles: u64,
@@ -112,6 +123,66 @@ pub struct ClusterQueueStats {
     pub time_to_admission: Distribution,
     /// Per resource, summed over flavors.
     pub resources: BTreeMap<String, ResourceStats>,
+    /// Per `flavor/resource`.
+    pub flavors: BTreeMap<String, ResourceStats>,
+}
+
+/// One resource of one flavor, over all ClusterQueues.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorStats {
+    pub flavor: String,
+    pub resource: String,
+    /// Sum of the ClusterQueues' nominal quotas, milli-units.
+    pub nominal_milli: i64,
+    /// Time-weighted used ÷ nominal over the makespan.
+    pub utilization: Option<f64>,
+    /// Share of usage that was borrowed.
+    pub borrowed_share: Option<f64>,
+}
+
+/// Node GPUs over the run (virtual time, time-weighted over the makespan).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuStats {
+    pub nodes: u64,
+    /// GPUs on those nodes (allocatable).
+    pub total: f64,
+    /// Mean free GPUs.
+    pub mean_free: f64,
+    /// Mean stranded GPUs: free GPUs on nodes where not one pod of any
+    /// pending workload fits (fragmentation), while something was pending.
+    pub mean_stranded: f64,
+    pub peak_stranded: f64,
+    /// GPU-hours stranded.
+    pub stranded_gpu_hours: f64,
+}
+
+/// Usage of one resource and queue depth over time, per ClusterQueue (or per
+/// cohort for many ClusterQueues).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeSeries {
+    pub resource: String,
+    /// What a series is: `clusterQueue` or `cohort`.
+    pub grouping: String,
+    pub names: Vec<String>,
+    /// Nominal quota of `resource` per series, milli-units.
+    pub nominal_milli: Vec<i64>,
+    /// Minimum spacing of points (ms); grows on long runs.
+    pub step_ms: Millis,
+    pub points: Vec<SeriesPoint>,
+}
+
+/// Values of every series at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesPoint {
+    pub t_ms: Millis,
+    /// Usage per series, milli-units.
+    pub used_milli: Vec<i64>,
+    /// Pending workloads per series.
+    pub pending: Vec<u64>,
 }
 
 /// Quota use of one resource in one ClusterQueue over the run.
@@ -231,6 +302,31 @@ impl Report {
                 util.join(", ")
             );
         }
+        let redone: Vec<String> = t
+            .redone_work_share
+            .iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(r, v)| format!("{r} {:.1}%", v * 100.0))
+            .collect();
+        if !redone.is_empty() {
+            let _ = writeln!(
+                out,
+                "work redone after preemption (share of total work): {}",
+                redone.join(", ")
+            );
+        }
+        if let Some(g) = &self.gpus {
+            let _ = writeln!(
+                out,
+                "GPUs: {} on {} nodes; mean free {:.1}, mean stranded by fragmentation {:.1} (peak {}, {:.1} GPU-hours)",
+                g.total,
+                g.nodes,
+                g.mean_free,
+                g.mean_stranded,
+                g.peak_stranded,
+                g.stranded_gpu_hours
+            );
+        }
         let d = &t.time_to_admission;
         let _ = writeln!(
             out,
@@ -305,6 +401,21 @@ impl Report {
             ]);
         }
         out.push_str(&cq.render());
+
+        if !self.flavors.is_empty() {
+            let _ = writeln!(out);
+            let mut fl = Table::new(&["flavor", "resource", "nominal", "utilization", "borrowed"]);
+            for f in &self.flavors {
+                fl.row(vec![
+                    f.flavor.clone(),
+                    f.resource.clone(),
+                    quantity(f.nominal_milli),
+                    pct(f.utilization),
+                    pct(f.borrowed_share),
+                ]);
+            }
+            out.push_str(&fl.render());
+        }
 
         let _ = writeln!(out);
         let mut cls = Table::new(&[
@@ -479,6 +590,126 @@ impl Table {
     }
 }
 
+/// Two runs side by side (`kuota simulate --compare`): the headline numbers,
+/// per-class waits and the difference B − A.
+pub fn render_comparison(a_label: &str, a: &Report, b_label: &str, b: &Report) -> String {
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let ms_row = |name: &str, x: Millis, y: Millis| {
+        (
+            name.to_string(),
+            duration(x),
+            duration(y),
+            format!(
+                "{}{}",
+                if y >= x { "+" } else { "-" },
+                duration((y - x).abs())
+            ),
+        )
+    };
+    let num_row = |name: &str, x: f64, y: f64, fmt: &dyn Fn(f64) -> String| {
+        (
+            name.to_string(),
+            fmt(x),
+            fmt(y),
+            format!("{}{}", if y >= x { "+" } else { "-" }, fmt((y - x).abs())),
+        )
+    };
+    let (ta, tb) = (&a.totals, &b.totals);
+    rows.push(ms_row("makespan", ta.makespan_ms, tb.makespan_ms));
+    rows.push(ms_row(
+        "capacity bound",
+        ta.capacity_bound_ms.unwrap_or(0),
+        tb.capacity_bound_ms.unwrap_or(0),
+    ));
+    let resources: std::collections::BTreeSet<&String> =
+        ta.utilization.keys().chain(tb.utilization.keys()).collect();
+    let pct_f = |v: f64| format!("{:.1}%", v * 100.0);
+    for r in resources {
+        rows.push(num_row(
+            &format!("utilization {}", short(r)),
+            ta.utilization.get(r).copied().unwrap_or(0.0),
+            tb.utilization.get(r).copied().unwrap_or(0.0),
+            &pct_f,
+        ));
+    }
+    let mean = |d: &Distribution| d.mean_ms.round() as Millis;
+    rows.push(ms_row(
+        "wait mean",
+        mean(&ta.time_to_admission),
+        mean(&tb.time_to_admission),
+    ));
+    rows.push(ms_row(
+        "wait p50",
+        ta.time_to_admission.p50_ms,
+        tb.time_to_admission.p50_ms,
+    ));
+    rows.push(ms_row(
+        "wait p90",
+        ta.time_to_admission.p90_ms,
+        tb.time_to_admission.p90_ms,
+    ));
+    let classes: std::collections::BTreeSet<&String> = a
+        .classes
+        .iter()
+        .chain(&b.classes)
+        .map(|c| &c.class)
+        .collect();
+    for c in classes {
+        let find = |r: &Report| {
+            r.classes
+                .iter()
+                .find(|x| &x.class == c)
+                .map_or(0, |x| mean(&x.time_to_admission))
+        };
+        rows.push(ms_row(&format!("wait mean {c}"), find(a), find(b)));
+    }
+    let int = |v: f64| format!("{v:.0}");
+    rows.push(num_row(
+        "preemptions",
+        ta.preemptions as f64,
+        tb.preemptions as f64,
+        &int,
+    ));
+    let never = |r: &Report| r.never_admitted.iter().map(|g| g.count).sum::<u64>() as f64;
+    rows.push(num_row("never admitted", never(a), never(b), &int));
+    if a.gpus.is_some() || b.gpus.is_some() {
+        let st = |r: &Report| r.gpus.as_ref().map_or(0.0, |g| g.mean_stranded);
+        rows.push(num_row("GPUs stranded (mean)", st(a), st(b), &|v| {
+            format!("{v:.1}")
+        }));
+    }
+    if let (Some(x), Some(y)) = (&a.timing, &b.timing) {
+        rows.push(num_row("engine ms", x.engine_ms, y.engine_ms, &|v| {
+            format!("{v:.1}")
+        }));
+        rows.push(num_row(
+            "decisions/s",
+            x.decisions_per_second,
+            y.decisions_per_second,
+            &si,
+        ));
+    }
+    let mut t = Table::new(&["", a_label, b_label, "B - A"]);
+    for (n, x, y, d) in rows {
+        t.row(vec![n, x, y, d]);
+    }
+    let mut out = format!(
+        "{REPORT_HEADER}: comparison\nA = {a_label} ({})\nB = {b_label} ({})\n\n",
+        a.scenario, b.scenario
+    );
+    out.push_str(&t.render());
+    for (label, r) in [(a_label, a), (b_label, b)] {
+        if !r.anomalies.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{label}: {} engine anomalies, see its report",
+                r.anomalies.len()
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,6 +729,43 @@ mod tests {
         assert_eq!(duration(12_500), "12.5s");
         assert_eq!(duration(425_000), "7m05s");
         assert_eq!(duration(7_380_000), "2h03m");
+    }
+
+    #[test]
+    fn comparison_shows_both_runs_and_the_difference() {
+        let run = |makespan: Millis, wait: Vec<Millis>| Report {
+            scenario: "s".into(),
+            seed: 1,
+            eviction_delay_ms: 0,
+            totals: Totals {
+                makespan_ms: makespan,
+                time_to_admission: Distribution::from_values(wait.clone()),
+                ..Default::default()
+            },
+            cluster_queues: vec![],
+            classes: vec![ClassStats {
+                class: "small".into(),
+                time_to_admission: Distribution::from_values(wait),
+                ..Default::default()
+            }],
+            never_admitted: vec![],
+            flavors: vec![],
+            gpus: None,
+            timeseries: None,
+            anomalies: vec![],
+            timing: None,
+        };
+        let out = render_comparison("A", &run(60_000, vec![1_000]), "B", &run(90_000, vec![500]));
+        let line = |name: &str| {
+            out.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {out}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(line("makespan"), "makespan 1m00s 1m30s +30.0s");
+        assert_eq!(line("wait mean small"), "wait mean small 1.0s 500ms -500ms");
     }
 
     #[test]

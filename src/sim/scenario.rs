@@ -11,6 +11,8 @@ use super::SimError;
 use super::generator::{
     CLASS_LABEL, ExistingObjects, GeneratorConfig, RUNNING_TIME_LABEL, SimWorkload,
 };
+use super::nodes::{NODES_FILES, NodesConfig};
+use super::trace;
 use crate::api;
 use crate::api::manifest::{self, Manifest};
 use crate::api::quantity::parse_milli;
@@ -20,6 +22,67 @@ use crate::integrations::batch_job;
 /// The built-in demo, embedded so `kuota` works from any directory.
 const DEMO_CLUSTER: &str = include_str!("../../examples/demo/cluster.yaml");
 const DEMO_GENERATOR: &str = include_str!("../../examples/demo/generator.yaml");
+
+/// Built-in scenarios: (name, files as (file name, text)). Each is the
+/// directory `examples/<name>/`, embedded so the binary works anywhere; a test
+/// checks every embedded copy against the files.
+pub const BUILTIN: &[(&str, &[(&str, &str)])] = &[
+    (
+        "demo",
+        &[
+            ("cluster.yaml", DEMO_CLUSTER),
+            ("generator.yaml", DEMO_GENERATOR),
+        ],
+    ),
+    (
+        "gpu-gangs",
+        &[
+            (
+                "cluster.yaml",
+                include_str!("../../examples/gpu-gangs/cluster.yaml"),
+            ),
+            (
+                "generator.yaml",
+                include_str!("../../examples/gpu-gangs/generator.yaml"),
+            ),
+            (
+                "nodes.yaml",
+                include_str!("../../examples/gpu-gangs/nodes.yaml"),
+            ),
+        ],
+    ),
+    (
+        "kueue-baseline",
+        &[(
+            "generator.yaml",
+            include_str!("../../examples/kueue-baseline/generator.yaml"),
+        )],
+    ),
+    (
+        "kueue-large-scale",
+        &[(
+            "generator.yaml",
+            include_str!("../../examples/kueue-large-scale/generator.yaml"),
+        )],
+    ),
+    (
+        "kueue-tas",
+        &[
+            (
+                "cluster.yaml",
+                include_str!("../../examples/kueue-tas/cluster.yaml"),
+            ),
+            (
+                "generator.yaml",
+                include_str!("../../examples/kueue-tas/generator.yaml"),
+            ),
+            (
+                "nodes.yaml",
+                include_str!("../../examples/kueue-tas/nodes.yaml"),
+            ),
+        ],
+    ),
+];
 
 /// File names recognised as the generator config.
 const GENERATOR_FILES: [&str; 2] = ["generator.yaml", "generator.yml"];
@@ -50,12 +113,25 @@ impl SourceFile {
         Ok(Self::new(path.display().to_string(), text))
     }
 
-    fn is_generator(&self) -> bool {
-        let base = Path::new(&self.name)
+    fn base_name(&self) -> &str {
+        Path::new(&self.name)
             .file_name()
             .and_then(|n| n.to_str())
-            .unwrap_or("");
-        GENERATOR_FILES.contains(&base)
+            .unwrap_or("")
+    }
+
+    fn is_generator(&self) -> bool {
+        GENERATOR_FILES.contains(&self.base_name())
+    }
+
+    /// A node-pool spec (`nodes.yaml`), see [`super::nodes`].
+    fn is_nodes(&self) -> bool {
+        NODES_FILES.contains(&self.base_name())
+    }
+
+    /// A trace (`*.csv`, `*.jsonl`), see [`super::trace`].
+    fn is_trace(&self) -> bool {
+        trace::is_trace_name(self.base_name())
     }
 }
 
@@ -63,6 +139,9 @@ impl SourceFile {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scenario {
     pub name: String,
+    /// Every input except the generator, told apart by file name: Kueue /
+    /// Kubernetes manifests, `nodes.yaml` node-pool specs, and `*.csv` /
+    /// `*.jsonl` traces.
     pub manifests: Vec<SourceFile>,
     pub generator: Option<SourceFile>,
 }
@@ -73,6 +152,8 @@ pub struct CqInfo {
     pub cohort: Option<String>,
     /// Nominal quota per resource, milli-units, summed over flavors.
     pub nominal: BTreeMap<String, i64>,
+    /// Nominal quota per (flavor, resource), milli-units.
+    pub nominal_by_flavor: BTreeMap<(String, String), i64>,
 }
 
 /// A scenario resolved into engine events and workloads.
@@ -101,6 +182,42 @@ impl Scenario {
         }
     }
 
+    /// A built-in scenario by name (see [`BUILTIN`]).
+    pub fn builtin(name: &str) -> Option<Self> {
+        let (n, files) = BUILTIN.iter().find(|(n, _)| *n == name)?;
+        let mut s = Self {
+            name: n.to_string(),
+            manifests: Vec::new(),
+            generator: None,
+        };
+        for (file, text) in *files {
+            let f = SourceFile::new(format!("examples/{n}/{file}"), *text);
+            if f.is_generator() {
+                s.generator = Some(f);
+            } else {
+                s.manifests.push(f);
+            }
+        }
+        Some(s)
+    }
+
+    /// Names of the built-in scenarios.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Adds a trace file (CSV or JSONL) to the scenario.
+    pub fn with_trace(mut self, trace: SourceFile) -> Result<Self, SimError> {
+        if !trace.is_trace() {
+            return Err(SimError::Scenario {
+                source_name: trace.name,
+                message: "a trace must be a .csv or .jsonl file".to_string(),
+            });
+        }
+        self.manifests.push(trace);
+        Ok(self)
+    }
+
     /// Loads a scenario directory.
     pub fn from_dir(dir: &Path) -> Result<Self, SimError> {
         let io = |e: std::io::Error| SimError::Io {
@@ -110,11 +227,11 @@ impl Scenario {
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io)? {
             let path = entry.map_err(io)?.path();
-            let yaml = path
+            let known = path
                 .extension()
                 .and_then(|e| e.to_str())
-                .is_some_and(|e| e == "yaml" || e == "yml");
-            if yaml && path.is_file() {
+                .is_some_and(|e| matches!(e, "yaml" | "yml" | "csv" | "jsonl"));
+            if known && path.is_file() {
                 paths.push(path);
             }
         }
@@ -150,7 +267,24 @@ impl Scenario {
     /// cohorts, ClusterQueues, LocalQueues).
     pub fn plan(&self, seed: u64) -> Result<Plan, SimError> {
         let mut objs = Objects::default();
+        let mut traces = Vec::new();
         for f in &self.manifests {
+            if f.is_trace() {
+                traces.push((f, trace::parse(&f.name, &f.text)?));
+                continue;
+            }
+            if f.is_nodes() {
+                let expanded = NodesConfig::from_yaml(&f.name, &f.text)?.expand(&f.name)?;
+                objs.topologies
+                    .extend(expanded.topology.map(|t| (f.name.clone(), t)));
+                objs.nodes.extend(
+                    expanded
+                        .nodes
+                        .into_iter()
+                        .map(|n| (f.name.clone(), Box::new(n))),
+                );
+                continue;
+            }
             let loaded = manifest::load_str(&f.name, &f.text).map_err(|e| SimError::Manifest {
                 source_name: f.name.clone(),
                 message: e.to_string(),
@@ -186,6 +320,9 @@ impl Scenario {
                 .collect(),
         };
         let mut workloads = objs.manifest_workloads(&existing)?;
+        for (f, rows) in &traces {
+            workloads.extend(trace::workloads(&f.name, rows, &existing.local_queues)?);
+        }
         if let Some(g) = &self.generator {
             let cfg = GeneratorConfig::from_yaml(&g.name, &g.text)?;
             let generated = cfg.generate(&g.name, &existing, seed)?;
@@ -232,11 +369,20 @@ impl Scenario {
             for (r, m) in &nominal {
                 *capacity.entry(r.clone()).or_default() += m;
             }
+            // Already parsed above, so this cannot fail; keep the error path anyway.
+            let nominal_by_flavor =
+                nominal_per_flavor(&cq.spec.resource_groups).map_err(|message| {
+                    SimError::Manifest {
+                        source_name: src.clone(),
+                        message: format!("ClusterQueue {name}: {message}"),
+                    }
+                })?;
             cluster_queues.insert(
                 name,
                 CqInfo {
                     cohort: cq.spec.cohort().map(str::to_string),
                     nominal,
+                    nominal_by_flavor,
                 },
             );
         }
@@ -263,6 +409,18 @@ impl Scenario {
     }
 }
 
+impl Plan {
+    /// Moves the workload objects out (leaving empty ones), for
+    /// [`super::Simulation::with_objects`]: a one-shot run then holds each
+    /// object once. The plan can no longer be run by itself afterwards.
+    pub fn take_objects(&mut self) -> Vec<api::Workload> {
+        self.workloads
+            .iter_mut()
+            .map(|w| std::mem::take(&mut w.object))
+            .collect()
+    }
+}
+
 /// Sums nominal quotas per resource over all flavors.
 fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String, i64>, String> {
     let mut out: BTreeMap<String, i64> = BTreeMap::new();
@@ -274,6 +432,24 @@ fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String
                 })?;
                 let e = out.entry(r.name.clone()).or_default();
                 *e = e.saturating_add(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Nominal quota per (flavor, resource).
+fn nominal_per_flavor(
+    groups: &[api::ResourceGroup],
+) -> Result<BTreeMap<(String, String), i64>, String> {
+    let mut out = BTreeMap::new();
+    for g in groups {
+        for f in &g.flavors {
+            for r in &f.resources {
+                let m = parse_milli(&r.nominal_quota).map_err(|e| {
+                    format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
+                })?;
+                out.insert((f.name.clone(), r.name.clone()), m);
             }
         }
     }
@@ -518,6 +694,33 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
     let mut objs = Objects::default();
     let mut kinds: Vec<(String, Manifest)> = Vec::new();
     for f in files {
+        if f.is_nodes() || f.is_trace() {
+            let r = if f.is_nodes() {
+                NodesConfig::from_yaml(&f.name, &f.text)
+                    .and_then(|c| c.expand(&f.name))
+                    .map(|_| ())
+            } else {
+                trace::parse(&f.name, &f.text).map(|_| ())
+            };
+            match r {
+                // Trace errors carry `file:line` as their source.
+                Err(SimError::Scenario {
+                    source_name,
+                    message,
+                }) => out.push(Diagnostic {
+                    error: true,
+                    file: source_name,
+                    message,
+                }),
+                Err(e) => out.push(Diagnostic {
+                    error: true,
+                    file: f.name.clone(),
+                    message: strip_source(&e.to_string(), &f.name),
+                }),
+                Ok(()) => {}
+            }
+            continue;
+        }
         if f.is_generator() {
             if let Err(e) = GeneratorConfig::from_yaml(&f.name, &f.text) {
                 out.push(Diagnostic {
@@ -684,6 +887,52 @@ mod tests {
             s.generator.as_ref().map(|g| g.text.as_str()),
             Some(DEMO_GENERATOR)
         );
+    }
+
+    /// Every built-in scenario is its `examples/<name>/` directory, byte for byte.
+    #[test]
+    fn builtin_scenarios_match_their_directories() {
+        let base = |f: &SourceFile| f.base_name().to_string();
+        for name in Scenario::builtin_names() {
+            let embedded = Scenario::builtin(name).expect("listed");
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(name);
+            let on_disk = Scenario::from_dir(&dir).expect("loads");
+            let files = |s: &Scenario| -> Vec<(String, String)> {
+                s.generator
+                    .iter()
+                    .chain(&s.manifests)
+                    .map(|f| (base(f), f.text.clone()))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            };
+            assert_eq!(files(&embedded), files(&on_disk), "{name}");
+        }
+        assert!(Scenario::builtin("nope").is_none());
+    }
+
+    #[test]
+    fn builtin_scenarios_plan() {
+        for name in Scenario::builtin_names() {
+            let plan = Scenario::builtin(name)
+                .expect("listed")
+                .plan(1)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!plan.workloads.is_empty(), "{name}");
+        }
+        let tas = Scenario::builtin("kueue-tas")
+            .expect("listed")
+            .plan(1)
+            .expect("plans");
+        let nodes = tas
+            .setup
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::NodeUpserted(_)))
+            .count();
+        assert_eq!(nodes, 640);
+        assert_eq!(tas.workloads.len(), 4500);
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct Step {
     pub delete: Option<Vec<String>>,
     /// Evicted workloads whose pods are gone.
     pub evict_complete: Option<Vec<String>>,
+    /// Node -> resource -> quantity used by pods kuota does not manage
+    /// (`NodeExternalUsage`; replaces the node's previous external usage).
+    pub node_usage: Option<BTreeMap<String, BTreeMap<String, Value>>>,
 }
 
 impl Step {
@@ -78,12 +81,13 @@ impl Step {
             self.finish.is_some(),
             self.delete.is_some(),
             self.evict_complete.is_some(),
+            self.node_usage.is_some(),
         ];
         match actions.iter().filter(|a| **a).count() {
             1 => {}
             0 => {
                 return Err(
-                    "step has no action (apply, schedule, expect, finish, delete, evict-complete)"
+                    "step has no action (apply, schedule, expect, finish, delete, evict-complete, node-usage)"
                         .into(),
                 );
             }
@@ -144,7 +148,8 @@ pub struct Expect {
     pub usage: Option<BTreeMap<String, BTreeMap<String, Usage>>>,
 }
 
-/// `cq-name` or `{clusterQueue, flavors: {podset: {resource: flavor}}, count: {podset: n}}`.
+/// `cq-name` or `{clusterQueue, flavors: {podset: {resource: flavor}}, count: {podset: n},
+/// nodes: {podset: {node: pods}}, domains: {podset: {level-label: [values]}}}`.
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "Value")]
 pub struct Admitted(pub AdmittedFields);
@@ -155,6 +160,11 @@ pub struct AdmittedFields {
     pub cluster_queue: Option<String>,
     pub flavors: Option<BTreeMap<String, BTreeMap<String, String>>>,
     pub count: Option<BTreeMap<String, i32>>,
+    /// Pod set -> node name -> pods placed there (exactly these nodes for the listed pod sets).
+    pub nodes: Option<BTreeMap<String, BTreeMap<String, i32>>>,
+    /// Pod set -> node label (a topology level) -> the set of its values over the
+    /// nodes the pod set was placed on.
+    pub domains: Option<BTreeMap<String, BTreeMap<String, Vec<String>>>>,
 }
 
 impl TryFrom<Value> for Admitted {
