@@ -13,6 +13,7 @@
 
 pub mod certs;
 pub mod crd;
+pub mod feed;
 pub mod index;
 pub mod jobs;
 pub mod review;

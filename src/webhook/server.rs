@@ -745,6 +745,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .as_ref()
         .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
     let index = Arc::new(ClusterIndex::default());
+    // In a cluster (service account) or with a kubeconfig, watches feed the index; without
+    // either the index stays cold and /readyz says so, unless --ready-without-index.
+    let feed = match kube::Client::try_default().await {
+        Ok(client) => super::feed::spawn(client, index.clone()),
+        Err(e) => {
+            warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
+            Vec::new()
+        }
+    };
     let state = Arc::new(WebhookState::new(
         index.clone(),
         policies,
@@ -766,6 +775,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
     let result = server.run(shutdown_signal()).await;
     if let Some(task) = policy_watch {
+        task.abort();
+    }
+    for task in feed {
         task.abort();
     }
     result
