@@ -52,13 +52,22 @@ impl ClusterQueueQueue {
     }
 
     fn clear_probe(&mut self, key: &QueueKey, shape: u64) {
-        if let Some(group) = self.parked.get_mut(&shape) {
-            if group.probe.as_ref() == Some(key) {
-                group.probe = None;
-            }
-            if group.keys.is_empty() && group.probe.is_none() {
-                self.parked.remove(&shape);
-            }
+        if let Some(group) = self.parked.get_mut(&shape)
+            && group.probe.as_ref() == Some(key)
+        {
+            group.probe = None;
+        }
+        self.drop_if_idle(shape);
+    }
+
+    /// Forgets a shape's group once it holds nothing and has no probe out.
+    fn drop_if_idle(&mut self, shape: u64) {
+        if self
+            .parked
+            .get(&shape)
+            .is_some_and(|g| g.keys.is_empty() && g.probe.is_none())
+        {
+            self.parked.remove(&shape);
         }
     }
 
@@ -67,9 +76,7 @@ impl ClusterQueueQueue {
             return false;
         };
         let removed = group.keys.remove(key);
-        if group.keys.is_empty() && group.probe.is_none() {
-            self.parked.remove(&shape);
-        }
+        self.drop_if_idle(shape);
         if removed {
             self.parked_len -= 1;
         }

@@ -597,13 +597,15 @@ impl Engine {
                 let held_nodes = self.inventory.holds(id);
                 self.inventory.release(id);
                 self.cqs[a.cq as usize].admitted.remove(&id);
-                self.revive_cohort_of(a.cq);
                 if held_nodes {
                     // Nodes are shared by every ClusterQueue with a flavor on them, cohort
                     // or not: any parked gang may fit now.
+                    self.quota_gen += 1;
                     for c in &mut self.cqs {
                         c.queue.revive();
                     }
+                } else {
+                    self.revive_cohort_of(a.cq);
                 }
                 if done {
                     self.wl_mut(id).state = WlState::Finished;

@@ -549,20 +549,7 @@ impl Template {
     ) -> SimWorkload {
         let pod_set = api::PodSet {
             count: self.pod_count,
-            template: PodTemplateSpec {
-                metadata: None,
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "main".to_string(),
-                        resources: Some(ResourceRequirements {
-                            requests: Some(self.requests.clone()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
+            template: pod_template(&self.requests),
             topology_request: self.topology_request.clone(),
             ..Default::default()
         };
@@ -601,6 +588,25 @@ impl Template {
 pub fn set_creation_time(object: &mut api::Workload, at: Millis) {
     if let Ok(ts) = k8s_openapi::jiff::Timestamp::from_millisecond(at) {
         object.metadata.creation_timestamp = Some(Time(ts));
+    }
+}
+
+/// A pod template of one container `main` with these requests: all a simulated pod
+/// needs for quota and placement (generated and traced workloads alike).
+pub(crate) fn pod_template(requests: &BTreeMap<String, Quantity>) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "main".to_string(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(requests.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
     }
 }
 

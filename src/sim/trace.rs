@@ -6,12 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
 use super::SimError;
-use super::generator::{CLASS_LABEL, MAX_WORKLOADS, RUNNING_TIME_LABEL, SimWorkload};
+use super::generator::{CLASS_LABEL, MAX_WORKLOADS, RUNNING_TIME_LABEL, SimWorkload, pod_template};
 use crate::api;
 use crate::api::quantity::parse_milli;
 use crate::engine::{Millis, WorkloadKey};
@@ -303,20 +302,7 @@ pub fn workloads(
                     format!("ps{i}")
                 },
                 count,
-                template: PodTemplateSpec {
-                    metadata: None,
-                    spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "main".to_string(),
-                            resources: Some(ResourceRequirements {
-                                requests: Some(ps.requests.clone()),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }),
-                },
+                template: pod_template(&ps.requests),
                 topology_request: topology_request.clone(),
                 ..Default::default()
             });
