@@ -7,9 +7,10 @@
 //! them like Kueue orders heads, and admits, preempts or parks them; a queue stays
 //! open until it runs out of candidates or, under StrictFIFO, its head blocks.
 
-use std::collections::{HashMap, HashSet};
+use super::{FastMap, FastSet};
 use std::sync::Arc;
 
+use super::explain::Explanation;
 use super::flavor::{Assigner, Assignment, Mode};
 use super::model::Policy;
 use super::preempt::{self, Target};
@@ -45,19 +46,32 @@ enum Pass {
     Borrowing,
 }
 
+/// A pending message: words, or an assigner's explanation rendered only on change.
+#[derive(Clone)]
+enum Why {
+    Text(Arc<str>),
+    Explained(Arc<Explanation>),
+}
+
+/// A pending message about to be reported for the first time this cycle.
+enum Message {
+    Text(String),
+    Explained(Explanation),
+}
+
 /// What one cycle remembers across its passes and rounds.
 #[derive(Default)]
 struct CycleState {
     /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
     /// grows within a cycle, so there is no need to evaluate them twice.
-    failed: HashMap<(CqId, u64), (PendingReason, Arc<str>)>,
+    failed: FastMap<(CqId, u64), (PendingReason, Why)>,
     /// Preemption already issued this cycle, per cohort root and (flavor, resource).
-    preempting: HashMap<NodeId, Vec<FrId>>,
+    preempting: FastMap<NodeId, Vec<FrId>>,
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
     /// in the same cycle (Kueue's rule too).
-    untouchable: HashSet<WlId>,
+    untouchable: FastSet<WlId>,
     /// Preemptors whose reservation is charged to the tree right now.
-    charged: HashSet<WlId>,
+    charged: FastSet<WlId>,
 }
 
 impl Engine {
@@ -66,8 +80,14 @@ impl Engine {
         self.now = self.now.max(now);
         self.inventory.ensure_trees();
         self.park_inactive();
-        let mut st = CycleState::default();
-        self.oracle_cache.get_mut().clear();
+        // Sized for a few failing shapes and one admission per ClusterQueue: growing
+        // these maps mid-cycle (rehashing) cost more than filling them.
+        let mut st = CycleState {
+            failed: FastMap::with_capacity_and_hasher(self.cqs.len() * 4, Default::default()),
+            untouchable: FastSet::with_capacity_and_hasher(self.cqs.len(), Default::default()),
+            ..CycleState::default()
+        };
+        self.oracle.get_mut().clear();
         self.charge_reservations(&mut st);
         // Two passes, as Kueue orders heads: first everything that fits within nominal
         // quota, then what needs to borrow. A borrower never takes quota that a
@@ -136,21 +156,22 @@ impl Engine {
                 break;
             }
             heads.sort_by_key(|h| h.order);
-            let mut closed: HashSet<CqId> = HashSet::new();
+            let mut closed: FastSet<CqId> = FastSet::default();
             for mut h in heads {
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None);
                 }
-                match self.decide(&h, pass, st) {
+                let cq = h.cq;
+                match self.decide(h, pass, st) {
                     Outcome::Admitted => {}
                     // The rest of this queue waits for the borrowing pass, keeping its order.
                     Outcome::Deferred => {
-                        closed.insert(h.cq);
+                        closed.insert(cq);
                     }
                     Outcome::Blocked => {
-                        if self.cqs[h.cq as usize].spec.strict_fifo {
-                            closed.insert(h.cq);
+                        if self.cqs[cq as usize].spec.strict_fifo {
+                            closed.insert(cq);
                         }
                     }
                 }
@@ -220,9 +241,9 @@ impl Engine {
             }
             if !strict {
                 let shape = self.wl(id).spec.shape;
-                if let Some((reason, msg)) = st.failed.get(&(c, shape)) {
-                    let (reason, msg) = (*reason, Arc::clone(msg));
-                    self.set_pending(id, reason, msg);
+                if let Some((reason, why)) = st.failed.get(&(c, shape)) {
+                    let (reason, why) = (*reason, why.clone());
+                    self.set_pending_why(id, reason, &why);
                     self.cqs[c as usize].queue.park(key, shape);
                     continue;
                 }
@@ -306,7 +327,7 @@ impl Engine {
         c: CqId,
         id: WlId,
         counts: Option<&[i32]>,
-        resume: Option<&[Vec<Option<usize>>]>,
+        resume: Option<&[super::flavor::Tried]>,
     ) -> Assignment {
         let cq = &self.cqs[c as usize];
         let w = self.wl(id);
@@ -316,24 +337,7 @@ impl Engine {
                 && (cq.spec.reclaim != Policy::Never
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
-        // The answer depends on the creation time only under LowerOrNewerEqualPriority;
-        // elsewhere one answer serves every workload of a priority in this queue.
-        let created = if cq.spec.within_cq == Policy::LowerOrNewerEqualPriority {
-            w.spec.created
-        } else {
-            0
-        };
-        let preemptible = |fr| {
-            can_preempt && {
-                let key = (c, fr, w.spec.priority, created);
-                let cached = self.oracle_cache.borrow().get(&key).copied();
-                cached.unwrap_or_else(|| {
-                    let v = preempt::has_candidates(self, id, c, fr);
-                    self.oracle_cache.borrow_mut().insert(key, v);
-                    v
-                })
-            }
-        };
+        let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
         let assigner = Assigner {
             preemptible: &preemptible,
             names: &self.names,
@@ -380,9 +384,9 @@ impl Engine {
     }
 
     /// Admits, preempts for, defers or parks one head.
-    fn decide(&mut self, h: &Head, pass: Pass, st: &mut CycleState) -> Outcome {
+    fn decide(&mut self, h: Head, pass: Pass, st: &mut CycleState) -> Outcome {
         let (c, id) = (h.cq, h.id);
-        let mut a = h.assignment.clone();
+        let mut a = h.assignment;
         // Each retry resumes the flavor search after the flavor that could not be
         // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
         loop {
@@ -402,9 +406,9 @@ impl Engine {
                             self.park(
                                 c,
                                 id,
-                                &a,
+                                a.last_tried,
                                 PendingReason::TopologyPlacementFailed,
-                                message,
+                                Message::Text(message),
                                 &mut st.failed,
                             )
                         }
@@ -419,11 +423,11 @@ impl Engine {
                     if overlaps {
                         // Another workload is already freeing this quota this cycle; look again
                         // next cycle rather than evicting more than needed.
-                        self.set_pending(
-                            id,
-                            PendingReason::WaitingForQuota,
-                            format!("{}; waiting for preemptions issued for another workload in the cohort", a.message),
+                        let mut explanation = a.explanation;
+                        explanation.suffix = Some(
+                            "; waiting for preemptions issued for another workload in the cohort",
                         );
+                        self.set_pending_explained(id, PendingReason::WaitingForQuota, explanation);
                         return Outcome::Blocked;
                     }
                     let targets = preempt::find_targets(self, id, c, &a, &st.untouchable);
@@ -461,11 +465,14 @@ impl Engine {
             }
         }
         let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
-        let mut message = a.message.clone();
-        if a.mode() == Mode::Preempt {
-            message.push_str("; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy");
+        let mut explanation = a.explanation;
+        if a.mode == Some(Mode::Preempt) {
+            explanation.suffix = Some(
+                "; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy",
+            );
         }
-        self.park(c, id, &a, reason, message, &mut st.failed)
+        let message = Message::Explained(explanation);
+        self.park(c, id, a.last_tried, reason, message, &mut st.failed)
     }
 
     /// Whether admitting with `a` (after any preemption) would take the ClusterQueue
@@ -488,25 +495,38 @@ impl Engine {
         &mut self,
         c: CqId,
         id: WlId,
-        a: &Assignment,
+        last_tried: super::flavor::Resume,
         reason: PendingReason,
-        message: String,
-        failed: &mut HashMap<(CqId, u64), (PendingReason, Arc<str>)>,
+        message: Message,
+        failed: &mut FastMap<(CqId, u64), (PendingReason, Why)>,
     ) -> Outcome {
         let gen_now = self.quota_gen;
         let w = self.wl_mut(id);
-        w.resume = a.last_tried.clone();
+        w.resume = last_tried;
         w.resume_gen = gen_now;
-        let message: Arc<str> = message.into();
-        self.set_pending(id, reason, Arc::clone(&message));
+        let why = match message {
+            Message::Text(text) => {
+                let text: Arc<str> = text.into();
+                self.set_pending(id, reason, Arc::clone(&text));
+                Why::Text(text)
+            }
+            Message::Explained(e) => Why::Explained(self.set_pending_explained(id, reason, e)),
+        };
         if !self.cqs[c as usize].spec.strict_fifo {
             let shape = self.wl(id).spec.shape;
-            failed.insert((c, shape), (reason, message));
+            failed.insert((c, shape), (reason, why));
             if let Some(k) = self.wl(id).qkey {
                 self.cqs[c as usize].queue.park(k, shape);
             }
         }
         Outcome::Blocked
+    }
+
+    fn set_pending_why(&mut self, id: WlId, reason: PendingReason, why: &Why) {
+        match why {
+            Why::Text(message) => self.set_pending(id, reason, Arc::clone(message)),
+            Why::Explained(e) => self.set_pending_shared(id, reason, e),
+        }
     }
 
     /// With one PodSet carrying minCount, the largest count in [minCount, count) that fits.
@@ -550,7 +570,7 @@ impl Engine {
         &mut self,
         preemptor: WlId,
         targets: &[Target],
-        victims: &mut HashSet<WlId>,
+        victims: &mut FastSet<WlId>,
     ) {
         let pkey = self.wl(preemptor).spec.key.clone();
         let mut waiting = Vec::with_capacity(targets.len());
@@ -599,8 +619,9 @@ impl Engine {
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.seq += 1;
-        let mut admission = self.admission(c, id, a);
+        let shape = self.wl(id).spec.shape;
         let mut placement = Vec::with_capacity(placed.len());
+        let mut admission = self.admission(c, id, a);
         for (ps, p, nodes) in placed {
             if let Some(psa) = admission.pod_set_assignments.get_mut(ps) {
                 psa.topology_assignment = Some(crate::placement::topology_assignment(
@@ -611,11 +632,10 @@ impl Engine {
             }
             placement.push(p);
         }
-        let seq = self.seq;
         let admission = Arc::new(admission);
+        let seq = self.seq;
         self.dequeue(id);
         // The next parked workload of the same shape may fit too.
-        let shape = self.wl(id).spec.shape;
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let w = self.wl_mut(id);
@@ -627,6 +647,7 @@ impl Engine {
             seq,
         });
         w.pending = None;
+        w.explained = None;
         w.resume.clear();
         w.waiting_for.clear();
         w.reservation = None;

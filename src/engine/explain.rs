@@ -2,6 +2,8 @@
 //! is short, and which limit binds (nominal quota, borrowingLimit, or what the
 //! cohort can lend).
 
+use smallvec::SmallVec;
+
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FrId, Names};
 
@@ -22,86 +24,289 @@ pub fn human(v: i64) -> String {
     }
 }
 
-/// Why `val` of `fr` does not fit in what is unused right now.
-pub fn shortage(
-    names: &Names,
-    tree: &QuotaTree,
-    node: NodeId,
-    fr: FrId,
-    val: i64,
-    avail: i64,
-) -> String {
-    let (f, r) = names.fr_parts(fr);
-    let (fname, rname) = (names.flavor_name(f), names.resource_name(r));
-    let nominal = tree.subtree_quota(node, fr);
-    let used = tree.usage(node, fr);
-    let short = val - avail.max(0);
-    let mut msg = format!(
-        "insufficient unused quota for {rname} in flavor {fname}, {} more needed ({} requested, {} available; nominal quota {}, {} in use",
-        human(short),
-        human(val),
-        human(avail.max(0)),
-        human(nominal),
-        human(used)
-    );
-    match tree.parent(node) {
-        None => msg.push_str("; the ClusterQueue is not in a cohort, so it cannot borrow)"),
-        Some(_) => {
-            let over = (used + val - nominal).max(0);
-            let limit = tree.nodes[node as usize].limits.borrowing_limit(fr);
-            match limit {
-                Some(bl) if over > bl => msg.push_str(&format!(
-                    "; borrowingLimit {} would be exceeded: it would borrow {})",
-                    human(bl),
-                    human(over)
-                )),
-                _ => {
-                    let local = (nominal - used).max(0);
-                    msg.push_str(&format!(
+/// One reason a flavor was not chosen for a PodSet, kept as the numbers the message
+/// shows. A cycle re-evaluates thousands of parked probes and most end exactly as
+/// they did last time; comparing these values is cheap, formatting them is not, so
+/// the text is written only when it changed (see [`Explanation::render`]). Only
+/// what the message shows is stored, so equal values mean an equal message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// `val` of `fr` does not fit in what is unused right now.
+    Shortage {
+        fr: FrId,
+        val: i64,
+        /// Unused quota it may take, never below zero.
+        avail: i64,
+        nominal: i64,
+        used: i64,
+        bound: Bound,
+    },
+    /// `val` of `fr` can never fit in this ClusterQueue: `max` is all it can get.
+    ExceedsMax {
+        fr: FrId,
+        val: i64,
+        max: i64,
+        nominal: i64,
+        bound: Bound,
+    },
+    /// The flavor cannot hold the PodSet at all (node selector, affinity, taints,
+    /// no topology), already in words.
+    Mismatch(String),
+    /// Other rarer reasons (missing flavor or quota, topology placement), in words.
+    Text(String),
+}
+
+/// Which limit binds beyond the ClusterQueue's nominal quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// Not in a cohort: nothing to borrow.
+    NoCohort,
+    /// The borrowingLimit, and what admitting would borrow.
+    BorrowingLimit { limit: i64, would_borrow: i64 },
+    /// What the cohort can still lend.
+    CohortLends(i64),
+}
+
+impl Note {
+    /// Why `val` of `fr` does not fit in what is unused right now (`avail`).
+    pub fn shortage(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64, avail: i64) -> Self {
+        let nominal = tree.subtree_quota(node, fr);
+        let used = tree.usage(node, fr);
+        let over = (used + val - nominal).max(0);
+        let bound = match (
+            tree.parent(node),
+            tree.nodes[node as usize].limits.borrowing_limit(fr),
+        ) {
+            (None, _) => Bound::NoCohort,
+            (Some(_), Some(limit)) if over > limit => Bound::BorrowingLimit {
+                limit,
+                would_borrow: over,
+            },
+            (Some(_), _) => Bound::CohortLends((avail - (nominal - used).max(0)).max(0)),
+        };
+        Note::Shortage {
+            fr,
+            val,
+            avail: avail.max(0),
+            nominal,
+            used,
+            bound,
+        }
+    }
+
+    /// Why `val` of `fr` can never fit in this ClusterQueue.
+    pub fn exceeds_max(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -> Self {
+        let max = tree.potential_available(node, fr);
+        let nominal = tree.subtree_quota(node, fr);
+        let bound = match (
+            tree.parent(node),
+            tree.nodes[node as usize].limits.borrowing_limit(fr),
+        ) {
+            (None, _) => Bound::NoCohort,
+            (Some(_), Some(limit)) if nominal + limit <= max => Bound::BorrowingLimit {
+                limit,
+                would_borrow: 0,
+            },
+            (Some(_), _) => Bound::CohortLends(max - nominal),
+        };
+        Note::ExceedsMax {
+            fr,
+            val,
+            max,
+            nominal,
+            bound,
+        }
+    }
+
+    fn write(&self, names: &Names, out: &mut String) -> std::fmt::Result {
+        use std::fmt::Write;
+        let fr_names = |fr: FrId| {
+            let (f, r) = names.fr_parts(fr);
+            (names.flavor_name(f), names.resource_name(r))
+        };
+        match self {
+            Note::Text(t) | Note::Mismatch(t) => out.write_str(t),
+            &Note::Shortage {
+                fr,
+                val,
+                avail,
+                nominal,
+                used,
+                bound,
+            } => {
+                let (fname, rname) = fr_names(fr);
+                write!(
+                    out,
+                    "insufficient unused quota for {rname} in flavor {fname}, {} more needed ({} requested, {} available; nominal quota {}, {} in use",
+                    human(val - avail),
+                    human(val),
+                    human(avail),
+                    human(nominal),
+                    human(used)
+                )?;
+                match bound {
+                    Bound::NoCohort => {
+                        out.write_str("; the ClusterQueue is not in a cohort, so it cannot borrow)")
+                    }
+                    Bound::BorrowingLimit {
+                        limit,
+                        would_borrow,
+                    } => write!(
+                        out,
+                        "; borrowingLimit {} would be exceeded: it would borrow {})",
+                        human(limit),
+                        human(would_borrow)
+                    ),
+                    Bound::CohortLends(lend) => write!(
+                        out,
                         "; the cohort can lend only {} more: other ClusterQueues use it or keep it under their lendingLimit)",
-                        human((avail - local).max(0))
-                    ));
+                        human(lend)
+                    ),
+                }
+            }
+            &Note::ExceedsMax {
+                fr,
+                val,
+                max,
+                nominal,
+                bound,
+            } => {
+                let (fname, rname) = fr_names(fr);
+                write!(
+                    out,
+                    "insufficient quota for {rname} in flavor {fname}, request > maximum capacity ({} > {}; ",
+                    human(val),
+                    human(max),
+                )?;
+                match bound {
+                    Bound::NoCohort => out.write_str("nominal quota, no cohort to borrow from)"),
+                    Bound::BorrowingLimit { limit, .. } => write!(
+                        out,
+                        "nominal quota {} + borrowingLimit {})",
+                        human(nominal),
+                        human(limit)
+                    ),
+                    Bound::CohortLends(lend) => write!(
+                        out,
+                        "nominal quota {} + what the cohort can lend {})",
+                        human(nominal),
+                        human(lend)
+                    ),
                 }
             }
         }
     }
-    msg
 }
 
-/// Why `val` of `fr` can never fit in this ClusterQueue.
-pub fn exceeds_max(names: &Names, tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -> String {
-    let (f, r) = names.fr_parts(fr);
-    let max = tree.potential_available(node, fr);
-    let nominal = tree.subtree_quota(node, fr);
-    let limit = match (
-        tree.parent(node),
-        tree.nodes[node as usize].limits.borrowing_limit(fr),
-    ) {
-        (None, _) => "nominal quota, no cohort to borrow from".to_string(),
-        (Some(_), Some(bl)) if nominal + bl <= max => format!(
-            "nominal quota {} + borrowingLimit {}",
-            human(nominal),
-            human(bl)
-        ),
-        (Some(_), _) => format!(
-            "nominal quota {} + what the cohort can lend {}",
-            human(nominal),
-            human(max - nominal)
-        ),
-    };
-    format!(
-        "insufficient quota for {} in flavor {}, request > maximum capacity ({} > {}; {})",
-        names.resource_name(r),
-        names.flavor_name(f),
-        human(val),
-        human(max),
-        limit
-    )
+/// The notes of one PodSet (inline: usually one).
+pub type Notes = SmallVec<[Note; 1]>;
+
+/// Why a workload's flavor assignment failed, per PodSet, plus what the cycle added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Explanation {
+    /// (PodSet index, the notes of its failing resource groups), in PodSet order.
+    pub pod_sets: SmallVec<[(usize, Notes); 1]>,
+    /// A closing remark from the cycle (waiting for other preemptions, no victims).
+    pub suffix: Option<&'static str>,
+}
+
+impl Explanation {
+    pub fn is_empty(&self) -> bool {
+        self.pod_sets.is_empty() && self.suffix.is_none()
+    }
+
+    /// The message a user reads; `pod_set_names` gives each PodSet's name by index.
+    pub fn render(&self, names: &Names, pod_set_name: impl Fn(usize) -> String) -> String {
+        let mut out = String::new();
+        for (i, (ps, notes)) in self.pod_sets.iter().enumerate() {
+            if i > 0 {
+                out.push_str("; ");
+            }
+            out.push_str("couldn't assign flavors to pod set ");
+            out.push_str(&pod_set_name(*ps));
+            out.push_str(": ");
+            for (j, n) in notes.iter().enumerate() {
+                if j > 0 {
+                    out.push_str("; ");
+                }
+                // Writing into a String cannot fail.
+                let _ = n.write(names, &mut out);
+            }
+        }
+        if let Some(s) = self.suffix {
+            out.push_str(s);
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::human;
+    use super::*;
+    use crate::engine::quota::Limits;
+
+    /// A ClusterQueue (nominal 4 cpu, borrowingLimit 2) in a cohort with a sibling
+    /// (nominal 4), both fully used.
+    fn full_cohort() -> (QuotaTree, NodeId, Names, FrId) {
+        let mut names = Names::default();
+        let (f, r) = (names.flavor("default"), names.resource("cpu"));
+        let fr = names.fr(f, r);
+        let mut t = QuotaTree::default();
+        let cohort = t.add_node(Limits::default());
+        let mut la = Limits::default();
+        la.set(fr, 4000, Some(2000), None);
+        let a = t.add_node(la);
+        let mut lb = Limits::default();
+        lb.set(fr, 4000, None, None);
+        let b = t.add_node(lb);
+        t.set_parent(a, cohort);
+        t.set_parent(b, cohort);
+        t.compute_subtree_quota();
+        t.add_usage(a, fr, 4000);
+        t.add_usage(b, fr, 4000);
+        (t, a, names, fr)
+    }
+
+    fn render(names: &Names, note: Note) -> String {
+        let e = Explanation {
+            pod_sets: smallvec::smallvec![(0, smallvec::smallvec![note])],
+            suffix: None,
+        };
+        e.render(names, |_| "main".to_string())
+    }
+
+    #[test]
+    fn shortage_names_the_binding_limit() {
+        let (t, a, names, fr) = full_cohort();
+        let avail = t.available(a, fr);
+        assert_eq!(
+            render(&names, Note::shortage(&t, a, fr, 1000, avail)),
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed (1 requested, 0 available; nominal quota 4, 4 in use; the cohort can lend only 0 more: other ClusterQueues use it or keep it under their lendingLimit)"
+        );
+        assert_eq!(
+            render(&names, Note::shortage(&t, a, fr, 3000, avail)),
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 3 more needed (3 requested, 0 available; nominal quota 4, 4 in use; borrowingLimit 2 would be exceeded: it would borrow 3)"
+        );
+        assert_eq!(
+            render(&names, Note::exceeds_max(&t, a, fr, 7000)),
+            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, request > maximum capacity (7 > 6; nominal quota 4 + borrowingLimit 2)"
+        );
+    }
+
+    #[test]
+    fn equal_notes_mean_equal_messages() {
+        // Over-used quota makes `available` negative by different amounts; the message
+        // shows 0 either way, so the notes must compare equal (nothing to re-report).
+        let (t, a, _, fr) = full_cohort();
+        assert_eq!(
+            Note::shortage(&t, a, fr, 1000, -2000),
+            Note::shortage(&t, a, fr, 1000, -5000)
+        );
+        assert_ne!(
+            Note::shortage(&t, a, fr, 1000, 0),
+            Note::shortage(&t, a, fr, 2000, 0)
+        );
+    }
 
     #[test]
     fn formats_like_a_user_writes() {

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::PendingReason;
-use super::explain;
+use smallvec::SmallVec;
+
+use super::explain::{Explanation, Note, Notes};
 use super::model::{CqSpec, Flavor, Preference, WorkloadSpec};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, FrId, Names, ResourceId, add_amount};
@@ -24,19 +26,24 @@ pub enum Mode {
     Fit,
 }
 
+/// Per resource group, the index of the last flavor tried.
+pub type Tried = SmallVec<[Option<usize>; 2]>;
+/// Per PodSet, the last flavors tried: where the next search resumes.
+pub type Resume = SmallVec<[Tried; 1]>;
+
 /// The flavors chosen for one PodSet.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodSetAssignment {
     pub count: i32,
     /// resource -> flavor, in resource-id order.
-    pub flavors: Vec<(ResourceId, FlavorId)>,
+    pub flavors: SmallVec<[(ResourceId, FlavorId); 2]>,
     pub usage: FrAmounts,
 }
 
 /// The outcome of assigning flavors to a whole workload.
 #[derive(Clone, Debug, Default)]
 pub struct Assignment {
-    pub pod_sets: Vec<PodSetAssignment>,
+    pub pod_sets: SmallVec<[PodSetAssignment; 1]>,
     /// Total usage, sorted by fr.
     pub usage: FrAmounts,
     /// Worst mode over every PodSet and group.
@@ -47,9 +54,10 @@ pub struct Assignment {
     pub preempt_frs: Vec<FrId>,
     /// Why it does not fit, when mode is not Fit.
     pub reason: Option<PendingReason>,
-    pub message: String,
+    /// The pending message, as values; rendered only when it changed.
+    pub explanation: Explanation,
     /// Per PodSet, per group: the last flavor index tried, for resuming next time.
-    pub last_tried: Vec<Vec<Option<usize>>>,
+    pub last_tried: Resume,
 }
 
 impl Assignment {
@@ -92,29 +100,26 @@ impl Assigner<'_> {
         &self,
         wl: &WorkloadSpec,
         counts: Option<&[i32]>,
-        resume: Option<&[Vec<Option<usize>>]>,
+        resume: Option<&[Tried]>,
     ) -> Assignment {
         let mut out = Assignment {
             mode: Some(Mode::Fit),
             ..Assignment::default()
         };
-        let mut failures: Vec<String> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             let count = counts.and_then(|c| c.get(pi).copied()).unwrap_or(ps.count);
             let mut psa = PodSetAssignment {
                 count,
                 ..PodSetAssignment::default()
             };
-            let mut tried = vec![None; self.cq.groups.len()];
-            // Requests by group; resources no group covers fail the PodSet outright.
-            let mut by_group: BTreeMap<usize, Vec<(ResourceId, i64)>> = BTreeMap::new();
+            let mut tried: Tried = smallvec::smallvec![None; self.cq.groups.len()];
+            // (group, resource, amount), grouped below; resources no group covers fail
+            // the PodSet outright. One flat vector: this runs for every head of a cycle.
+            let mut requests: SmallVec<[(usize, ResourceId, i64); 4]> = SmallVec::new();
             let mut uncovered = Vec::new();
             for &(r, per_pod) in &ps.per_pod {
                 match self.cq.group_of(r) {
-                    Some(g) => by_group
-                        .entry(g)
-                        .or_default()
-                        .push((r, per_pod.saturating_mul(i64::from(count)))),
+                    Some(g) => requests.push((g, r, per_pod.saturating_mul(i64::from(count)))),
                     None if r == self.pods => {}
                     None => uncovered.push(self.names.resource_name(r).to_string()),
                 }
@@ -122,17 +127,21 @@ impl Assigner<'_> {
             if !uncovered.is_empty() {
                 out.mode = Some(Mode::NoFit);
                 out.reason = Some(PendingReason::NoMatchingFlavor);
-                failures.push(format!(
-                    "couldn't assign flavors to pod set {}: resource {} unavailable in ClusterQueue {} (no resource group covers it)",
-                    ps.name,
-                    uncovered.join(", "),
-                    self.cq.name
+                out.explanation.pod_sets.push((
+                    pi,
+                    smallvec::smallvec![Note::Mismatch(format!(
+                        "resource {} unavailable in ClusterQueue {} (no resource group covers it)",
+                        uncovered.join(", "),
+                        self.cq.name
+                    ))],
                 ));
                 out.pod_sets.push(psa);
                 out.last_tried.push(tried);
                 continue;
             }
-            for (g, requests) in by_group {
+            requests.sort_by_key(|&(g, _, _)| g);
+            for requests in requests.chunk_by(|a, b| a.0 == b.0) {
+                let g = requests[0].0;
                 let start = resume
                     .and_then(|r| r.get(pi))
                     .and_then(|r| r.get(g).copied().flatten())
@@ -140,11 +149,11 @@ impl Assigner<'_> {
                     .filter(|&i| i < self.cq.groups[g].flavors.len())
                     .unwrap_or(0);
                 let (chosen, last, notes) =
-                    self.pick_flavor(ps, count, g, &requests, &out.usage, start);
+                    self.pick_flavor(ps, count, g, requests, &out.usage, start);
                 tried[g] = last;
                 match chosen {
                     Some(c) => {
-                        for &(r, v) in &requests {
+                        for &(_, r, v) in requests {
                             psa.flavors.push((r, c.flavor));
                             if let Some(fr) = self.names.frs.get(&(c.flavor, r)) {
                                 add_amount(&mut psa.usage, fr, v);
@@ -157,11 +166,7 @@ impl Assigner<'_> {
                             out.mode = Some(c.mode);
                         }
                         if c.mode != Mode::Fit {
-                            failures.push(format!(
-                                "couldn't assign flavors to pod set {}: {}",
-                                ps.name,
-                                notes.join("; ")
-                            ));
+                            out.explanation.pod_sets.push((pi, notes));
                             let r = if c.topology_failed {
                                 PendingReason::TopologyPlacementFailed
                             } else {
@@ -172,10 +177,7 @@ impl Assigner<'_> {
                     }
                     None => {
                         out.mode = Some(Mode::NoFit);
-                        let reason = if notes
-                            .iter()
-                            .all(|n| n.contains("doesn't match") || n.contains("untolerated"))
-                        {
+                        let reason = if notes.iter().all(|n| matches!(n, Note::Mismatch(_))) {
                             PendingReason::NoMatchingFlavor
                         } else {
                             PendingReason::ExceedsMaxQuota
@@ -189,11 +191,7 @@ impl Assigner<'_> {
                             }
                             _ => reason,
                         });
-                        failures.push(format!(
-                            "couldn't assign flavors to pod set {}: {}",
-                            ps.name,
-                            notes.join("; ")
-                        ));
+                        out.explanation.pod_sets.push((pi, notes));
                     }
                 }
             }
@@ -210,7 +208,6 @@ impl Assigner<'_> {
         {
             out.reason = Some(PendingReason::WaitingForQuota);
         }
-        out.message = failures.join("; ");
         out
     }
 
@@ -221,34 +218,34 @@ impl Assigner<'_> {
         ps: &super::model::PodSetReq,
         count: i32,
         g: usize,
-        requests: &[(ResourceId, i64)],
+        requests: &[(usize, ResourceId, i64)],
         earlier: &FrAmounts,
         start: usize,
-    ) -> (Option<Candidate>, Option<usize>, Vec<String>) {
+    ) -> (Option<Candidate>, Option<usize>, Notes) {
         let group = &self.cq.groups[g];
         let keys = &self.group_keys[g];
         let mut best: Option<Candidate> = None;
-        let mut notes = Vec::new();
+        let mut notes = Notes::new();
         let mut last = None;
         for idx in start..group.flavors.len() {
             last = Some(idx);
             let f = group.flavors[idx];
             let fname = self.names.flavor_name(f);
             let Some(flavor) = self.flavors.get(&f) else {
-                notes.push(format!("flavor {fname} not found"));
+                notes.push(Note::Text(format!("flavor {fname} not found")));
                 continue;
             };
             let tas = self.inventory.is_tas(fname);
             if ps.topology.is_some() && !tas {
-                notes.push(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)"));
+                notes.push(Note::Mismatch(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)")));
                 continue;
             }
             if !(keys.is_empty()
                 || selector::flavor_matches(&ps.constraints, &flavor.node_labels, keys))
             {
-                notes.push(format!(
+                notes.push(Note::Mismatch(format!(
                     "flavor {fname} doesn't match the pod's node selector or affinity"
-                ));
+                )));
                 continue;
             }
             // The pod's tolerations and the flavor's own both count against the flavor's taints.
@@ -260,12 +257,12 @@ impl Assigner<'_> {
                 selector::tolerates_all(&flavor.taints, &tolerations).cloned()
             };
             if let Some(t) = untolerated {
-                notes.push(format!(
+                notes.push(Note::Mismatch(format!(
                     "untolerated taint {}={}:{} in flavor {fname}",
                     t.key,
                     t.value.clone().unwrap_or_default(),
                     t.effect
-                ));
+                )));
                 continue;
             }
             let mut cand = Candidate {
@@ -275,11 +272,13 @@ impl Assigner<'_> {
                 preempt_frs: vec![],
                 topology_failed: false,
             };
-            for &(r, v) in requests {
-                let rname = self.names.resource_name(r);
+            for &(_, r, v) in requests {
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
                     cand.mode = Mode::NoFit;
-                    notes.push(format!("flavor {fname} has no quota for {rname}"));
+                    let rname = self.names.resource_name(r);
+                    notes.push(Note::Text(format!(
+                        "flavor {fname} has no quota for {rname}"
+                    )));
                     continue;
                 };
                 let before = earlier
@@ -296,9 +295,7 @@ impl Assigner<'_> {
                     }
                     Mode::Fit
                 } else if val <= self.tree.potential_available(self.node, fr) {
-                    notes.push(explain::shortage(
-                        self.names, self.tree, self.node, fr, val, avail,
-                    ));
+                    notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
                     if self.can_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
                         Mode::Preempt
@@ -306,9 +303,7 @@ impl Assigner<'_> {
                         Mode::Wait
                     }
                 } else {
-                    notes.push(explain::exceeds_max(
-                        self.names, self.tree, self.node, fr, val,
-                    ));
+                    notes.push(Note::exceeds_max(self.tree, self.node, fr, val));
                     Mode::NoFit
                 };
                 cand.mode = cand.mode.min(mode);
@@ -317,13 +312,13 @@ impl Assigner<'_> {
                 && tas
                 && let Err(why) = self.place_alone(ps, count, fname)
             {
-                notes.push(format!("flavor {fname}: {why}"));
+                notes.push(Note::Text(format!("flavor {fname}: {why}")));
                 cand.topology_failed = true;
                 if self.can_preempt {
                     cand.mode = Mode::Preempt;
                     cand.preempt_frs = requests
                         .iter()
-                        .filter_map(|&(r, _)| self.names.frs.get(&(f, r)))
+                        .filter_map(|&(_, r, _)| self.names.frs.get(&(f, r)))
                         .collect();
                 } else {
                     cand.mode = Mode::Wait;

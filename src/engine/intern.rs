@@ -1,19 +1,19 @@
 //! Interning of names to dense ids, so the hot path compares integers, not strings.
 
-use std::collections::HashMap;
+use super::FastMap;
 use std::hash::Hash;
 
 /// A bidirectional map between values and dense `u32` ids, assigned in first-seen order.
 #[derive(Clone, Debug)]
 pub struct Interner<T: Eq + Hash + Clone> {
-    ids: HashMap<T, u32>,
+    ids: FastMap<T, u32>,
     values: Vec<T>,
 }
 
 impl<T: Eq + Hash + Clone> Default for Interner<T> {
     fn default() -> Self {
         Self {
-            ids: HashMap::new(),
+            ids: FastMap::default(),
             values: Vec::new(),
         }
     }

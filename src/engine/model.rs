@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PodSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::quota::Limits;
-use super::resources::{FlavorId, FrId, Names, ResourceId};
+use super::resources::{FlavorId, Names, ResourceId};
 use super::{Millis, WorkloadKey};
 use crate::api::{self, quantity::parse_milli};
 
@@ -441,8 +441,8 @@ fn shape_hash(namespace: &Option<String>, pod_sets: &[PodSetReq]) -> u64 {
 pub fn admission_usage(
     names: &mut Names,
     admission: &api::Admission,
-) -> Result<Vec<(FrId, i64)>, ModelError> {
-    let mut out = Vec::new();
+) -> Result<super::resources::FrAmounts, ModelError> {
+    let mut out = super::resources::FrAmounts::new();
     for (i, psa) in admission.pod_set_assignments.iter().enumerate() {
         for (r, q) in &psa.resource_usage {
             let Some(flavor) = psa.flavors.get(r) else {

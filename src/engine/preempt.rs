@@ -5,14 +5,16 @@
 //! Candidates are removed from the live quota tree while searching and put back
 //! afterwards; add/remove are exact inverses, so the tree ends as it started.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use super::{FastMap, FastSet};
 
 use super::fair::weighted_share;
 use super::flavor::Assignment;
 use super::model::Policy;
 use super::queue::WlId;
 use super::quota::NodeId;
-use super::resources::FrAmounts;
+use super::resources::{FrAmounts, FrId};
 use super::state::{CqId, Engine, WlState};
 use super::{FairPreemptionStrategy, PreemptionReason};
 
@@ -46,7 +48,7 @@ pub fn find_targets(
     wl: WlId,
     cq: CqId,
     a: &Assignment,
-    excluded: &HashSet<WlId>,
+    excluded: &FastSet<WlId>,
 ) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
     // Kueue's test: the ClusterQueue is below nominal in every resource needing preemption.
@@ -92,55 +94,143 @@ pub fn find_targets(
         .collect()
 }
 
+/// The lowest priorities among admitted workloads using one (flavor, resource), at
+/// most one entry per ClusterQueue: what the preemption oracle needs to answer "is
+/// anyone preemptible for priority p" without scanning every admitted workload.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lowest {
+    /// Any workload using it is already being evicted (always a candidate).
+    evicting: bool,
+    /// The two lowest (priority, ClusterQueue) pairs from distinct ClusterQueues, so
+    /// a query can leave out its own ClusterQueue.
+    first: Option<(i32, CqId)>,
+    second: Option<(i32, CqId)>,
+}
+
+impl Lowest {
+    fn add(&mut self, prio: i32, cq: CqId) {
+        let e = Some((prio, cq));
+        match (self.first, self.second) {
+            (None, _) => self.first = e,
+            (Some(f), _) if f.1 == cq => self.first = Some((f.0.min(prio), cq)),
+            (Some(f), _) if prio < f.0 => {
+                self.second = self.first;
+                self.first = e;
+            }
+            (Some(_), Some(s)) if s.1 == cq => self.second = Some((s.0.min(prio), cq)),
+            (Some(_), Some(s)) if prio < s.0 => self.second = e,
+            (Some(_), None) => self.second = e,
+            _ => {}
+        }
+    }
+
+    /// The lowest priority outside ClusterQueue `cq`.
+    fn lowest_except(&self, cq: CqId) -> Option<i32> {
+        match self.first {
+            Some((_, c)) if c == cq => self.second.map(|s| s.0),
+            f => f.map(|f| f.0),
+        }
+    }
+}
+
+/// Per-cycle summaries behind the preemption oracle, built on first use: the flavor
+/// assigner asks it for every flavor needing preemption of every head, and a cohort
+/// can hold hundreds of ClusterQueues. Like Kueue's snapshot, it is taken once per
+/// cycle; the victim search itself ([`find_targets`]) always reads live state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Oracle {
+    /// (ClusterQueue, fr) -> its own admitted workloads using fr.
+    own: FastMap<(CqId, FrId), Lowest>,
+    /// (cohort root, fr) -> admitted workloads using fr in members borrowing fr.
+    borrowers: FastMap<(NodeId, FrId), Lowest>,
+}
+
+impl Oracle {
+    pub fn clear(&mut self) {
+        self.own.clear();
+        self.borrowers.clear();
+    }
+}
+
+fn uses(eng: &Engine, id: WlId, fr: FrId) -> bool {
+    match &eng.wl(id).state {
+        WlState::Admitted(a) | WlState::Evicting(a) => a.usage.iter().any(|(f, _)| *f == fr),
+        _ => false,
+    }
+}
+
+fn summarize(eng: &Engine, members: &[CqId], fr: FrId, only_borrowing: bool) -> Lowest {
+    let mut low = Lowest::default();
+    for &c in members {
+        let q = &eng.cqs[c as usize];
+        if q.deleted || (only_borrowing && !eng.tree.is_borrowing(q.node, fr)) {
+            continue;
+        }
+        for &id in &q.admitted {
+            if uses(eng, id, fr) {
+                let w = eng.wl(id);
+                low.evicting |= matches!(w.state, WlState::Evicting(_));
+                low.add(w.spec.priority, c);
+            }
+        }
+    }
+    low
+}
+
 /// Whether any admitted workload could be a victim for `wl` in `fr` under the
 /// ClusterQueue's policies: the flavor assigner's preemption oracle. A flavor where
 /// nobody can be preempted is no better than one where the workload must wait.
-pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: super::resources::FrId) -> bool {
+pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     let me = &eng.wl(wl).spec;
     let (prio, created) = (me.priority, me.created);
     let spec = &eng.cqs[cq as usize].spec;
-    let node = eng.cqs[cq as usize].node;
-    let uses = |id: &WlId| match &eng.wl(*id).state {
-        WlState::Admitted(a) | WlState::Evicting(a) => a.usage.iter().any(|(f, _)| *f == fr),
-        _ => false,
-    };
-    // Early exits everywhere: this runs for every flavor that would need preemption.
-    let within = spec.within_cq;
-    let own = eng.cqs[cq as usize].admitted.iter().any(|id| {
-        let w = eng.wl(*id);
-        let allowed = matches!(w.state, WlState::Evicting(_))
-            || match within {
-                Policy::Never => false,
-                Policy::LowerPriority => w.spec.priority < prio,
-                Policy::LowerOrNewerEqualPriority => {
-                    w.spec.priority < prio || (w.spec.priority == prio && w.spec.created > created)
+    let own = match spec.within_cq {
+        // The only policy that reads creation times: scan, it is not summarized.
+        Policy::LowerOrNewerEqualPriority => eng.cqs[cq as usize].admitted.iter().any(|&id| {
+            let w = eng.wl(id);
+            (matches!(w.state, WlState::Evicting(_))
+                || w.spec.priority < prio
+                || (w.spec.priority == prio && w.spec.created > created))
+                && uses(eng, id, fr)
+        }),
+        within => {
+            let low = *eng
+                .oracle
+                .borrow_mut()
+                .own
+                .entry((cq, fr))
+                .or_insert_with(|| summarize(eng, &[cq], fr, false));
+            low.evicting
+                || match within {
+                    Policy::Never => false,
+                    Policy::Any => low.first.is_some(),
+                    _ => low.first.is_some_and(|(p, _)| p < prio),
                 }
-                Policy::Any => true,
-            };
-        allowed && uses(id)
-    });
+        }
+    };
     if own {
         return true;
     }
+    let node = eng.cqs[cq as usize].node;
     if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
         return false;
     }
     let root = eng.cqs[cq as usize].root;
-    let members = eng
-        .root_members
-        .get(&root)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    members.iter().any(|&c| {
-        let other = &eng.cqs[c as usize];
-        c != cq
-            && !other.deleted
-            && eng.tree.is_borrowing(other.node, fr)
-            && other.admitted.iter().any(|id| {
-                let p = eng.wl(*id).spec.priority;
-                (spec.reclaim != Policy::LowerPriority || p < prio) && uses(id)
-            })
-    })
+    let low = *eng
+        .oracle
+        .borrow_mut()
+        .borrowers
+        .entry((root, fr))
+        .or_insert_with(|| {
+            let members = eng
+                .root_members
+                .get(&root)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            summarize(eng, members, fr, true)
+        });
+    low.lowest_except(cq)
+        .is_some_and(|p| spec.reclaim != Policy::LowerPriority || p < prio)
 }
 
 /// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
@@ -200,7 +290,7 @@ fn candidates(
     cq: CqId,
     a: &Assignment,
     under_nominal: bool,
-    excluded: &HashSet<WlId>,
+    excluded: &FastSet<WlId>,
 ) -> Vec<Candidate> {
     let me = &eng.wl(wl).spec;
     let (prio, created) = (me.priority, me.created);
@@ -457,4 +547,29 @@ fn fill_back(
     }
     // The tree still lacks the kept victims; find_targets adds them back.
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lowest;
+
+    #[test]
+    fn lowest_priority_outside_a_queue() {
+        let mut low = Lowest::default();
+        assert_eq!(low.lowest_except(0), None);
+        low.add(100, 1);
+        low.add(50, 1);
+        assert_eq!(low.lowest_except(2), Some(50));
+        // Queue 1 holds the only workloads: nothing outside it.
+        assert_eq!(low.lowest_except(1), None);
+        low.add(70, 2);
+        low.add(90, 3);
+        assert_eq!(low.lowest_except(1), Some(70));
+        assert_eq!(low.lowest_except(2), Some(50));
+        // A lower priority in queue 2 replaces its own entry, not queue 1's.
+        low.add(10, 2);
+        assert_eq!(low.lowest_except(2), Some(50));
+        assert_eq!(low.lowest_except(1), Some(10));
+        assert_eq!(low.lowest_except(3), Some(10));
+    }
 }

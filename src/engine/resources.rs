@@ -96,7 +96,8 @@ impl FrVec {
 }
 
 /// A sparse list of (fr, amount), used for one workload's usage: short and cache-friendly.
-pub type FrAmounts = Vec<(FrId, i64)>;
+/// Amounts per (flavor, resource); inline, as a workload rarely uses more than two.
+pub type FrAmounts = smallvec::SmallVec<[(FrId, i64); 2]>;
 
 /// Adds `v` at `fr` in a sparse list, keeping it sorted by fr.
 pub fn add_amount(list: &mut FrAmounts, fr: FrId, v: i64) {

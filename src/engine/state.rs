@@ -4,6 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::explain::Explanation;
 use super::model::{CohortSpec, CqSpec, Flavor, ModelError, PriorityLookup, WorkloadSpec};
 use super::queue::{ClusterQueueQueue, QueueKey, WlId};
 use super::quota::{NodeId, QuotaTree};
@@ -57,8 +58,11 @@ pub(crate) struct Wl {
     pub seq: u64,
     /// Last reported pending reason, to emit `Pending` only on change.
     pub pending: Option<(PendingReason, Arc<str>)>,
+    /// The values the last pending message was rendered from, when it came from the
+    /// flavor assigner: an equal explanation means an equal message, without rendering.
+    pub explained: Option<Arc<Explanation>>,
     /// Flavor-search resume points and the quota generation they are valid for.
-    pub resume: Vec<Vec<Option<usize>>>,
+    pub resume: super::flavor::Resume,
     pub resume_gen: u64,
     /// Victims this workload waits for after preempting them.
     pub waiting_for: Vec<WlId>,
@@ -131,9 +135,8 @@ pub struct Engine {
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
     pub(crate) preemptors: BTreeSet<WlId>,
-    /// Preemption-oracle answers for this cycle, by (ClusterQueue, fr, priority, created):
-    /// the oracle runs for every flavor needing preemption and scans admitted workloads.
-    pub(crate) oracle_cache: std::cell::RefCell<HashMap<(CqId, u32, i32, Millis), bool>>,
+    /// The preemption oracle's per-cycle summaries (see [`super::preempt::Oracle`]).
+    pub(crate) oracle: std::cell::RefCell<super::preempt::Oracle>,
 }
 
 impl Engine {
@@ -169,7 +172,7 @@ impl Engine {
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
-            oracle_cache: std::cell::RefCell::new(HashMap::new()),
+            oracle: std::cell::RefCell::default(),
         }
     }
 
@@ -399,7 +402,8 @@ impl Engine {
             qkey: None,
             seq: self.seq,
             pending: None,
-            resume: vec![],
+            explained: None,
+            resume: Default::default(),
             resume_gen: 0,
             waiting_for: vec![],
             reservation: None,
@@ -540,12 +544,79 @@ impl Engine {
         }
         let message: Arc<str> = message.into();
         w.pending = Some((reason, Arc::clone(&message)));
+        w.explained = None;
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Pending {
             workload: key,
             reason,
             message,
         });
+    }
+
+    /// [`Engine::set_pending`] for an assigner's explanation: rendered into words only
+    /// when it differs from what was last reported. Returns the explanation as stored,
+    /// so a caller can share it with other workloads without another allocation.
+    pub(crate) fn set_pending_explained(
+        &mut self,
+        id: WlId,
+        reason: PendingReason,
+        explanation: Explanation,
+    ) -> Arc<Explanation> {
+        if let Some(same) = self.unchanged_explanation(id, reason, &explanation) {
+            return same;
+        }
+        let shared = Arc::new(explanation);
+        self.report_explained(id, reason, &shared);
+        shared
+    }
+
+    /// [`Engine::set_pending_explained`] for an explanation already shared.
+    pub(crate) fn set_pending_shared(
+        &mut self,
+        id: WlId,
+        reason: PendingReason,
+        explanation: &Arc<Explanation>,
+    ) {
+        if self
+            .unchanged_explanation(id, reason, explanation)
+            .is_none()
+        {
+            self.report_explained(id, reason, explanation);
+        }
+    }
+
+    /// The stored explanation, if the workload last reported this reason and an equal one.
+    fn unchanged_explanation(
+        &self,
+        id: WlId,
+        reason: PendingReason,
+        explanation: &Explanation,
+    ) -> Option<Arc<Explanation>> {
+        let w = self.wl(id);
+        if !w.pending.as_ref().is_some_and(|(r, _)| *r == reason) {
+            return None;
+        }
+        w.explained
+            .as_ref()
+            .filter(|e| ***e == *explanation)
+            .cloned()
+    }
+
+    fn report_explained(
+        &mut self,
+        id: WlId,
+        reason: PendingReason,
+        explanation: &Arc<Explanation>,
+    ) {
+        let w = self.wl(id);
+        let message = explanation.render(&self.names, |ps| {
+            w.spec
+                .pod_sets
+                .get(ps)
+                .map_or_else(String::new, |p| p.name.clone())
+        });
+        self.set_pending(id, reason, message);
+        self.wl_mut(id).explained = Some(Arc::clone(explanation));
     }
 
     /// Re-resolves every pending workload's queue: LocalQueues or ClusterQueues changed.
