@@ -656,6 +656,7 @@ impl Engine {
             workload: key,
             admission,
         });
+        preempt::note_admission(self, c, id);
         Ok(())
     }
 

@@ -152,6 +152,32 @@ impl Oracle {
     }
 }
 
+/// Keeps the oracle's summaries true when `id` is admitted to `cq` mid-cycle: it is a
+/// candidate from now on, and if `cq` now borrows, every workload of `cq` is one for
+/// reclaim. (Victims stay admitted until they stop, so nothing else changes in a cycle.)
+pub(crate) fn note_admission(eng: &Engine, cq: CqId, id: WlId) {
+    let mut oracle = eng.oracle.borrow_mut();
+    if oracle.own.is_empty() && oracle.borrowers.is_empty() {
+        return;
+    }
+    let w = eng.wl(id);
+    let (WlState::Admitted(a) | WlState::Evicting(a)) = &w.state else {
+        return;
+    };
+    let q = &eng.cqs[cq as usize];
+    for &(fr, _) in &a.usage {
+        if let Some(low) = oracle.own.get_mut(&(cq, fr)) {
+            low.add(w.spec.priority, cq);
+        }
+        if eng.tree.is_borrowing(q.node, fr)
+            && let Some(low) = oracle.borrowers.get_mut(&(q.root, fr))
+            && let Some((p, _)) = summarize(eng, &[cq], fr, false).first
+        {
+            low.add(p, cq);
+        }
+    }
+}
+
 fn uses(eng: &Engine, id: WlId, fr: FrId) -> bool {
     match &eng.wl(id).state {
         WlState::Admitted(a) | WlState::Evicting(a) => a.usage.iter().any(|(f, _)| *f == fr),

@@ -593,7 +593,7 @@ impl Engine {
         explanation: &Explanation,
     ) -> Option<Arc<Explanation>> {
         let w = self.wl(id);
-        if !w.pending.as_ref().is_some_and(|(r, _)| *r == reason) {
+        if w.pending.as_ref().is_none_or(|(r, _)| *r != reason) {
             return None;
         }
         w.explained
