@@ -229,3 +229,52 @@ fn finish_releases_quota_and_revives_parked() {
         3000
     );
 }
+
+/// A status write happens only when what the user sees changes: a re-evaluation that
+/// ends with the same explanation emits nothing; a different shortfall emits the new one.
+#[test]
+fn pending_message_is_reported_only_when_it_changes() {
+    let pending_for = |d: &[Decision], name: &str| -> Vec<String> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Pending {
+                    workload, message, ..
+                } if &*workload.name == name => Some(message.to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    let revive = || Event::NamespaceUpserted {
+        name: "ns".into(),
+        labels: Default::default(),
+    };
+    let mut e = setup(&[cq("a", None, "5", None, "")]);
+    e.apply(0, wl("big", "a", "4", 0)).unwrap();
+    e.apply(1, wl("w", "a", "2", 0)).unwrap();
+    let first = e.schedule(2);
+    assert_eq!(admitted(&first), vec!["big"]);
+    let msg = pending_for(&first, "w");
+    assert_eq!(msg.len(), 1, "{first:?}");
+    assert!(
+        msg[0].contains("1 more needed (2 requested, 1 available"),
+        "{}",
+        msg[0]
+    );
+
+    // Re-evaluated against the same quota: nothing new to write.
+    e.apply(3, revive()).unwrap();
+    let again = e.schedule(4);
+    assert!(pending_for(&again, "w").is_empty(), "{again:?}");
+
+    // A later, smaller workload takes the last cpu (BestEffortFIFO): w is now 2 short.
+    e.apply(5, wl("x", "a", "1", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(6)), vec!["x"]);
+    e.apply(7, revive()).unwrap();
+    let changed = pending_for(&e.schedule(8), "w");
+    assert_eq!(changed.len(), 1);
+    assert!(
+        changed[0].contains("2 more needed (2 requested, 0 available"),
+        "{}",
+        changed[0]
+    );
+}
