@@ -211,10 +211,6 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    pub fn is_empty(&self) -> bool {
-        self.pod_sets.is_empty() && self.suffix.is_none()
-    }
-
     /// The message a user reads; `pod_set_names` gives each PodSet's name by index.
     pub fn render(&self, names: &Names, pod_set_name: impl Fn(usize) -> String) -> String {
         let mut out = String::new();
