@@ -619,9 +619,8 @@ impl Engine {
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.seq += 1;
-        let shape = self.wl(id).spec.shape;
-        let mut placement = Vec::with_capacity(placed.len());
         let mut admission = self.admission(c, id, a);
+        let mut placement = Vec::with_capacity(placed.len());
         for (ps, p, nodes) in placed {
             if let Some(psa) = admission.pod_set_assignments.get_mut(ps) {
                 psa.topology_assignment = Some(crate::placement::topology_assignment(
@@ -632,10 +631,11 @@ impl Engine {
             }
             placement.push(p);
         }
-        let admission = Arc::new(admission);
         let seq = self.seq;
+        let admission = Arc::new(admission);
         self.dequeue(id);
         // The next parked workload of the same shape may fit too.
+        let shape = self.wl(id).spec.shape;
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let w = self.wl_mut(id);
@@ -647,7 +647,6 @@ impl Engine {
             seq,
         });
         w.pending = None;
-        w.explained = None;
         w.resume.clear();
         w.waiting_for.clear();
         w.reservation = None;

@@ -211,15 +211,15 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    /// The message a user reads; `pod_set_names` gives each PodSet's name by index.
-    pub fn render(&self, names: &Names, pod_set_name: impl Fn(usize) -> String) -> String {
+    /// The message a user reads, naming the workload's `pod_sets` by index.
+    pub fn render(&self, names: &Names, pod_sets: &[super::model::PodSetReq]) -> String {
         let mut out = String::new();
         for (i, (ps, notes)) in self.pod_sets.iter().enumerate() {
             if i > 0 {
                 out.push_str("; ");
             }
             out.push_str("couldn't assign flavors to pod set ");
-            out.push_str(&pod_set_name(*ps));
+            out.push_str(pod_sets.get(*ps).map_or("", |p| p.name.as_str()));
             out.push_str(": ");
             for (j, n) in notes.iter().enumerate() {
                 if j > 0 {
@@ -268,7 +268,15 @@ mod tests {
             pod_sets: smallvec::smallvec![(0, smallvec::smallvec![note])],
             suffix: None,
         };
-        e.render(names, |_| "main".to_string())
+        let main = crate::engine::model::PodSetReq {
+            name: "main".into(),
+            count: 1,
+            min_count: None,
+            per_pod: vec![],
+            constraints: Default::default(),
+            topology: None,
+        };
+        e.render(names, &[main])
     }
 
     #[test]

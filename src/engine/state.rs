@@ -57,10 +57,7 @@ pub(crate) struct Wl {
     pub qkey: Option<QueueKey>,
     pub seq: u64,
     /// Last reported pending reason, to emit `Pending` only on change.
-    pub pending: Option<(PendingReason, Arc<str>)>,
-    /// The values the last pending message was rendered from, when it came from the
-    /// flavor assigner: an equal explanation means an equal message, without rendering.
-    pub explained: Option<Arc<Explanation>>,
+    pub pending: Option<Reported>,
     /// Flavor-search resume points and the quota generation they are valid for.
     pub resume: super::flavor::Resume,
     pub resume_gen: u64,
@@ -72,6 +69,16 @@ pub(crate) struct Wl {
     /// The ClusterQueue whose namespaceSelector admitted this workload's namespace, and
     /// the selector generation of that verdict: rechecked only after a change.
     pub namespace_ok: Option<(CqId, u64)>,
+}
+
+/// The pending reason and message a workload last reported.
+#[derive(Clone, Debug)]
+pub(crate) struct Reported {
+    pub reason: PendingReason,
+    pub message: Arc<str>,
+    /// The values the message was rendered from, when it came from the flavor
+    /// assigner: an equal explanation means an equal message, without rendering.
+    pub explained: Option<Arc<Explanation>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -402,7 +409,6 @@ impl Engine {
             qkey: None,
             seq: self.seq,
             pending: None,
-            explained: None,
             resume: Default::default(),
             resume_gen: 0,
             waiting_for: vec![],
@@ -538,13 +544,16 @@ impl Engine {
         let w = self.wl_mut(id);
         if w.pending
             .as_ref()
-            .is_some_and(|(r, m)| *r == reason && **m == *message.as_ref())
+            .is_some_and(|p| p.reason == reason && *p.message == *message.as_ref())
         {
             return;
         }
         let message: Arc<str> = message.into();
-        w.pending = Some((reason, Arc::clone(&message)));
-        w.explained = None;
+        w.pending = Some(Reported {
+            reason,
+            message: Arc::clone(&message),
+            explained: None,
+        });
         let key = w.spec.key.clone();
         self.outbox.push(Decision::Pending {
             workload: key,
@@ -592,13 +601,10 @@ impl Engine {
         reason: PendingReason,
         explanation: &Explanation,
     ) -> Option<Arc<Explanation>> {
-        let w = self.wl(id);
-        if w.pending.as_ref().is_none_or(|(r, _)| *r != reason) {
-            return None;
-        }
-        w.explained
+        let p = self.wl(id).pending.as_ref()?;
+        p.explained
             .as_ref()
-            .filter(|e| ***e == *explanation)
+            .filter(|e| p.reason == reason && ***e == *explanation)
             .cloned()
     }
 
@@ -608,15 +614,11 @@ impl Engine {
         reason: PendingReason,
         explanation: &Arc<Explanation>,
     ) {
-        let w = self.wl(id);
-        let message = explanation.render(&self.names, |ps| {
-            w.spec
-                .pod_sets
-                .get(ps)
-                .map_or_else(String::new, |p| p.name.clone())
-        });
+        let message = explanation.render(&self.names, &self.wl(id).spec.pod_sets);
         self.set_pending(id, reason, message);
-        self.wl_mut(id).explained = Some(Arc::clone(explanation));
+        if let Some(p) = self.wl_mut(id).pending.as_mut() {
+            p.explained = Some(Arc::clone(explanation));
+        }
     }
 
     /// Re-resolves every pending workload's queue: LocalQueues or ClusterQueues changed.
@@ -982,10 +984,13 @@ impl Engine {
         let w = self.wl(*self.wl_index.get(key)?);
         Some(match &w.state {
             WlState::Pending => {
-                let (reason, message) = w.pending.clone().unwrap_or((
-                    PendingReason::WaitingForQuota,
-                    "The workload has not been evaluated by a scheduling cycle yet".into(),
-                ));
+                let (reason, message) = w.pending.as_ref().map_or(
+                    (
+                        PendingReason::WaitingForQuota,
+                        "The workload has not been evaluated by a scheduling cycle yet",
+                    ),
+                    |p| (p.reason, &*p.message),
+                );
                 WorkloadState::Pending {
                     reason,
                     message: message.to_string(),
