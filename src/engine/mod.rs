@@ -239,6 +239,7 @@ pub struct ClusterQueueReport {
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+mod admission;
 mod cycle;
 pub mod explain;
 pub mod fair;

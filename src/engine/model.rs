@@ -245,7 +245,7 @@ impl CohortSpec {
 }
 
 /// One PodSet's demand and the scheduling constraints flavors are matched against.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodSetReq {
     pub name: String,
     pub count: i32,
@@ -266,10 +266,18 @@ pub struct WorkloadSpec {
     pub priority: i32,
     pub created: Millis,
     pub active: bool,
-    pub pod_sets: Vec<PodSetReq>,
+    /// Shared by every workload with equal PodSets (see [`super::intern::Shared`]):
+    /// thousands of workloads come from a few templates, and a cycle reads these
+    /// for every head, so one copy stays in cache where thousands would not.
+    pub pod_sets: PodSets,
+    /// A hash of `pod_sets` alone, for sharing them.
+    pub pod_sets_hash: u64,
     /// Equal for workloads that would get the same flavor-assignment answer.
     pub shape: u64,
 }
+
+/// A workload's PodSets, shared between workloads whose PodSets are equal.
+pub type PodSets = std::sync::Arc<[PodSetReq]>;
 
 /// Kubernetes' effective pod request: containers summed, init containers maxed, plus overhead.
 fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, ModelError> {
@@ -406,25 +414,37 @@ impl WorkloadSpec {
                     .map_err(|e| ModelError(format!("spec.podSets[{i}]: {e}")))?,
             });
         }
-        let shape = shape_hash(&wl.metadata.namespace, &pod_sets);
+        let pod_sets_hash = pod_sets_hash(&pod_sets);
+        let shape = shape_hash(&wl.metadata.namespace, pod_sets_hash);
         Ok(Self {
             key,
             queue_name: wl.spec.queue_name.clone().unwrap_or_default(),
             priority,
             created,
             active: wl.spec.active.unwrap_or(true),
-            pod_sets,
+            pod_sets: pod_sets.into(),
+            pod_sets_hash,
             shape,
         })
     }
 }
 
-/// A hash of everything the flavor assigner reads, so failures can be memoised per cycle.
-fn shape_hash(namespace: &Option<String>, pod_sets: &[PodSetReq]) -> u64 {
+/// A hash of everything the flavor assigner reads, so failures can be memoised per
+/// cycle: the namespace (namespaceSelector) and the PodSets.
+fn shape_hash(namespace: &Option<String>, pod_sets_hash: u64) -> u64 {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     namespace.hash(&mut h);
+    pod_sets_hash.hash(&mut h);
+    h.finish()
+}
+
+/// A hash of everything in the PodSets that scheduling reads.
+fn pod_sets_hash(pod_sets: &[PodSetReq]) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
     for ps in pod_sets {
+        ps.name.hash(&mut h);
         ps.count.hash(&mut h);
         ps.min_count.hash(&mut h);
         ps.per_pod.hash(&mut h);

@@ -25,12 +25,16 @@ pub struct ClusterQueueQueue {
     active: BTreeSet<QueueKey>,
     /// Parked workloads by shape.
     parked: BTreeMap<u64, Parked>,
+    /// Parked workloads that are not active as a probe.
     parked_len: usize,
 }
 
 /// The parked workloads of one shape.
 #[derive(Clone, Debug, Default)]
 struct Parked {
+    /// Every workload of the shape that is parked or out as its probe. The probe stays
+    /// in here while it is active: a probe that fails again (the usual case, thousands
+    /// per cycle) then goes back by clearing `probe`, without reinserting a key.
     keys: BTreeSet<QueueKey>,
     /// The workload revived to probe for this shape, while it is active. A second
     /// revival (for example many finishes in a cohort before the next cycle) leaves
@@ -51,11 +55,13 @@ impl ClusterQueueQueue {
         }
     }
 
+    /// Forgets `key` as its shape's probe, once it has left the active set for good.
     fn clear_probe(&mut self, key: &QueueKey, shape: u64) {
         if let Some(group) = self.parked.get_mut(&shape)
             && group.probe.as_ref() == Some(key)
         {
             group.probe = None;
+            group.keys.remove(key);
         }
         self.drop_if_idle(shape);
     }
@@ -71,6 +77,7 @@ impl ClusterQueueQueue {
         }
     }
 
+    /// Removes a workload that is parked (not active).
     fn unpark(&mut self, key: &QueueKey, shape: u64) -> bool {
         let Some(group) = self.parked.get_mut(&shape) else {
             return false;
@@ -86,10 +93,13 @@ impl ClusterQueueQueue {
     pub fn park(&mut self, key: QueueKey, shape: u64) {
         if self.active.remove(&key) {
             let group = self.parked.entry(shape).or_default();
-            if group.probe == Some(key) {
+            let inserted = if group.probe == Some(key) {
                 group.probe = None;
-            }
-            if group.keys.insert(key) {
+                true
+            } else {
+                group.keys.insert(key)
+            };
+            if inserted {
                 self.parked_len += 1;
             }
         }
@@ -113,17 +123,22 @@ impl ClusterQueueQueue {
     /// Moves every parked workload back, whatever its shape.
     pub fn revive_all(&mut self) {
         for (_, mut group) in std::mem::take(&mut self.parked) {
+            // A probe is already active; inserting it again changes nothing.
             self.active.append(&mut group.keys);
         }
         self.parked_len = 0;
     }
 
-    /// Revives the next parked workload of `shape` as its probe, if any.
+    /// Revives the next parked workload of `shape` as its probe, unless one is out.
     pub fn promote(&mut self, shape: u64) {
         let Some(group) = self.parked.get_mut(&shape) else {
             return;
         };
-        if let Some(k) = group.keys.pop_first() {
+        if group.probe.is_some() {
+            return;
+        }
+        // With no probe out, every key of the group is parked.
+        if let Some(&k) = group.keys.first() {
             self.parked_len -= 1;
             self.active.insert(k);
             group.probe = Some(k);
@@ -200,6 +215,40 @@ mod tests {
         q.promote(7);
         assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![a2, b1]);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn a_failed_probe_goes_back_in_order_and_is_counted_once() {
+        let mut q = ClusterQueueQueue::default();
+        let keys: Vec<QueueKey> = (0..3)
+            .map(|i| (Reverse(0), i, i as u64, i as u32))
+            .collect();
+        for &k in &keys {
+            q.push(k);
+            q.park(k, 7);
+        }
+        assert!(q.revive());
+        assert_eq!(q.len(), 3);
+        // The probe fails: nothing is active, nothing is lost or counted twice.
+        q.park(keys[0], 7);
+        assert!(!q.has_active());
+        assert_eq!(q.len(), 3);
+        // A newer, higher-priority workload of the same shape parks ahead of it.
+        let urgent = (Reverse(5), 9, 9, 9);
+        q.push(urgent);
+        q.park(urgent, 7);
+        assert_eq!(q.len(), 4);
+        q.revive();
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![urgent]);
+        // The probe is admitted; the next follows in queue order.
+        q.remove(&urgent, 7);
+        assert_eq!(q.len(), 3);
+        q.promote(7);
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![keys[0]]);
+        // Moving everything back keeps each workload once.
+        q.revive_all();
+        assert_eq!(q.active().copied().collect::<Vec<_>>(), keys);
+        assert_eq!(q.len(), 3);
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub(crate) struct Cq {
     pub admitted: BTreeSet<WlId>,
     /// Why it cannot admit: missing flavor, stop policy, cohort cycle.
     pub inactive: Option<String>,
+    /// Admissions it built recently, for reuse by workloads of the same shape.
+    pub admissions: super::admission::AdmissionCache,
 }
 
 #[derive(Clone, Debug)]
@@ -144,6 +146,8 @@ pub struct Engine {
     pub(crate) preemptors: BTreeSet<WlId>,
     /// The preemption oracle's per-cycle summaries (see [`super::preempt::Oracle`]).
     pub(crate) oracle: std::cell::RefCell<super::preempt::Oracle>,
+    /// Every pending or admitted workload's PodSets, one copy per distinct value.
+    pub(crate) pod_set_pool: super::intern::Shared<[super::model::PodSetReq]>,
 }
 
 impl Engine {
@@ -180,6 +184,7 @@ impl Engine {
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
             oracle: std::cell::RefCell::default(),
+            pod_set_pool: super::intern::Shared::default(),
         }
     }
 
@@ -372,8 +377,11 @@ impl Engine {
             pod_classes: &self.pod_classes,
         }
         .resolve(wl);
-        let spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now)
+        let mut spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now)
             .map_err(|e| invalid("Workload", &name, e))?;
+        spec.pod_sets = self
+            .pod_set_pool
+            .share(spec.pod_sets_hash, Arc::clone(&spec.pod_sets));
         let finished = wl.status.as_ref().is_some_and(|s| {
             s.conditions
                 .iter()
