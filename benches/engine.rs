@@ -1,14 +1,14 @@
 //! Engine benchmarks. Run: `cargo bench --bench engine` (see docs/performance.md).
 //!
 //! * `cycle/all-heads-1000cq-50k-pending`: the target. 1,000
-//!   ClusterQueues in 10 cohorts with every queue's quota in use and 50,100
+//!   ClusterQueues in 10 cohorts with every queue's quota in use and 64,000
 //!   workloads pending behind it; one admitted workload per ClusterQueue has just
 //!   finished, so the cycle evaluates the heads of all 1,000 queues (every shape's
 //!   probe), admits one workload per queue and parks the rest again.
 //! * `cycle/cold-1000cq-50k-pending`: the very first cycle over 50,000 workloads
-//!   that nothing has looked at yet. It admits 14,900 of them at once (Kueue,
-//!   popping one head per ClusterQueue per cycle, needs at least 15 cycles for
-//!   that) and records a reason on the other 35,100.
+//!   that nothing has looked at yet. Large workloads come first by priority: one
+//!   per queue fits its nominal quota, and the cohorts have nothing left to lend,
+//!   so it admits 1,000 and records a reason on each of the other 49,000.
 //!
 //! Each cycle state is built once and cloned outside the timed region, so every
 //! iteration schedules from the same state.
@@ -108,8 +108,8 @@ fn admissions(decisions: &[Decision]) -> Vec<WorkloadKey> {
 /// The steady state the target describes: quota in use everywhere, at least
 /// 50,000 workloads waiting, and one admitted workload per ClusterQueue just finished.
 fn all_heads_engine() -> (Engine, Millis) {
-    // 65 workloads per queue in the same 33:12:5 proportions: 14,900 fit at once,
-    // 50,100 stay pending.
+    // 65 workloads per queue in the same 33:12:5 proportions: one large one per
+    // queue fits at once, 64,000 stay pending.
     let plan = plan("all-heads-65k", generator_yaml(43, 16, 6));
     let mut engine = pending_engine(&plan);
     let now = SIM_EPOCH_MS + plan.workloads.last().map_or(0, |w| w.arrival);
