@@ -58,6 +58,10 @@ struct SimulateArgs {
     /// Enable fair sharing (Kueue's fairSharing.enable with its default preemption strategies).
     #[arg(long)]
     fair_sharing: bool,
+    /// kuota's preemption protection: a workload that has run less than this is not
+    /// preempted (0 = Kueue's behaviour). See docs/simulator.md.
+    #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+    preemption_min_runtime_ms: i64,
     /// Write an SVG chart of usage and queue depth over time per ClusterQueue (or cohort).
     #[arg(long, value_name = "FILE.svg")]
     chart: Option<PathBuf>,
@@ -79,6 +83,7 @@ impl Default for SimulateArgs {
             eviction_delay_ms: 0,
             placement: Strategy::Kuota,
             fair_sharing: false,
+            preemption_min_runtime_ms: 0,
             chart: None,
             compare: Vec::new(),
         }
@@ -114,6 +119,7 @@ fn engine_config(placement: Strategy, fair_sharing: bool) -> EngineConfig {
             ]
         }),
         placement,
+        preemption_min_runtime: 0,
     }
 }
 
@@ -138,19 +144,23 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     let cfg = SimConfig {
         seed: args.seed,
         eviction_delay_ms: args.eviction_delay_ms,
-        engine: engine_config(args.placement, args.fair_sharing),
+        engine: EngineConfig {
+            preemption_min_runtime: args.preemption_min_runtime_ms,
+            ..engine_config(args.placement, args.fair_sharing)
+        },
         timeseries: args.chart.is_some(),
         ..SimConfig::default()
     };
-    let label_a = format!(
-        "placement={}{}",
-        strategy_name(args.placement),
-        if args.fair_sharing {
-            ",fair-sharing"
-        } else {
-            ""
-        }
-    );
+    let mut label_a = format!("placement={}", strategy_name(args.placement));
+    if args.fair_sharing {
+        label_a.push_str(",fair-sharing");
+    }
+    if args.preemption_min_runtime_ms > 0 {
+        label_a.push_str(&format!(
+            ",preemption-min-runtime-ms={}",
+            args.preemption_min_runtime_ms
+        ));
+    }
     let report = match sim::simulate(&scenario, cfg.clone()) {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -226,7 +236,14 @@ fn compare_config(
                 let on: bool = v
                     .parse()
                     .map_err(|_| bad("expected true or false".into()))?;
-                cfg.engine = engine_config(cfg.engine.placement, on);
+                cfg.engine = EngineConfig {
+                    preemption_min_runtime: cfg.engine.preemption_min_runtime,
+                    ..engine_config(cfg.engine.placement, on)
+                };
+            }
+            "preemption-min-runtime-ms" => {
+                cfg.engine.preemption_min_runtime =
+                    v.parse::<u32>().map_err(|e| bad(e.to_string()))?.into();
             }
             "eviction-delay-ms" => {
                 cfg.eviction_delay_ms = v.parse::<u32>().map_err(|e| bad(e.to_string()))?.into();
@@ -242,7 +259,7 @@ fn compare_config(
             }
             other => {
                 return Err(bad(format!(
-                    "unknown key {other:?} (placement, fair-sharing, eviction-delay-ms, scenario, scenario-dir)"
+                    "unknown key {other:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, scenario, scenario-dir)"
                 )));
             }
         }

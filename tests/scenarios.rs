@@ -148,6 +148,7 @@ impl<'a> Runner<'a> {
             file,
             engine: Engine::new(EngineConfig {
                 fair_sharing,
+                preemption_min_runtime: sc.config.preemption_min_runtime_ms.unwrap_or(0),
                 ..Default::default()
             }),
             now: 0,

@@ -88,6 +88,7 @@ impl Engine {
             ..CycleState::default()
         };
         self.oracle.get_mut().clear();
+        self.wake_protected(now);
         self.charge_reservations(&mut st);
         // Two passes, as Kueue orders heads: first everything that fits within nominal
         // quota, then what needs to borrow. A borrower never takes quota that a
@@ -100,7 +101,28 @@ impl Engine {
         for id in std::mem::take(&mut st.charged) {
             self.discharge(id);
         }
+        for (until, cq) in std::mem::take(&mut self.oracle.get_mut().wakeups) {
+            self.wakeups.entry(until).or_default().insert(cq);
+        }
         std::mem::take(&mut self.outbox)
+    }
+
+    /// Looks again at the ClusterQueues whose workloads waited for a preemption
+    /// protection that has ended by `now`: a workload may be preemptible now, and
+    /// nothing else would revive what was parked because of it.
+    fn wake_protected(&mut self, now: Millis) {
+        while let Some(entry) = self.wakeups.first_entry() {
+            if *entry.key() > now {
+                break;
+            }
+            for cq in entry.remove() {
+                if let Some(c) = self.cqs.get_mut(cq as usize) {
+                    c.queue.revive();
+                }
+            }
+            // Flavor searches resume past flavors that could not preempt; start over.
+            self.quota_gen += 1;
+        }
     }
 
     /// Charges every waiting preemptor's reservation: the quota its victims are freeing
@@ -656,6 +678,7 @@ impl Engine {
         let shape = self.wl(id).spec.shape;
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
+        let since = self.now;
         let w = self.wl_mut(id);
         w.state = WlState::Admitted(Admitted {
             cq: c,
@@ -663,6 +686,7 @@ impl Engine {
             placement,
             admission: Arc::clone(&admission),
             seq,
+            since,
         });
         w.pending = None;
         w.resume.clear();

@@ -55,6 +55,12 @@ pub struct EngineConfig {
     pub fair_sharing: Option<Vec<FairPreemptionStrategy>>,
     /// How topology placement picks domains (kuota's by default).
     pub placement: crate::placement::Strategy,
+    /// kuota's own setting, not Kueue's: a workload admitted less than this long ago
+    /// is not a preemption victim (0, the default, keeps Kueue's behaviour). A
+    /// preemptor that only such workloads could make room for waits, and is looked
+    /// at again when the first of them has run this long ([`Engine::next_wakeup`]).
+    /// Like KAI's `preemptMinRuntime` and Kueue's proposed `minAdmitDuration`.
+    pub preemption_min_runtime: Millis,
 }
 
 /// Something that happened in the cluster, fed to [`Engine::apply`].

@@ -16,7 +16,7 @@ use super::queue::WlId;
 use super::quota::NodeId;
 use super::resources::{FrAmounts, FrId};
 use super::state::{CqId, Engine, WlState};
-use super::{FairPreemptionStrategy, PreemptionReason};
+use super::{FairPreemptionStrategy, Millis, PreemptionReason};
 
 /// A chosen victim. `already_evicting` victims are waited for, not preempted again.
 #[derive(Clone, Debug)]
@@ -56,7 +56,7 @@ pub fn find_targets(
         .preempt_frs
         .iter()
         .all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
-    let mut cands = candidates(eng, wl, cq, a, under_nominal, excluded);
+    let (mut cands, protected) = candidates(eng, wl, cq, a, under_nominal, excluded);
     // Kueue's order: already evicting first, other ClusterQueues before our own,
     // lower priority first, most recently admitted first.
     cands.sort_by_key(|c| {
@@ -84,6 +84,12 @@ pub fn find_targets(
     for t in targets.iter_mut() {
         put_back(eng, t);
     }
+    if targets.is_empty()
+        && let Some(until) = protected
+    {
+        // Protected workloads may be what it takes: look again when the first is free.
+        eng.oracle.get_mut().wakeups.push((until, cq));
+    }
     targets
         .into_iter()
         .map(|c| Target {
@@ -105,9 +111,16 @@ pub(crate) struct Lowest {
     /// a query can leave out its own ClusterQueue.
     first: Option<(i32, CqId)>,
     second: Option<(i32, CqId)>,
+    /// Left out because they have not run for the minimum runtime yet: the earliest
+    /// time one of them stops being protected.
+    protected_until: Option<Millis>,
 }
 
 impl Lowest {
+    fn protect(&mut self, until: Millis) {
+        self.protected_until = Some(self.protected_until.map_or(until, |u| u.min(until)));
+    }
+
     fn add(&mut self, prio: i32, cq: CqId) {
         let e = Some((prio, cq));
         match (self.first, self.second) {
@@ -143,12 +156,16 @@ pub(crate) struct Oracle {
     own: FastMap<(CqId, FrId), Lowest>,
     /// (cohort root, fr) -> admitted workloads using fr in members borrowing fr.
     borrowers: FastMap<(NodeId, FrId), Lowest>,
+    /// (protection end, ClusterQueue): a workload of that queue found nobody to
+    /// preempt because the candidates were protected; look at the queue again then.
+    pub wakeups: Vec<(Millis, CqId)>,
 }
 
 impl Oracle {
     pub fn clear(&mut self) {
         self.own.clear();
         self.borrowers.clear();
+        self.wakeups.clear();
     }
 }
 
@@ -165,9 +182,13 @@ pub(crate) fn note_admission(eng: &Engine, cq: CqId, id: WlId) {
         return;
     };
     let q = &eng.cqs[cq as usize];
+    let protected = eng.protected_until(a);
     for &(fr, _) in &a.usage {
         if let Some(low) = oracle.own.get_mut(&(cq, fr)) {
-            low.add(w.spec.priority, cq);
+            match protected {
+                Some(until) => low.protect(until),
+                None => low.add(w.spec.priority, cq),
+            }
         }
         if eng.tree.is_borrowing(q.node, fr)
             && let Some(low) = oracle.borrowers.get_mut(&(q.root, fr))
@@ -195,6 +216,12 @@ fn summarize(eng: &Engine, members: &[CqId], fr: FrId, only_borrowing: bool) -> 
         for &id in &q.admitted {
             if uses(eng, id, fr) {
                 let w = eng.wl(id);
+                if let WlState::Admitted(a) = &w.state
+                    && let Some(until) = eng.protected_until(a)
+                {
+                    low.protect(until);
+                    continue;
+                }
                 low.evicting |= matches!(w.state, WlState::Evicting(_));
                 low.add(w.spec.priority, c);
             }
@@ -212,13 +239,24 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     let spec = &eng.cqs[cq as usize].spec;
     let own = match spec.within_cq {
         // The only policy that reads creation times: scan, it is not summarized.
-        Policy::LowerOrNewerEqualPriority => eng.cqs[cq as usize].admitted.iter().any(|&id| {
-            let w = eng.wl(id);
-            (matches!(w.state, WlState::Evicting(_))
-                || w.spec.priority < prio
-                || (w.spec.priority == prio && w.spec.created > created))
-                && uses(eng, id, fr)
-        }),
+        Policy::LowerOrNewerEqualPriority => {
+            let mut protected = None;
+            let found = eng.cqs[cq as usize].admitted.iter().any(|&id| {
+                let w = eng.wl(id);
+                let eligible = (matches!(w.state, WlState::Evicting(_))
+                    || w.spec.priority < prio
+                    || (w.spec.priority == prio && w.spec.created > created))
+                    && uses(eng, id, fr);
+                if let (true, WlState::Admitted(a)) = (eligible, &w.state)
+                    && let Some(until) = eng.protected_until(a)
+                {
+                    protected = Some(protected.map_or(until, |p: Millis| p.min(until)));
+                    return false;
+                }
+                eligible
+            });
+            (found, protected)
+        }
         within => {
             let low = *eng
                 .oracle
@@ -226,19 +264,32 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
                 .own
                 .entry((cq, fr))
                 .or_insert_with(|| summarize(eng, &[cq], fr, false));
-            low.evicting
+            let found = low.evicting
                 || match within {
                     Policy::Never => false,
                     Policy::Any => low.first.is_some(),
                     _ => low.first.is_some_and(|(p, _)| p < prio),
-                }
+                };
+            (
+                found,
+                low.protected_until.filter(|_| within != Policy::Never),
+            )
         }
     };
+    let (own, own_protected) = own;
     if own {
         return true;
     }
+    // Nobody to preempt right now: if protected workloads are why, look again when
+    // the first of them is free.
+    let wake = |until: Option<Millis>| {
+        if let Some(until) = until {
+            eng.oracle.borrow_mut().wakeups.push((until, cq));
+        }
+    };
     let node = eng.cqs[cq as usize].node;
     if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
+        wake(own_protected);
         return false;
     }
     let root = eng.cqs[cq as usize].root;
@@ -255,8 +306,16 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
                 .unwrap_or_default();
             summarize(eng, members, fr, true)
         });
-    low.lowest_except(cq)
-        .is_some_and(|p| spec.reclaim != Policy::LowerPriority || p < prio)
+    let found = low
+        .lowest_except(cq)
+        .is_some_and(|p| spec.reclaim != Policy::LowerPriority || p < prio);
+    if !found {
+        wake(match (own_protected, low.protected_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        });
+    }
+    found
 }
 
 /// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
@@ -317,7 +376,7 @@ fn candidates(
     a: &Assignment,
     under_nominal: bool,
     excluded: &FastSet<WlId>,
-) -> Vec<Candidate> {
+) -> (Vec<Candidate>, Option<Millis>) {
     let me = &eng.wl(wl).spec;
     let (prio, created) = (me.priority, me.created);
     let spec = &eng.cqs[cq as usize].spec;
@@ -325,6 +384,8 @@ fn candidates(
     let needed = &a.preempt_frs;
     let fair = eng.config.fair_sharing.is_some();
     let mut out = Vec::new();
+    // The earliest end of protection among candidates left out for it.
+    let mut protected: Option<Millis> = None;
     let mut consider = |c: CqId, allowed: &dyn Fn(i32, i64) -> bool, reason: PreemptionReason| {
         for &id in &eng.cqs[c as usize].admitted {
             if excluded.contains(&id) {
@@ -340,6 +401,10 @@ fn candidates(
                 continue;
             }
             if !evicting && !allowed(w.spec.priority, w.spec.created) {
+                continue;
+            }
+            if !evicting && let Some(until) = eng.protected_until(adm) {
+                protected = Some(protected.map_or(until, |p| p.min(until)));
                 continue;
             }
             out.push(Candidate {
@@ -367,7 +432,7 @@ fn candidates(
         PreemptionReason::InClusterQueue,
     );
     if eng.tree.parent(node).is_none() {
-        return out;
+        return (out, protected);
     }
     let root = eng.tree.root(node);
     let reclaim = spec.reclaim;
@@ -398,7 +463,7 @@ fn candidates(
         };
         consider(c, &allowed, reason);
     }
-    out
+    (out, protected)
 }
 
 /// Whether the assignment fits `node` now (without `allow_borrowing`, within nominal)

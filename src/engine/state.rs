@@ -38,6 +38,8 @@ pub(crate) struct Admitted {
     pub admission: Arc<api::Admission>,
     /// Admission order, so "most recently admitted first" is well defined.
     pub seq: u64,
+    /// When it was admitted (for a restored admission: when the engine learnt of it).
+    pub since: Millis,
 }
 
 #[derive(Clone, Debug)]
@@ -146,6 +148,9 @@ pub struct Engine {
     pub(crate) preemptors: BTreeSet<WlId>,
     /// The preemption oracle's per-cycle summaries (see [`super::preempt::Oracle`]).
     pub(crate) oracle: std::cell::RefCell<super::preempt::Oracle>,
+    /// When preemption protection ends for workloads that kept a preemptor waiting,
+    /// and the ClusterQueues to look at again then.
+    pub(crate) wakeups: BTreeMap<Millis, BTreeSet<CqId>>,
     /// Every pending or admitted workload's PodSets, one copy per distinct value.
     pub(crate) pod_set_pool: super::intern::Shared<[super::model::PodSetReq]>,
 }
@@ -185,6 +190,7 @@ impl Engine {
             preemptors: BTreeSet::new(),
             oracle: std::cell::RefCell::default(),
             pod_set_pool: super::intern::Shared::default(),
+            wakeups: BTreeMap::new(),
         }
     }
 
@@ -456,6 +462,9 @@ impl Engine {
                     placement,
                     admission: Arc::new(adm),
                     seq: self.seq,
+                    // The engine cannot know how long it ran before a restart; counting
+                    // from now can only protect it longer, never preempt it too early.
+                    since: self.now,
                 };
                 let node = self.cqs[cq as usize].node;
                 self.tree.add_amounts(node, &a.usage);
@@ -642,6 +651,19 @@ impl Engine {
             self.dequeue(id);
             self.enqueue(id);
         }
+    }
+
+    /// When the engine next wants a cycle with no event to prompt it: the earliest
+    /// end of a preemption protection that kept a workload waiting. Shells run
+    /// [`Engine::schedule`] at that time (or earlier).
+    pub fn next_wakeup(&self) -> Option<Millis> {
+        self.wakeups.keys().next().copied()
+    }
+
+    /// Until when an admitted workload may not be preempted, if it is protected now.
+    pub(crate) fn protected_until(&self, a: &Admitted) -> Option<Millis> {
+        let t = self.config.preemption_min_runtime;
+        (t > 0 && a.since + t > self.now).then_some(a.since + t)
     }
 
     /// Puts every parked workload back: the configuration changed, so any answer may change.

@@ -70,8 +70,16 @@ impl Default for SimConfig {
 #[derive(Clone, Copy, Debug)]
 enum SimEvent {
     Arrive(usize),
-    Finish { wl: usize, epoch: u32 },
-    Stopped { wl: usize, epoch: u32 },
+    Finish {
+        wl: usize,
+        epoch: u32,
+    },
+    Stopped {
+        wl: usize,
+        epoch: u32,
+    },
+    /// The engine asked for a cycle at this time ([`Engine::next_wakeup`]).
+    Wake,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +150,8 @@ pub struct Simulation<'p> {
     plan: &'p Plan,
     cfg: SimConfig,
     engine: Engine,
+    /// The last wake-up put on the clock for the engine, so it is not put twice.
+    wake_at: Option<Millis>,
     queue: EventQueue<SimEvent>,
     runs: Vec<WlRun>,
     /// Lookup only (decisions name workloads by key); never iterated.
@@ -350,6 +360,7 @@ impl<'p> Simulation<'p> {
             cfg,
             engine,
             queue: EventQueue::new(),
+            wake_at: None,
             runs,
             index,
             cqs,
@@ -550,6 +561,8 @@ impl<'p> Simulation<'p> {
                     self.touched.insert(c);
                 }
             }
+            // The cycle that follows every batch is what the engine asked for.
+            SimEvent::Wake => {}
             SimEvent::Stopped { wl, epoch } => {
                 let r = &self.runs[wl];
                 if r.phase != Phase::Evicting || r.epoch != epoch {
@@ -574,7 +587,15 @@ impl<'p> Simulation<'p> {
     fn cycle(&mut self, t: Millis) -> bool {
         let start = Instant::now();
         let decisions = self.engine.schedule(engine_time(t));
+        let wake = self.engine.next_wakeup();
         self.engine_time += start.elapsed();
+        if let Some(at) = wake.map(|w| w - SIM_EPOCH_MS)
+            && at > t
+            && self.wake_at != Some(at)
+        {
+            self.wake_at = Some(at);
+            self.queue.push(at, SimEvent::Wake);
+        }
         self.totals.cycles += 1;
         self.totals.decisions += decisions.len() as u64;
         let mut progress = false;

@@ -33,6 +33,8 @@ pub struct Config {
     pub fair_sharing: Option<FairSharingConfig>,
     /// Report `WorkloadEvicted` for every evicting workload before each cycle (default true).
     pub auto_complete_evictions: Option<bool>,
+    /// kuota's preemption protection (`EngineConfig::preemption_min_runtime`), in ms.
+    pub preemption_min_runtime_ms: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
