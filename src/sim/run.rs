@@ -1214,6 +1214,26 @@ cohorts:
     }
 
     #[test]
+    fn a_preemptor_kept_waiting_by_protection_is_admitted_when_it_ends() {
+        let cfg = SimConfig {
+            engine: EngineConfig {
+                preemption_min_runtime: 500,
+                ..EngineConfig::default()
+            },
+            ..SimConfig::default()
+        };
+        let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        // low runs from 100 and is protected until 600. No event happens between 200
+        // (high arrives) and 1100 (low would finish): the simulator must run the cycle
+        // the engine asks for at 600, where high preempts low.
+        assert_eq!(r.totals.preemptions, 1);
+        assert_eq!(class(&r, "high").time_to_admission.max_ms, 400);
+        // high 600..1100, low again 1100..2100.
+        assert_eq!(r.totals.makespan_ms, 2100);
+    }
+
+    #[test]
     fn zero_eviction_delay_requeues_in_the_same_instant() {
         let r = simulate(&generator_only(PREEMPT), SimConfig::default()).expect("runs");
         // high runs 200..700, low 700..1700.
