@@ -217,16 +217,22 @@ mod tests {
         assert_eq!(q.len(), 2);
     }
 
-    #[test]
-    fn a_failed_probe_goes_back_in_order_and_is_counted_once() {
+    /// A queue with `n` equal-priority workloads of shape 7, all parked, oldest first.
+    fn parked_queue(n: i64) -> (ClusterQueueQueue, Vec<QueueKey>) {
         let mut q = ClusterQueueQueue::default();
-        let keys: Vec<QueueKey> = (0..3)
+        let keys: Vec<QueueKey> = (0..n)
             .map(|i| (Reverse(0), i, i as u64, i as u32))
             .collect();
         for &k in &keys {
             q.push(k);
             q.park(k, 7);
         }
+        (q, keys)
+    }
+
+    #[test]
+    fn a_failed_probe_goes_back_in_order_and_is_counted_once() {
+        let (mut q, keys) = parked_queue(3);
         assert!(q.revive());
         assert_eq!(q.len(), 3);
         // The probe fails: nothing is active, nothing is lost or counted twice.
@@ -255,14 +261,7 @@ mod tests {
     fn repeated_revival_keeps_one_probe_per_shape() {
         // Many finishes in a cohort before the next cycle each revive its queues; the
         // shape still sends one probe, not one per finish.
-        let mut q = ClusterQueueQueue::default();
-        let keys: Vec<QueueKey> = (0..5)
-            .map(|i| (Reverse(0), i, i as u64, i as u32))
-            .collect();
-        for &k in &keys {
-            q.push(k);
-            q.park(k, 7);
-        }
+        let (mut q, keys) = parked_queue(5);
         for _ in 0..4 {
             q.revive();
         }

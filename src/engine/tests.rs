@@ -83,16 +83,21 @@ spec:
     )))
 }
 
-fn admitted(d: &[Decision]) -> Vec<String> {
+/// Names of the workloads `pick` selects from the decisions, sorted.
+fn names(d: &[Decision], pick: fn(&Decision) -> Option<&WorkloadKey>) -> Vec<String> {
     let mut v: Vec<String> = d
         .iter()
-        .filter_map(|d| match d {
-            Decision::Admit { workload, .. } => Some(workload.name.to_string()),
-            _ => None,
-        })
+        .filter_map(|d| pick(d).map(|k| k.name.to_string()))
         .collect();
     v.sort();
     v
+}
+
+fn admitted(d: &[Decision]) -> Vec<String> {
+    names(d, |d| match d {
+        Decision::Admit { workload, .. } => Some(workload),
+        _ => None,
+    })
 }
 
 fn key(name: &str) -> WorkloadKey {
@@ -284,15 +289,10 @@ fn pending_message_is_reported_only_when_it_changes() {
 }
 
 fn preempted(d: &[Decision]) -> Vec<String> {
-    let mut v: Vec<String> = d
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Preempt { victim, .. } => Some(victim.name.to_string()),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
+    names(d, |d| match d {
+        Decision::Preempt { victim, .. } => Some(victim),
+        _ => None,
+    })
 }
 
 #[test]
