@@ -28,6 +28,9 @@ struct Head {
     assignment: Assignment,
     /// Ordering key: (fair share after admission, borrows, -priority, created, seq).
     order: (i64, bool, i32, Millis, u64),
+    /// How many protection wake-ups the cycle had noted before this head was
+    /// assigned: any noted after, for its queue, mean protection kept it waiting.
+    wake_mark: usize,
 }
 
 /// What happened to a head; decides whether its ClusterQueue stays open.
@@ -169,8 +172,9 @@ impl Engine {
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
                 if let Some(id) = self.next_head(c, &mut cursor[c as usize], st) {
+                    let wake_mark = self.oracle.get_mut().wakeups.len();
                     let assignment = self.assign(c, id, None);
-                    heads.push(Some(self.head(c, id, assignment)));
+                    heads.push(Some(self.head(c, id, assignment, wake_mark)));
                     still_open.push(c);
                 }
             }
@@ -383,7 +387,7 @@ impl Engine {
         assigner.assign(&w.spec, counts, resume)
     }
 
-    fn head(&self, cq: CqId, id: WlId, assignment: Assignment) -> Head {
+    fn head(&self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
         let w = self.wl(id);
         let share = if self.config.fair_sharing.is_some() {
             super::fair::weighted_share(self, self.cqs[cq as usize].node, &assignment.usage)
@@ -402,6 +406,7 @@ impl Engine {
             id,
             assignment,
             order,
+            wake_mark,
         }
     }
 
@@ -414,7 +419,7 @@ impl Engine {
 
     /// Admits, preempts for, defers or parks one head.
     fn decide(&mut self, h: Head, pass: Pass, st: &mut CycleState) -> Outcome {
-        let (c, id) = (h.cq, h.id);
+        let (c, id, wake_mark) = (h.cq, h.id, h.wake_mark);
         let mut a = h.assignment;
         // Each retry resumes the flavor search after the flavor that could not be
         // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
@@ -495,7 +500,17 @@ impl Engine {
         }
         let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
         let mut explanation = a.explanation;
-        if a.mode == Some(Mode::Preempt) {
+        let protected = self
+            .oracle
+            .get_mut()
+            .wakeups
+            .get(wake_mark..)
+            .is_some_and(|w| w.iter().any(|&(_, q)| q == c));
+        if protected && matches!(a.mode, Some(Mode::Preempt | Mode::Wait)) {
+            explanation.suffix = Some(
+                "; the workloads it could preempt are protected until they have run for the minimum runtime before preemption, and it is looked at again then",
+            );
+        } else if a.mode == Some(Mode::Preempt) {
             explanation.suffix = Some(
                 "; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy",
             );
