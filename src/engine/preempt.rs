@@ -118,7 +118,7 @@ pub(crate) struct Lowest {
 
 impl Lowest {
     fn protect(&mut self, until: Millis) {
-        self.protected_until = Some(self.protected_until.map_or(until, |u| u.min(until)));
+        self.protected_until = earliest(self.protected_until, Some(until));
     }
 
     fn add(&mut self, prio: i32, cq: CqId) {
@@ -250,7 +250,7 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
                 if let (true, WlState::Admitted(a)) = (eligible, &w.state)
                     && let Some(until) = eng.protected_until(a)
                 {
-                    protected = Some(protected.map_or(until, |p: Millis| p.min(until)));
+                    protected = earliest(protected, Some(until));
                     return false;
                 }
                 eligible
@@ -310,12 +310,17 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
         .lowest_except(cq)
         .is_some_and(|p| spec.reclaim != Policy::LowerPriority || p < prio);
     if !found {
-        wake(match (own_protected, low.protected_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        });
+        wake(earliest(own_protected, low.protected_until));
     }
     found
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
 }
 
 /// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
@@ -404,7 +409,7 @@ fn candidates(
                 continue;
             }
             if !evicting && let Some(until) = eng.protected_until(adm) {
-                protected = Some(protected.map_or(until, |p| p.min(until)));
+                protected = earliest(protected, Some(until));
                 continue;
             }
             out.push(Candidate {
