@@ -109,18 +109,14 @@ fn strategy_name(s: Strategy) -> &'static str {
     }
 }
 
-/// Engine configuration from the flags.
-fn engine_config(placement: Strategy, fair_sharing: bool) -> EngineConfig {
-    EngineConfig {
-        fair_sharing: fair_sharing.then(|| {
-            vec![
-                FairPreemptionStrategy::LessThanOrEqualToFinalShare,
-                FairPreemptionStrategy::LessThanInitialShare,
-            ]
-        }),
-        placement,
-        preemption_min_runtime: 0,
-    }
+/// `--fair-sharing`: Kueue's `fairSharing.enable` with its default preemption strategies.
+fn fair_sharing(on: bool) -> Option<Vec<FairPreemptionStrategy>> {
+    on.then(|| {
+        vec![
+            FairPreemptionStrategy::LessThanOrEqualToFinalShare,
+            FairPreemptionStrategy::LessThanInitialShare,
+        ]
+    })
 }
 
 fn main() -> ExitCode {
@@ -145,8 +141,9 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         seed: args.seed,
         eviction_delay_ms: args.eviction_delay_ms,
         engine: EngineConfig {
+            fair_sharing: fair_sharing(args.fair_sharing),
+            placement: args.placement,
             preemption_min_runtime: args.preemption_min_runtime_ms,
-            ..engine_config(args.placement, args.fair_sharing)
         },
         timeseries: args.chart.is_some(),
         ..SimConfig::default()
@@ -236,10 +233,7 @@ fn compare_config(
                 let on: bool = v
                     .parse()
                     .map_err(|_| bad("expected true or false".into()))?;
-                cfg.engine = EngineConfig {
-                    preemption_min_runtime: cfg.engine.preemption_min_runtime,
-                    ..engine_config(cfg.engine.placement, on)
-                };
+                cfg.engine.fair_sharing = fair_sharing(on);
             }
             "preemption-min-runtime-ms" => {
                 cfg.engine.preemption_min_runtime =

@@ -37,25 +37,26 @@ struct Entry {
     admission: Arc<api::Admission>,
 }
 
-/// One ClusterQueue's recently built admissions, by workload shape.
+/// One ClusterQueue's recently built admissions, by the address of the shared PodSets
+/// they were built for (each entry holds those PodSets, so the address stays theirs).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AdmissionCache {
-    entries: FastMap<u64, Vec<Entry>>,
+    entries: FastMap<usize, Vec<Entry>>,
     len: usize,
 }
 
 impl AdmissionCache {
     /// The admission of `pod_sets` with assignment `a` in ClusterQueue `cluster_queue`,
-    /// built or reused. `shape` only narrows the search.
+    /// built or reused.
     pub fn get_or_build(
         &mut self,
         names: &Names,
         cluster_queue: &str,
-        shape: u64,
         pod_sets: &PodSets,
         a: &Assignment,
     ) -> Arc<api::Admission> {
-        if let Some(hit) = self.entries.get(&shape).and_then(|list| {
+        let key = Arc::as_ptr(pod_sets) as *const PodSetReq as usize;
+        if let Some(hit) = self.entries.get(&key).and_then(|list| {
             list.iter()
                 .find(|e| Arc::ptr_eq(&e.pod_sets, pod_sets) && same_assignment(e, a))
                 .map(|e| Arc::clone(&e.admission))
@@ -67,7 +68,7 @@ impl AdmissionCache {
             self.entries.clear();
             self.len = 0;
         }
-        self.entries.entry(shape).or_default().push(Entry {
+        self.entries.entry(key).or_default().push(Entry {
             pod_sets: Arc::clone(pod_sets),
             assigned: a
                 .pod_sets
@@ -174,7 +175,7 @@ mod tests {
         let (on_demand, spot) = (names.flavor("on-demand"), names.flavor("spot"));
         let mut cache = AdmissionCache::default();
         let ps = pod_sets("main", cpu, 1500);
-        let first = cache.get_or_build(&names, "team-a", 7, &ps, &assignment(cpu, on_demand, 2));
+        let first = cache.get_or_build(&names, "team-a", &ps, &assignment(cpu, on_demand, 2));
         let psa = &first.pod_set_assignments[0];
         assert_eq!(first.cluster_queue, "team-a");
         assert_eq!(psa.name, "main");
@@ -185,25 +186,25 @@ mod tests {
         assert_eq!(usage(&first), Some("3"));
         assert_eq!(psa.count, Some(2));
 
-        let again = cache.get_or_build(&names, "team-a", 7, &ps, &assignment(cpu, on_demand, 2));
+        let again = cache.get_or_build(&names, "team-a", &ps, &assignment(cpu, on_demand, 2));
         assert!(
             Arc::ptr_eq(&first, &again),
             "same inputs reuse the admission"
         );
 
-        // Same shape hash, but another flavor, count or PodSets: a fresh admission.
-        let other = cache.get_or_build(&names, "team-a", 7, &ps, &assignment(cpu, spot, 2));
+        // Another flavor, count or PodSets: a fresh admission.
+        let other = cache.get_or_build(&names, "team-a", &ps, &assignment(cpu, spot, 2));
         let flavor = other.pod_set_assignments[0].flavors.get("cpu");
         assert_eq!(flavor.map(String::as_str), Some("spot"));
-        let partial = cache.get_or_build(&names, "team-a", 7, &ps, &assignment(cpu, on_demand, 1));
+        let partial = cache.get_or_build(&names, "team-a", &ps, &assignment(cpu, on_demand, 1));
         assert_eq!(usage(&partial), Some("1500m"));
         let bigger = pod_sets("main", cpu, 2000);
-        let b = cache.get_or_build(&names, "team-a", 7, &bigger, &assignment(cpu, on_demand, 2));
+        let b = cache.get_or_build(&names, "team-a", &bigger, &assignment(cpu, on_demand, 2));
         assert_eq!(usage(&b), Some("4"));
         // Equal content in another allocation is not trusted as the same PodSets
         // (the engine shares equal PodSets, so this only costs a rebuild).
         let copy = pod_sets("main", cpu, 1500);
-        let c = cache.get_or_build(&names, "team-a", 7, &copy, &assignment(cpu, on_demand, 2));
+        let c = cache.get_or_build(&names, "team-a", &copy, &assignment(cpu, on_demand, 2));
         assert!(!Arc::ptr_eq(&first, &c));
         assert_eq!(*first, *c);
     }
@@ -216,7 +217,7 @@ mod tests {
         let mut cache = AdmissionCache::default();
         for i in 0..(MAX_ENTRIES as i64 * 3) {
             let ps = pod_sets("main", cpu, 1000 + i);
-            cache.get_or_build(&names, "q", i as u64, &ps, &assignment(cpu, f, 2));
+            cache.get_or_build(&names, "q", &ps, &assignment(cpu, f, 2));
             assert!(cache.len <= MAX_ENTRIES);
         }
     }

@@ -663,18 +663,16 @@ impl Engine {
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.seq += 1;
+        // The PodSets are shared: holding another reference costs one counter bump
+        // and frees the ClusterQueue's cache for a mutable borrow.
+        let pod_sets = Arc::clone(&self.wl(id).spec.pod_sets);
         let cq = &mut self.cqs[c as usize];
-        let spec = &self.wls[id as usize]
-            .as_ref()
-            .expect("admit is called for a live workload")
-            .spec;
         let admission = if placed.is_empty() {
             cq.admissions
-                .get_or_build(&self.names, &cq.spec.name, spec.shape, &spec.pod_sets, a)
+                .get_or_build(&self.names, &cq.spec.name, &pod_sets, a)
         } else {
             // Topology assignments are per admission: nothing to reuse.
-            let mut admission =
-                super::admission::build(&self.names, &cq.spec.name, &spec.pod_sets, a);
+            let mut admission = super::admission::build(&self.names, &cq.spec.name, &pod_sets, a);
             for (ps, p, nodes) in &placed {
                 if let Some(psa) = admission.pod_set_assignments.get_mut(*ps) {
                     psa.topology_assignment = Some(crate::placement::topology_assignment(
