@@ -1,35 +1,18 @@
-//! End-to-end checks against a real cluster with Kueue's CRDs installed.
-//!
-//! Runs only when `KUOTA_E2E_KUBECONFIG` names a kubeconfig file; otherwise each test
-//! prints a notice and passes without touching the network.
+//! The admission webhook and its watch-fed index against a real API server.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::Api;
 use kuota::api::LocalQueue;
 use kuota::webhook::feed;
 use kuota::webhook::index::ClusterIndex;
 
-async fn client() -> Option<Client> {
-    let Ok(path) = std::env::var("KUOTA_E2E_KUBECONFIG") else {
-        eprintln!("e2e: KUOTA_E2E_KUBECONFIG is not set; skipping the cluster tests");
-        return None;
-    };
-    let kubeconfig =
-        Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("KUOTA_E2E_KUBECONFIG={path}: {e}"));
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("KUOTA_E2E_KUBECONFIG={path}: {e}"));
-    Some(Client::try_from(config).expect("client from kubeconfig"))
-}
+use crate::support::client;
 
 #[tokio::test]
 async fn watches_fill_the_webhook_index_with_every_local_queue() {
-    let Some(client) = client().await else {
-        return;
-    };
+    let client = client().await;
     let index = Arc::new(ClusterIndex::default());
     let tasks = feed::spawn(client.clone(), index.clone());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

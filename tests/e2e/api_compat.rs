@@ -1,0 +1,1 @@
+//! Kueue objects as a real API server stores and serves them (decoding, schema).

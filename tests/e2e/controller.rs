@@ -1,0 +1,1 @@
+//! `kuota serve` as the queue controller: jobs held, admitted, preempted and finished.

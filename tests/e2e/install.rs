@@ -1,0 +1,1 @@
+//! Installing kuota: CRDs, conversion, manifests and the README walk-through.

@@ -1,0 +1,16 @@
+//! End-to-end tests against a real Kubernetes API server.
+//!
+//! Built only with `--features e2e`: `cargo test --features e2e --test e2e`.
+//! Point them at a cluster with `KUOTA_E2E_KUBECONFIG=/path/to/kubeconfig` (a kind
+//! cluster, or any cluster where you may create namespaces, CRDs, Nodes and webhook
+//! configurations). Asked for without one, every test fails and says how to set it.
+//!
+//! Each test works in a namespace of its own and gives cluster-wide objects unique
+//! names, so the tests run in parallel and leave other tenants of the cluster alone.
+
+mod support;
+
+mod api_compat;
+mod controller;
+mod install;
+mod webhook;
