@@ -43,3 +43,61 @@ pub fn unique_name(prefix: &str) -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     format!("t-{prefix}-{:x}{nanos:x}{seq:x}", std::process::id())
 }
+
+/// Installs (server-side apply) the kueue.x-k8s.io CRDs kuota serves and waits until the
+/// API server serves them. Idempotent: every test calls it.
+pub async fn ensure_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    use kube::api::{Api, Patch, PatchParams};
+    use kuota::api;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("kuota-e2e").force();
+    for crd in [
+        api::ResourceFlavor::crd(),
+        api::Cohort::crd(),
+        api::ClusterQueue::crd(),
+        api::LocalQueue::crd(),
+        api::Workload::crd(),
+        api::Topology::crd(),
+    ] {
+        let name = crd.metadata.name.clone().expect("generated CRDs are named");
+        crds.patch(&name, &pp, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        wait_until(std::time::Duration::from_secs(30), || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                crds.get(&name).await.ok().is_some_and(|c| {
+                    c.status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+            }
+        })
+        .await
+        .unwrap_or_else(|| panic!("CRD {name} not established within 30 s"));
+    }
+}
+
+/// Polls `check` every 100 ms until it returns true; `None` on timeout.
+pub async fn wait_until<F, Fut>(timeout: std::time::Duration, mut check: F) -> Option<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return Some(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -8,11 +8,12 @@ use kuota::api::LocalQueue;
 use kuota::webhook::feed;
 use kuota::webhook::index::ClusterIndex;
 
-use crate::support::client;
+use crate::support::{client, ensure_crds};
 
 #[tokio::test]
 async fn watches_fill_the_webhook_index_with_every_local_queue() {
     let client = client().await;
+    ensure_crds(&client).await;
     let index = Arc::new(ClusterIndex::default());
     let tasks = feed::spawn(client.clone(), index.clone());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
