@@ -264,7 +264,11 @@ async fn run(
                 continue;
             }
         };
-        health.record_ok(kind);
+        // `Init` comes before the list request is even sent (a failing re-list yields Init,
+        // error, Init, error...), so only events carrying data prove the watch works.
+        if !matches!(event, Event::Init) {
+            health.record_ok(kind);
+        }
         let Some(event) = feed.convert(event, &health) else {
             continue;
         };

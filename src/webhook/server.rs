@@ -869,20 +869,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         policies,
         WebhookConfig::default(),
     ));
+    let (ready, diagnostics) = index_readiness(index, health);
     let ready: Readiness = if args.ready_without_index {
         warn!("--ready-without-index: reporting ready with a cold cluster index");
         Arc::new(|| true)
     } else {
-        Arc::new(move || index.is_synced())
+        ready
     };
     let metrics: MetricsText = {
         let state = state.clone();
         Arc::new(move || state.metrics.render())
     };
-    let diagnostics: Diagnostics = Arc::new(move || Diagnosis {
-        failing: health.failing(Instant::now()),
-        warnings: health.undecodable(),
-    });
     let server = WebhookServer::bind(args.server, super::router(state), ready)
         .await?
         .with_metrics(metrics)
@@ -911,6 +908,20 @@ pub enum DurationError {
     MissingUnit(String),
     #[error("invalid duration {input:?}: unknown unit {unit:?}")]
     UnknownUnit { input: String, unit: String },
+}
+
+/// Readiness from the watch-fed index: ready once synced, unless a watch keeps failing
+/// (listed by kind in `/readyz`); undecodable objects are listed as warnings.
+pub fn index_readiness(
+    index: Arc<super::ClusterIndex>,
+    health: Arc<super::health::WatchHealth>,
+) -> (Readiness, Diagnostics) {
+    let ready: Readiness = Arc::new(move || index.is_synced());
+    let diagnostics: Diagnostics = Arc::new(move || Diagnosis {
+        failing: health.failing(Instant::now()),
+        warnings: health.undecodable(),
+    });
+    (ready, diagnostics)
 }
 
 /// Parses durations like `720h`, `30m`, `5s`, `250ms`, `90d`, or sums such
