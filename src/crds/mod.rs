@@ -11,6 +11,7 @@
 //! `tests/crds.rs` fails when it drifts from the generator.
 
 pub mod bounds;
+pub mod convert;
 pub mod kueue;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
