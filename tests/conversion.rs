@@ -85,6 +85,15 @@ fn same_shape_kinds_only_change_api_version() {
 }
 
 #[test]
+fn objects_without_spec_convert() {
+    for kind in ["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"] {
+        let bare = json!({"apiVersion": V1BETA1, "kind": kind, "metadata": {"name": "bare"}});
+        let new = convert::convert(&bare, V1BETA2, 0).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(new["apiVersion"], V1BETA2, "{kind}");
+    }
+}
+
+#[test]
 fn malformed_object_fails_naming_object_and_field() {
     let bad = cq(V1BETA1, json!({"cohort": 3}));
     let err = convert::convert(&bad, V1BETA2, 0).expect_err("must fail");

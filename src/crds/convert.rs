@@ -109,8 +109,19 @@ fn describe(map: &Map<String, Value>, index: usize) -> String {
     }
 }
 
-/// Decodes with the failing field's path in the error.
+/// Decodes with the failing field's path in the error. A missing `spec` reads as empty:
+/// Kueue's schemas do not require it, the Rust types do.
 fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, Problem> {
+    let filled;
+    let value = match value {
+        Value::Object(m) if !m.contains_key("spec") && m.get("kind").and_then(Value::as_str) != Some("WorkloadPriorityClass") => {
+            let mut m = m.clone();
+            m.insert("spec".into(), Value::Object(Map::new()));
+            filled = Value::Object(m);
+            &filled
+        }
+        other => other,
+    };
     serde_path_to_error::deserialize(value).map_err(|e| Problem::Field {
         path: e.path().to_string(),
         source: e.into_inner(),

@@ -43,6 +43,9 @@ pub struct ConversionWebhook {
     pub port: i32,
     /// URL path of the conversion endpoint.
     pub path: String,
+    /// Call this URL instead of the Service (tests and out-of-cluster runs, where the API
+    /// server cannot reach Service endpoints).
+    pub url: Option<String>,
     /// PEM CA bundle the API server trusts for the Service; `None` leaves it to be
     /// injected at start (`kuota serve --inject-ca-bundle`) or by cert-manager.
     pub ca_bundle: Option<Vec<u8>>,
@@ -56,7 +59,17 @@ impl ConversionWebhook {
             service: "kuota-webhook".into(),
             port: 443,
             path: CONVERT_PATH.into(),
+            url: None,
             ca_bundle: None,
+        }
+    }
+
+    /// A webhook at `url` (for example `https://127.0.0.1:9443/convert`).
+    pub fn at_url(url: impl Into<String>, ca_bundle: Vec<u8>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ca_bundle: Some(ca_bundle),
+            ..Self::in_cluster()
         }
     }
 }
@@ -184,6 +197,14 @@ fn dress(crd: &mut CustomResourceDefinition, kind: &'static str, rules: &KindRul
         .as_mut()
         .and_then(|s| s.open_api_v3_schema.as_mut())
         .ok_or_else(|| CrdError::NoSchema { kind, version: name.clone() })?;
+    // Kueue never requires `spec` (`kind: ResourceFlavor` with only a name is its first
+    // example); kube's derive does, because the Rust field is not optional.
+    if let Some(required) = schema.required.as_mut() {
+        required.retain(|r| r != "spec");
+        if required.is_empty() {
+            schema.required = None;
+        }
+    }
     make_structural(schema);
     for bound in bounds::bounds(kind) {
         if let Some(node) = at_path(schema, bound.path) {
@@ -265,20 +286,21 @@ fn as_version(mut crd: CustomResourceDefinition, version: &str) -> CustomResourc
     crd
 }
 
-fn conversion_spec(hook: &ConversionWebhook) -> CustomResourceConversion {
+/// The CRD's `spec.conversion` for a webhook.
+pub fn conversion_spec(hook: &ConversionWebhook) -> CustomResourceConversion {
     CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
             conversion_review_versions: vec!["v1".into()],
             client_config: Some(WebhookClientConfig {
                 ca_bundle: hook.ca_bundle.clone().map(ByteString),
-                service: Some(ServiceReference {
+                service: hook.url.is_none().then(|| ServiceReference {
                     namespace: hook.namespace.clone(),
                     name: hook.service.clone(),
                     path: Some(hook.path.clone()),
                     port: Some(hook.port),
                 }),
-                url: None,
+                url: hook.url.clone(),
             }),
         }),
     }
