@@ -16,7 +16,10 @@ fn cq(api_version: &str, spec: Value) -> Value {
 }
 
 fn round_trip(object: &Value, via: &str) -> Value {
-    let start = object["apiVersion"].as_str().unwrap_or_default().to_string();
+    let start = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let there = convert::convert(object, via, 0).expect("convert there");
     assert_eq!(there["apiVersion"], via);
     assert_eq!(
@@ -40,7 +43,10 @@ fn v1beta1_cluster_queue_reads_back_as_v1beta2() {
     assert_eq!(new["apiVersion"], V1BETA2);
     assert_eq!(new["spec"]["cohortName"], "research");
     assert!(new["spec"].get("cohort").is_none());
-    assert_eq!(new["spec"]["flavorFungibility"]["whenCanBorrow"], "MayStopSearch");
+    assert_eq!(
+        new["spec"]["flavorFungibility"]["whenCanBorrow"],
+        "MayStopSearch"
+    );
     assert_eq!(new["metadata"], old["metadata"], "metadata copied verbatim");
     assert_eq!(round_trip(&old, V1BETA2)["spec"]["cohort"], "research");
 }
@@ -98,7 +104,10 @@ fn malformed_object_fails_naming_object_and_field() {
     let bad = cq(V1BETA1, json!({"cohort": 3}));
     let err = convert::convert(&bad, V1BETA2, 0).expect_err("must fail");
     let msg = err.to_string();
-    assert!(msg.starts_with("ClusterQueue \"team-a\": spec.cohort: invalid type"), "{msg}");
+    assert!(
+        msg.starts_with("ClusterQueue \"team-a\": spec.cohort: invalid type"),
+        "{msg}"
+    );
 
     let review = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
@@ -114,9 +123,13 @@ fn malformed_object_fails_naming_object_and_field() {
     assert_eq!(resp["uid"], "u-1");
     assert_eq!(resp["result"]["status"], "Failure");
     let msg = resp["result"]["message"].as_str().unwrap_or_default();
-    assert!(msg.contains("Workload \"ns/w\": spec.podSets: invalid type"), "{msg}");
     assert!(
-        resp.get("convertedObjects").is_none_or(|o| o.as_array().is_some_and(Vec::is_empty)),
+        msg.contains("Workload \"ns/w\": spec.podSets: invalid type"),
+        "{msg}"
+    );
+    assert!(
+        resp.get("convertedObjects")
+            .is_none_or(|o| o.as_array().is_some_and(Vec::is_empty)),
         "nothing half-converted: {resp}"
     );
 }
@@ -124,16 +137,31 @@ fn malformed_object_fails_naming_object_and_field() {
 #[test]
 fn unserved_version_and_kind_and_garbage_are_refused() {
     let alpha = cq("kueue.x-k8s.io/v1alpha1", json!({}));
-    let msg = convert::convert(&alpha, V1BETA2, 0).expect_err("v1alpha1").to_string();
-    assert!(msg.contains("apiVersion: \"kueue.x-k8s.io/v1alpha1\" is not served"), "{msg}");
+    let msg = convert::convert(&alpha, V1BETA2, 0)
+        .expect_err("v1alpha1")
+        .to_string();
+    assert!(
+        msg.contains("apiVersion: \"kueue.x-k8s.io/v1alpha1\" is not served"),
+        "{msg}"
+    );
     let ac = json!({"apiVersion": V1BETA1, "kind": "AdmissionCheck", "metadata": {"name": "prov"}});
-    let msg = convert::convert(&ac, V1BETA2, 0).expect_err("AdmissionCheck").to_string();
-    assert_eq!(msg, "AdmissionCheck \"prov\": kind: \"AdmissionCheck\" is not served by kuota");
+    let msg = convert::convert(&ac, V1BETA2, 0)
+        .expect_err("AdmissionCheck")
+        .to_string();
+    assert_eq!(
+        msg,
+        "AdmissionCheck \"prov\": kind: \"AdmissionCheck\" is not served by kuota"
+    );
     let (code, out) = handle(b"{not json");
     assert_eq!(code, 400);
     let out = serde_json::to_value(out).expect("json");
-    let msg = out["response"]["result"]["message"].as_str().unwrap_or_default();
-    assert!(msg.starts_with("the body is not a ConversionReview"), "{msg}");
+    let msg = out["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        msg.starts_with("the body is not a ConversionReview"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -156,7 +184,9 @@ fn successful_review_answers_every_object_in_order() {
 
 // ------------------------------------------------------------------ properties
 
-fn opt<T: Clone + std::fmt::Debug + 'static>(s: impl Strategy<Value = T> + 'static) -> BoxedStrategy<Option<T>> {
+fn opt<T: Clone + std::fmt::Debug + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
     prop_oneof![Just(None), s.prop_map(Some)].boxed()
 }
 
@@ -165,26 +195,31 @@ fn name() -> impl Strategy<Value = String> {
 }
 
 fn quantity() -> impl Strategy<Value = String> {
-    prop_oneof![(0u32..1000).prop_map(|n| n.to_string()), (1u32..64).prop_map(|n| format!("{n}Gi"))]
+    prop_oneof![
+        (0u32..1000).prop_map(|n| n.to_string()),
+        (1u32..64).prop_map(|n| format!("{n}Gi"))
+    ]
 }
 
 fn resource_groups() -> impl Strategy<Value = Value> {
-    prop::collection::vec((name(), quantity(), opt(quantity()), opt(quantity())), 1..3).prop_map(|flavors| {
-        let flavors: Vec<Value> = flavors
-            .into_iter()
-            .map(|(n, q, b, l)| {
-                let mut r = json!({"name": "cpu", "nominalQuota": q});
-                if let Some(b) = b {
-                    r["borrowingLimit"] = json!(b);
-                }
-                if let Some(l) = l {
-                    r["lendingLimit"] = json!(l);
-                }
-                json!({"name": n, "resources": [r]})
-            })
-            .collect();
-        json!([{"coveredResources": ["cpu"], "flavors": flavors}])
-    })
+    prop::collection::vec((name(), quantity(), opt(quantity()), opt(quantity())), 1..3).prop_map(
+        |flavors| {
+            let flavors: Vec<Value> = flavors
+                .into_iter()
+                .map(|(n, q, b, l)| {
+                    let mut r = json!({"name": "cpu", "nominalQuota": q});
+                    if let Some(b) = b {
+                        r["borrowingLimit"] = json!(b);
+                    }
+                    if let Some(l) = l {
+                        r["lendingLimit"] = json!(l);
+                    }
+                    json!({"name": n, "resources": [r]})
+                })
+                .collect();
+            json!([{"coveredResources": ["cpu"], "flavors": flavors}])
+        },
+    )
 }
 
 /// A v1beta2 ClusterQueue spec over the fields whose shape differs between versions.
@@ -193,10 +228,20 @@ fn cq_spec_v1beta2() -> impl Strategy<Value = Value> {
     (
         opt(name()),
         opt(prop_oneof![Just("StrictFIFO"), Just("BestEffortFIFO")]),
-        opt(prop_oneof![Just("None"), Just("Hold"), Just("HoldAndDrain")]),
+        opt(prop_oneof![
+            Just("None"),
+            Just("Hold"),
+            Just("HoldAndDrain")
+        ]),
         opt((opt(policy()), opt(policy()))),
-        opt(prop::collection::vec((name(), prop::collection::vec(name(), 0..2)), 1..3)),
-        opt(prop_oneof![Just("TryPreferredFlavors"), Just("RetainFirstAdmission")]),
+        opt(prop::collection::vec(
+            (name(), prop::collection::vec(name(), 0..2)),
+            1..3,
+        )),
+        opt(prop_oneof![
+            Just("TryPreferredFlavors"),
+            Just("RetainFirstAdmission")
+        ]),
         resource_groups(),
     )
         .prop_map(|(cohort, qs, stop, fung, checks, concurrent, groups)| {
@@ -223,7 +268,13 @@ fn cq_spec_v1beta2() -> impl Strategy<Value = Value> {
             if let Some(checks) = checks {
                 let rules: Vec<Value> = checks
                     .into_iter()
-                    .map(|(n, on)| if on.is_empty() { json!({"name": n}) } else { json!({"name": n, "onFlavors": on}) })
+                    .map(|(n, on)| {
+                        if on.is_empty() {
+                            json!({"name": n})
+                        } else {
+                            json!({"name": n, "onFlavors": on})
+                        }
+                    })
                     .collect();
                 spec["admissionChecksStrategy"] = json!({"admissionChecks": rules});
             }

@@ -22,7 +22,11 @@ fn committed_crds_match_the_generator() {
     }
     let expected: BTreeSet<_> = generated.iter().map(|(n, _)| n.clone()).collect();
     for entry in std::fs::read_dir(DIR).expect("manifests/crds exists") {
-        let name = entry.expect("dir entry").file_name().to_string_lossy().into_owned();
+        let name = entry
+            .expect("dir entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
         if name.ends_with(".yaml") && !expected.contains(&name) {
             stale.push(format!("{name} is not generated any more"));
         }
@@ -59,7 +63,10 @@ fn every_served_kind_has_kueue_versions_and_names() {
     };
     assert_eq!(short("ClusterQueue"), ["cq"]);
     assert_eq!(short("LocalQueue"), ["queue", "queues", "lq"]);
-    assert_eq!(short("Workload"), ["kwl", "kueueworkload", "kueueworkloads"]);
+    assert_eq!(
+        short("Workload"),
+        ["kwl", "kueueworkload", "kueueworkloads"]
+    );
     assert_eq!(short("ResourceFlavor"), ["flavor", "flavors", "rf"]);
     for crd in &all {
         let kind = &crd.spec.names.kind;
@@ -84,36 +91,68 @@ fn every_served_kind_has_kueue_versions_and_names() {
             "ClusterQueue" | "Cohort" | "LocalQueue" | "Workload"
         );
         assert_eq!(has_status, kueue_has_status, "{kind} status subresource");
-        assert!(crd.spec.conversion.is_none(), "{kind}: no conversion asked for");
+        assert!(
+            crd.spec.conversion.is_none(),
+            "{kind}: no conversion asked for"
+        );
     }
 }
 
 #[test]
 fn kinds_kuota_does_not_implement_are_not_served() {
     let all = crds::all(None).expect("generate");
-    for kind in ["AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig"] {
-        assert!(all.iter().all(|c| c.spec.names.kind != kind), "{kind} must not be served");
+    for kind in [
+        "AdmissionCheck",
+        "MultiKueueCluster",
+        "MultiKueueConfig",
+        "ProvisioningRequestConfig",
+    ] {
+        assert!(
+            all.iter().all(|c| c.spec.names.kind != kind),
+            "{kind} must not be served"
+        );
     }
 }
 
 #[test]
 fn kueue_cel_rules_and_columns_sit_at_kueue_paths() {
     let all = crds::all(None).expect("generate");
-    let cq = all.iter().find(|c| c.spec.names.kind == "ClusterQueue").expect("cq");
+    let cq = all
+        .iter()
+        .find(|c| c.spec.names.kind == "ClusterQueue")
+        .expect("cq");
     let v2 = serde_json::to_value(&cq.spec.versions[0]).expect("json");
-    let rg_rules = &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["resourceGroups"]["items"]["x-kubernetes-validations"];
+    let rg_rules = &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["resourceGroups"]
+        ["items"]["x-kubernetes-validations"];
     assert_eq!(
         rg_rules[0]["message"],
         "flavors must have the same number of resources as the coveredResources"
     );
-    let spec_rules = &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
-    assert!(spec_rules[0]["rule"].as_str().unwrap_or_default().contains("cohortName"));
+    let spec_rules =
+        &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
+    assert!(
+        spec_rules[0]["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cohortName")
+    );
     let v1 = serde_json::to_value(&cq.spec.versions[1]).expect("json");
-    let v1_rules = &v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
-    assert!(v1_rules[0]["rule"].as_str().unwrap_or_default().contains("self.cohort)"));
-    assert_eq!(v2["additionalPrinterColumns"][0]["jsonPath"], ".spec.cohortName");
-    assert_eq!(v1["additionalPrinterColumns"][0]["jsonPath"], ".spec.cohort");
+    let v1_rules =
+        &v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
+    assert!(
+        v1_rules[0]["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("self.cohort)")
+    );
+    assert_eq!(
+        v2["additionalPrinterColumns"][0]["jsonPath"],
+        ".spec.cohortName"
+    );
+    assert_eq!(
+        v1["additionalPrinterColumns"][0]["jsonPath"],
+        ".spec.cohort"
+    );
     // Kueue's bounds, which the API server needs to price the rules.
     assert_eq!(
         v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["resourceGroups"]["maxItems"],

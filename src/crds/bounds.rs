@@ -64,14 +64,34 @@ pub fn bounds(kind: &str) -> &'static [Bound] {
 
 const CLUSTER_QUEUE: &[Bound] = &[
     bound("spec.admissionChecksStrategy.admissionChecks", MaxItems, 64),
-    bound("spec.admissionChecksStrategy.admissionChecks[].name", MaxLength, 316),
-    bound("spec.admissionChecksStrategy.admissionChecks[].onFlavors", MaxItems, 64),
-    bound("spec.admissionChecksStrategy.admissionChecks[].onFlavors[]", MaxLength, 253),
+    bound(
+        "spec.admissionChecksStrategy.admissionChecks[].name",
+        MaxLength,
+        316,
+    ),
+    bound(
+        "spec.admissionChecksStrategy.admissionChecks[].onFlavors",
+        MaxItems,
+        64,
+    ),
+    bound(
+        "spec.admissionChecksStrategy.admissionChecks[].onFlavors[]",
+        MaxLength,
+        253,
+    ),
     bound("spec.admissionChecks[]", MaxLength, 316),
     bound("spec.cohort", MaxLength, 253),
     bound("spec.cohortName", MaxLength, 253),
-    bound("spec.concurrentAdmissionPolicy.migration.constraints.lastAcceptableFlavorName", MaxLength, 253),
-    bound("spec.concurrentAdmissionPolicy.migration.mode", MaxLength, 253),
+    bound(
+        "spec.concurrentAdmissionPolicy.migration.constraints.lastAcceptableFlavorName",
+        MaxLength,
+        253,
+    ),
+    bound(
+        "spec.concurrentAdmissionPolicy.migration.mode",
+        MaxLength,
+        253,
+    ),
     bound("spec.resourceGroups", MaxItems, 16),
     bound("spec.resourceGroups[].coveredResources", MaxItems, 64),
     bound("spec.resourceGroups[].flavors", MaxItems, 64),
@@ -134,21 +154,43 @@ const TOPOLOGY: &[Bound] = &[
     bound("spec.levels[].nodeLabel", MaxLength, 316),
 ];
 
-const WORKLOAD_PRIORITY_CLASS: &[Bound] = &[
-    bound("description", MaxLength, 2048),
-];
+const WORKLOAD_PRIORITY_CLASS: &[Bound] = &[bound("description", MaxLength, 2048)];
 
 const WORKLOAD: &[Bound] = &[
     bound("spec.podSets", MaxItems, 18),
     bound("spec.podSets[].name", MaxLength, 63),
-    bound("spec.podSets[].topologyRequest.podIndexLabel", MaxLength, 317),
-    bound("spec.podSets[].topologyRequest.podSetGroupName", MaxLength, 256),
-    bound("spec.podSets[].topologyRequest.podSetSliceRequiredTopology", MaxLength, 63),
-    bound("spec.podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints", MaxItems, 3),
-    bound("spec.podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints[].topology", MaxLength, 63),
+    bound(
+        "spec.podSets[].topologyRequest.podIndexLabel",
+        MaxLength,
+        317,
+    ),
+    bound(
+        "spec.podSets[].topologyRequest.podSetGroupName",
+        MaxLength,
+        256,
+    ),
+    bound(
+        "spec.podSets[].topologyRequest.podSetSliceRequiredTopology",
+        MaxLength,
+        63,
+    ),
+    bound(
+        "spec.podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints",
+        MaxItems,
+        3,
+    ),
+    bound(
+        "spec.podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints[].topology",
+        MaxLength,
+        63,
+    ),
     bound("spec.podSets[].topologyRequest.preferred", MaxLength, 63),
     bound("spec.podSets[].topologyRequest.required", MaxLength, 63),
-    bound("spec.podSets[].topologyRequest.subGroupIndexLabel", MaxLength, 317),
+    bound(
+        "spec.podSets[].topologyRequest.subGroupIndexLabel",
+        MaxLength,
+        317,
+    ),
     bound("spec.preemptionGates", MaxItems, 8),
     bound("spec.preemptionGates[].name", MaxLength, 63),
     bound("spec.priorityClassName", MaxLength, 253),
@@ -156,20 +198,72 @@ const WORKLOAD: &[Bound] = &[
     bound("spec.queueName", MaxLength, 253),
     bound("status.admission.clusterQueue", MaxLength, 253),
     bound("status.admission.podSetAssignments", MaxItems, 18),
-    bound("status.admission.podSetAssignments[].delayedTopologyRequest", MaxLength, 7),
-    bound("status.admission.podSetAssignments[].flavors{}", MaxLength, 253),
+    bound(
+        "status.admission.podSetAssignments[].delayedTopologyRequest",
+        MaxLength,
+        7,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].flavors{}",
+        MaxLength,
+        253,
+    ),
     bound("status.admission.podSetAssignments[].name", MaxLength, 63),
-    bound("status.admission.podSetAssignments[].topologyAssignment.domains[].values", MaxItems, 16),
-    bound("status.admission.podSetAssignments[].topologyAssignment.levels", MaxItems, 16),
-    bound("status.admission.podSetAssignments[].topologyAssignment.levels[]", MaxLength, 317),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices", MaxItems, 1000),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].podCounts.individual", MaxItems, 100000),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel", MaxItems, 16),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.prefix", MaxLength, 63),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.roots", MaxItems, 100000),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.roots[]", MaxLength, 63),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.suffix", MaxLength, 63),
-    bound("status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].universal", MaxLength, 63),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.domains[].values",
+        MaxItems,
+        16,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.levels",
+        MaxItems,
+        16,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.levels[]",
+        MaxLength,
+        317,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices",
+        MaxItems,
+        1000,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].podCounts.individual",
+        MaxItems,
+        100000,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel",
+        MaxItems,
+        16,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.prefix",
+        MaxLength,
+        63,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.roots",
+        MaxItems,
+        100000,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.roots[]",
+        MaxLength,
+        63,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].individual.suffix",
+        MaxLength,
+        63,
+    ),
+    bound(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[].universal",
+        MaxLength,
+        63,
+    ),
     bound("status.clusterName", MaxLength, 256),
     bound("status.conditions", MaxItems, 16),
     bound("status.conditions[].message", MaxLength, 32768),
@@ -185,7 +279,11 @@ const WORKLOAD: &[Bound] = &[
     bound("status.resourceRequests[].name", MaxLength, 63),
     bound("status.schedulingStats.evictions", MaxItems, 256),
     bound("status.schedulingStats.evictions[].reason", MaxLength, 316),
-    bound("status.schedulingStats.evictions[].underlyingCause", MaxLength, 316),
+    bound(
+        "status.schedulingStats.evictions[].underlyingCause",
+        MaxLength,
+        316,
+    ),
     bound("status.unhealthyNodes", MaxItems, 8),
     bound("status.unhealthyNodes[].name", MaxLength, 63),
 ];

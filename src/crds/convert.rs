@@ -72,9 +72,18 @@ pub fn convert(object: &Value, desired: &str, index: usize) -> Result<Value, Con
         problem: Problem::NotAnObject,
     })?;
     let name = describe(map, index);
-    let fail = |problem| ConvertError { object: name.clone(), problem };
-    let from = map.get("apiVersion").and_then(Value::as_str).ok_or_else(|| fail(Problem::Missing("apiVersion")))?;
-    let kind = map.get("kind").and_then(Value::as_str).ok_or_else(|| fail(Problem::Missing("kind")))?;
+    let fail = |problem| ConvertError {
+        object: name.clone(),
+        problem,
+    };
+    let from = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| fail(Problem::Missing("apiVersion")))?;
+    let kind = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| fail(Problem::Missing("kind")))?;
     for v in [from, desired] {
         if v != V1BETA1 && v != V1BETA2 {
             return Err(fail(Problem::Version(v.to_string())));
@@ -114,7 +123,10 @@ fn describe(map: &Map<String, Value>, index: usize) -> String {
 fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, Problem> {
     let filled;
     let value = match value {
-        Value::Object(m) if !m.contains_key("spec") && m.get("kind").and_then(Value::as_str) != Some("WorkloadPriorityClass") => {
+        Value::Object(m)
+            if !m.contains_key("spec")
+                && m.get("kind").and_then(Value::as_str) != Some("WorkloadPriorityClass") =>
+        {
             let mut m = m.clone();
             m.insert("spec".into(), Value::Object(Map::new()));
             filled = Value::Object(m);
@@ -183,8 +195,16 @@ where
 
 /// The converted object with the original `metadata` (stash annotation set or removed) and
 /// the desired `apiVersion`.
-fn finish(mut out: Value, original: &Map<String, Value>, api_version: &str, stash: Option<Value>) -> Value {
-    let mut metadata = original.get("metadata").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+fn finish(
+    mut out: Value,
+    original: &Map<String, Value>,
+    api_version: &str,
+    stash: Option<Value>,
+) -> Value {
+    let mut metadata = original
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
     set_stash(&mut metadata, stash);
     if let Some(obj) = out.as_object_mut() {
         obj.insert("apiVersion".into(), Value::from(api_version));

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
-    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion,
-    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps, ValidationRule,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresources,
+    CustomResourceValidation, JSONSchemaProps, ValidationRule,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -90,31 +90,127 @@ impl KindRules {
 }
 
 const CQ_COLUMNS_V1BETA2: &[Column] = &[
-    col("Cohort", "string", ".spec.cohortName", "Cohort that this ClusterQueue belongs to", 0),
-    col("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy used to prioritize workloads", 1),
-    col("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads", 0),
-    col("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that haven't finished yet", 1),
+    col(
+        "Cohort",
+        "string",
+        ".spec.cohortName",
+        "Cohort that this ClusterQueue belongs to",
+        0,
+    ),
+    col(
+        "Strategy",
+        "string",
+        ".spec.queueingStrategy",
+        "The queueing strategy used to prioritize workloads",
+        1,
+    ),
+    col(
+        "Pending Workloads",
+        "integer",
+        ".status.pendingWorkloads",
+        "Number of pending workloads",
+        0,
+    ),
+    col(
+        "Admitted Workloads",
+        "integer",
+        ".status.admittedWorkloads",
+        "Number of admitted workloads that haven't finished yet",
+        1,
+    ),
 ];
 
 const CQ_COLUMNS_V1BETA1: &[Column] = &[
-    col("Cohort", "string", ".spec.cohort", "Cohort that this ClusterQueue belongs to", 0),
-    col("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy used to prioritize workloads", 1),
-    col("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads", 0),
-    col("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that haven't finished yet", 1),
+    col(
+        "Cohort",
+        "string",
+        ".spec.cohort",
+        "Cohort that this ClusterQueue belongs to",
+        0,
+    ),
+    col(
+        "Strategy",
+        "string",
+        ".spec.queueingStrategy",
+        "The queueing strategy used to prioritize workloads",
+        1,
+    ),
+    col(
+        "Pending Workloads",
+        "integer",
+        ".status.pendingWorkloads",
+        "Number of pending workloads",
+        0,
+    ),
+    col(
+        "Admitted Workloads",
+        "integer",
+        ".status.admittedWorkloads",
+        "Number of admitted workloads that haven't finished yet",
+        1,
+    ),
 ];
 
 const LQ_COLUMNS: &[Column] = &[
-    col("ClusterQueue", "string", ".spec.clusterQueue", "Backing ClusterQueue", 0),
-    col("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads", 0),
-    col("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that haven't finished yet.", 0),
+    col(
+        "ClusterQueue",
+        "string",
+        ".spec.clusterQueue",
+        "Backing ClusterQueue",
+        0,
+    ),
+    col(
+        "Pending Workloads",
+        "integer",
+        ".status.pendingWorkloads",
+        "Number of pending workloads",
+        0,
+    ),
+    col(
+        "Admitted Workloads",
+        "integer",
+        ".status.admittedWorkloads",
+        "Number of admitted workloads that haven't finished yet.",
+        0,
+    ),
 ];
 
 const WL_COLUMNS: &[Column] = &[
-    col("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to", 0),
-    col("Reserved in", "string", ".status.admission.clusterQueue", "Name of the ClusterQueue where the workload is reserving quota", 0),
-    col("Admitted", "string", ".status.conditions[?(@.type=='Admitted')].status", "Admission status", 0),
-    col("Finished", "string", ".status.conditions[?(@.type=='Finished')].status", "Workload finished", 0),
-    col("Age", "date", ".metadata.creationTimestamp", "Time this workload was created", 0),
+    col(
+        "Queue",
+        "string",
+        ".spec.queueName",
+        "Name of the queue this workload was submitted to",
+        0,
+    ),
+    col(
+        "Reserved in",
+        "string",
+        ".status.admission.clusterQueue",
+        "Name of the ClusterQueue where the workload is reserving quota",
+        0,
+    ),
+    col(
+        "Admitted",
+        "string",
+        ".status.conditions[?(@.type=='Admitted')].status",
+        "Admission status",
+        0,
+    ),
+    col(
+        "Finished",
+        "string",
+        ".status.conditions[?(@.type=='Finished')].status",
+        "Workload finished",
+        0,
+    ),
+    col(
+        "Age",
+        "date",
+        ".metadata.creationTimestamp",
+        "Time this workload was created",
+        0,
+    ),
 ];
 
 const WPC_COLUMNS: &[Column] = &[col(
@@ -172,7 +268,11 @@ const CQ_RULES_V1BETA1: &[Rule] = &[
 
 const COHORT_RULES: &[Rule] = &[COVERED_RESOURCES];
 
-const LQ_RULES: &[Rule] = &[rule("spec.clusterQueue", "self == oldSelf", "field is immutable")];
+const LQ_RULES: &[Rule] = &[rule(
+    "spec.clusterQueue",
+    "self == oldSelf",
+    "field is immutable",
+)];
 
 const RF_RULES: &[Rule] = &[
     rule(
@@ -395,12 +495,23 @@ pub fn workload_priority_class(version: &str) -> CustomResourceDefinition {
     value.format = Some("int32".into());
     let schema = JSONSchemaProps {
         type_: Some("object".into()),
-        description: Some("A named priority value for Workloads, independent of pod priority.".into()),
+        description: Some(
+            "A named priority value for Workloads, independent of pod priority.".into(),
+        ),
         required: Some(vec!["value".into()]),
         properties: Some(BTreeMap::from([
-            ("apiVersion".into(), prop("string", "APIVersion of this object.")),
+            (
+                "apiVersion".into(),
+                prop("string", "APIVersion of this object."),
+            ),
             ("kind".into(), prop("string", "Kind of this object.")),
-            ("metadata".into(), JSONSchemaProps { type_: Some("object".into()), ..JSONSchemaProps::default() }),
+            (
+                "metadata".into(),
+                JSONSchemaProps {
+                    type_: Some("object".into()),
+                    ..JSONSchemaProps::default()
+                },
+            ),
             ("value".into(), value),
             ("description".into(), description),
         ])),
@@ -424,7 +535,9 @@ pub fn workload_priority_class(version: &str) -> CustomResourceDefinition {
                 name: version.into(),
                 served: true,
                 storage: version == super::STORAGE_VERSION,
-                schema: Some(CustomResourceValidation { open_api_v3_schema: Some(schema) }),
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
                 // Kueue declares an empty subresources block for this kind.
                 subresources: Some(CustomResourceSubresources::default()),
                 ..CustomResourceDefinitionVersion::default()
@@ -442,9 +555,19 @@ const fn col(
     description: &'static str,
     priority: i32,
 ) -> Column {
-    Column { name, type_, json_path, description, priority }
+    Column {
+        name,
+        type_,
+        json_path,
+        description,
+        priority,
+    }
 }
 
 const fn rule(path: &'static str, rule: &'static str, message: &'static str) -> Rule {
-    Rule { path, rule, message }
+    Rule {
+        path,
+        rule,
+        message,
+    }
 }

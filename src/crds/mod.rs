@@ -14,11 +14,11 @@ pub mod bounds;
 pub mod convert;
 pub mod kueue;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray,
     JSONSchemaPropsOrBool, ServiceReference, WebhookClientConfig, WebhookConversion,
 };
-use k8s_openapi::ByteString;
 use kube::CustomResourceExt;
 use kube::core::crd::{MergeError, merge_crds};
 
@@ -133,16 +133,36 @@ pub enum CrdError {
 /// Every CRD kuota serves, in a stable order (the order of `manifests/crds/`).
 /// With `conversion`, v1beta1⇄v1beta2 goes through kuota's `/convert`; without it the API
 /// server only rewrites `apiVersion` (fine for tests that stay within one version).
-pub fn all(conversion: Option<&ConversionWebhook>) -> Result<Vec<CustomResourceDefinition>, CrdError> {
+pub fn all(
+    conversion: Option<&ConversionWebhook>,
+) -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 7] = [
         (
             "ResourceFlavor",
-            vec![api::ResourceFlavor::crd(), as_version(api::ResourceFlavor::crd(), "v1beta1")],
+            vec![
+                api::ResourceFlavor::crd(),
+                as_version(api::ResourceFlavor::crd(), "v1beta1"),
+            ],
         ),
-        ("Cohort", vec![api::Cohort::crd(), as_version(api::Cohort::crd(), "v1beta1")]),
-        ("ClusterQueue", vec![api::ClusterQueue::crd(), v1beta1::ClusterQueue::crd()]),
-        ("LocalQueue", vec![api::LocalQueue::crd(), v1beta1::LocalQueue::crd()]),
-        ("Workload", vec![api::Workload::crd(), v1beta1::Workload::crd()]),
+        (
+            "Cohort",
+            vec![
+                api::Cohort::crd(),
+                as_version(api::Cohort::crd(), "v1beta1"),
+            ],
+        ),
+        (
+            "ClusterQueue",
+            vec![api::ClusterQueue::crd(), v1beta1::ClusterQueue::crd()],
+        ),
+        (
+            "LocalQueue",
+            vec![api::LocalQueue::crd(), v1beta1::LocalQueue::crd()],
+        ),
+        (
+            "Workload",
+            vec![api::Workload::crd(), v1beta1::Workload::crd()],
+        ),
         (
             "WorkloadPriorityClass",
             vec![
@@ -150,7 +170,13 @@ pub fn all(conversion: Option<&ConversionWebhook>) -> Result<Vec<CustomResourceD
                 kueue::workload_priority_class("v1beta1"),
             ],
         ),
-        ("Topology", vec![api::Topology::crd(), as_version(api::Topology::crd(), "v1beta1")]),
+        (
+            "Topology",
+            vec![
+                api::Topology::crd(),
+                as_version(api::Topology::crd(), "v1beta1"),
+            ],
+        ),
     ];
     per_kind
         .into_iter()
@@ -173,13 +199,19 @@ fn build(
     let mut crd =
         merge_crds(dressed, STORAGE_VERSION).map_err(|source| CrdError::Merge { kind, source })?;
     // Storage first, like Kueue's files, then by name: a stable order for the drift test.
-    crd.spec.versions.sort_by_key(|v| (!v.storage, v.name.clone()));
+    crd.spec
+        .versions
+        .sort_by_key(|v| (!v.storage, v.name.clone()));
     crd.spec.conversion = conversion.map(conversion_spec);
     Ok(crd)
 }
 
 /// Applies Kueue's names, columns and CEL rules to a single-version CRD.
-fn dress(crd: &mut CustomResourceDefinition, kind: &'static str, rules: &KindRules) -> Result<(), CrdError> {
+fn dress(
+    crd: &mut CustomResourceDefinition,
+    kind: &'static str,
+    rules: &KindRules,
+) -> Result<(), CrdError> {
     let names = &mut crd.spec.names;
     names.short_names = (!rules.short_names.is_empty())
         .then(|| rules.short_names.iter().map(|s| s.to_string()).collect());
@@ -196,7 +228,10 @@ fn dress(crd: &mut CustomResourceDefinition, kind: &'static str, rules: &KindRul
         .schema
         .as_mut()
         .and_then(|s| s.open_api_v3_schema.as_mut())
-        .ok_or_else(|| CrdError::NoSchema { kind, version: name.clone() })?;
+        .ok_or_else(|| CrdError::NoSchema {
+            kind,
+            version: name.clone(),
+        })?;
     // Kueue never requires `spec` (`kind: ResourceFlavor` with only a name is its first
     // example); kube's derive does, because the Rust field is not optional.
     if let Some(required) = schema.required.as_mut() {

@@ -26,7 +26,10 @@ pub fn handle(body: &[u8]) -> (StatusCode, ConversionReview) {
         Ok(r) => r,
         Err(message) => {
             let status = Status::failure(&message, "BadRequest").with_code(400);
-            return (StatusCode::BAD_REQUEST, ConversionResponse::invalid(status).into_review());
+            return (
+                StatusCode::BAD_REQUEST,
+                ConversionResponse::invalid(status).into_review(),
+            );
         }
     };
     let desired = request.desired_api_version.clone();
@@ -36,7 +39,10 @@ pub fn handle(body: &[u8]) -> (StatusCode, ConversionReview) {
         Ok(objects) => response.success(objects),
         Err(e) => {
             tracing::warn!(error = %e, desired, "conversion failed");
-            response.failure(Status::failure(&format!("converting to {desired}: {e}"), "Invalid"))
+            response.failure(Status::failure(
+                &format!("converting to {desired}: {e}"),
+                "Invalid",
+            ))
         }
     };
     (StatusCode::OK, response.into_review())

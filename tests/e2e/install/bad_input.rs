@@ -46,12 +46,27 @@ async fn unknown_renamed_and_unserved_fields_and_versions_are_refused_by_name() 
     let v1 = "kueue.x-k8s.io/v1beta1";
     // An unknown field.
     let typo = cq(v2, &name, json!({"resourceGroupz": cpu_group(false)}));
-    rejected(&client, &typo, &[&name, ".spec.resourceGroupz: field not declared in schema"]).await;
+    rejected(
+        &client,
+        &typo,
+        &[&name, ".spec.resourceGroupz: field not declared in schema"],
+    )
+    .await;
     // A v1beta1 object using the field v1beta2 renamed, and the reverse.
     let renamed = cq(v1, &name, json!({"cohortName": "research"}));
-    rejected(&client, &renamed, &[&name, ".spec.cohortName: field not declared in schema"]).await;
+    rejected(
+        &client,
+        &renamed,
+        &[&name, ".spec.cohortName: field not declared in schema"],
+    )
+    .await;
     let old_name = cq(v2, &name, json!({"cohort": "research"}));
-    rejected(&client, &old_name, &[&name, ".spec.cohort: field not declared in schema"]).await;
+    rejected(
+        &client,
+        &old_name,
+        &[&name, ".spec.cohort: field not declared in schema"],
+    )
+    .await;
     // A version kuota does not serve (Kueue's long-gone v1alpha1 ClusterQueue).
     let alpha = cq("kueue.x-k8s.io/v1alpha1", &name, json!({}));
     rejected(&client, &alpha, &["404"]).await;
@@ -68,9 +83,27 @@ async fn objects_kueue_rejects_are_rejected_with_kueues_messages() {
     let name = unique_name("cel");
     let v2 = "kueue.x-k8s.io/v1beta2";
     let no_cohort = cq(v2, &name, json!({"resourceGroups": cpu_group(true)}));
-    rejected(&client, &no_cohort, &[&name, "spec", "borrowingLimit must be nil when cohort is empty"]).await;
-    let v1_no_cohort = cq("kueue.x-k8s.io/v1beta1", &name, json!({"resourceGroups": cpu_group(true)}));
-    rejected(&client, &v1_no_cohort, &[&name, "borrowingLimit must be nil when cohort is empty"]).await;
+    rejected(
+        &client,
+        &no_cohort,
+        &[
+            &name,
+            "spec",
+            "borrowingLimit must be nil when cohort is empty",
+        ],
+    )
+    .await;
+    let v1_no_cohort = cq(
+        "kueue.x-k8s.io/v1beta1",
+        &name,
+        json!({"resourceGroups": cpu_group(true)}),
+    );
+    rejected(
+        &client,
+        &v1_no_cohort,
+        &[&name, "borrowingLimit must be nil when cohort is empty"],
+    )
+    .await;
     let uncovered = cq(
         v2,
         &name,
@@ -80,7 +113,11 @@ async fn objects_kueue_rejects_are_rejected_with_kueues_messages() {
     rejected(
         &client,
         &uncovered,
-        &[&name, "spec.resourceGroups[0]", "flavors must have the same number of resources as the coveredResources"],
+        &[
+            &name,
+            "spec.resourceGroups[0]",
+            "flavors must have the same number of resources as the coveredResources",
+        ],
     )
     .await;
     let topology = json!({"apiVersion": v2, "kind": "Topology", "metadata": {"name": name},
@@ -88,12 +125,21 @@ async fn objects_kueue_rejects_are_rejected_with_kueues_messages() {
     rejected(
         &client,
         &topology,
-        &[&name, "spec.levels", "the kubernetes.io/hostname label can only be used at the lowest level of topology"],
+        &[
+            &name,
+            "spec.levels",
+            "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+        ],
     )
     .await;
     let flavor = json!({"apiVersion": v2, "kind": "ResourceFlavor", "metadata": {"name": name},
         "spec": {"tolerations": [{"key": "spot", "operator": "Equal", "value": "x", "effect": "Sometimes"}]}});
-    rejected(&client, &flavor, &[&name, "spec.tolerations", "supported taint effect values"]).await;
+    rejected(
+        &client,
+        &flavor,
+        &[&name, "spec.tolerations", "supported taint effect values"],
+    )
+    .await;
     let wpc = json!({"apiVersion": v2, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
         "value": "high"});
     rejected(&client, &wpc, &[&name, "value"]).await;

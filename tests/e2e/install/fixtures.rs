@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde_json::Value;
 
 /// The documents of a YAML stream with `__P__` (cluster-wide name prefix) and `__NS__`
@@ -30,10 +30,16 @@ pub fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
     let crds = kuota::crds::all(None).expect("CRDs");
     let crd = crds.iter().find(|c| c.spec.names.kind == kind);
     // Kinds kuota does not serve get a plausible plural so the API server can say so.
-    let plural = crd.map_or_else(|| format!("{}s", kind.to_lowercase()), |c| c.spec.names.plural.clone());
+    let plural = crd.map_or_else(
+        || format!("{}s", kind.to_lowercase()),
+        |c| c.spec.names.plural.clone(),
+    );
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
-    match (crd.map(|c| c.spec.scope.as_str()), obj["metadata"]["namespace"].as_str()) {
+    match (
+        crd.map(|c| c.spec.scope.as_str()),
+        obj["metadata"]["namespace"].as_str(),
+    ) {
         (Some("Namespaced"), Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
         _ => Api::all_with(client.clone(), &ar),
     }
@@ -42,12 +48,20 @@ pub fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
 /// Server-side apply with strict field validation, as `kubectl apply --server-side` does.
 pub async fn apply(client: &Client, obj: &Value) -> Result<DynamicObject, kube::Error> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let pp = PatchParams::apply("kuota-e2e-install").force().validation_strict();
-    api_for(client, obj).patch(name, &pp, &Patch::Apply(obj)).await
+    let pp = PatchParams::apply("kuota-e2e-install")
+        .force()
+        .validation_strict();
+    api_for(client, obj)
+        .patch(name, &pp, &Patch::Apply(obj))
+        .await
 }
 
 /// Reads an object back in another version of its group.
-pub async fn get_as(client: &Client, obj: &Value, api_version: &str) -> Result<DynamicObject, kube::Error> {
+pub async fn get_as(
+    client: &Client,
+    obj: &Value,
+    api_version: &str,
+) -> Result<DynamicObject, kube::Error> {
     let mut probe = obj.clone();
     probe["apiVersion"] = Value::from(api_version);
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
@@ -65,7 +79,8 @@ pub async fn delete_all(client: &Client, objs: &[Value]) {
 /// Creates a namespace for a test.
 pub async fn namespace(client: &Client, name: &str) {
     use k8s_openapi::api::core::v1::Namespace;
-    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("ns");
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("ns");
     Api::<Namespace>::all(client.clone())
         .create(&Default::default(), &ns)
         .await
@@ -75,7 +90,9 @@ pub async fn namespace(client: &Client, name: &str) {
 /// Deletes a test's namespace (best effort).
 pub async fn delete_namespace(client: &Client, name: &str) {
     use k8s_openapi::api::core::v1::Namespace;
-    let _ = Api::<Namespace>::all(client.clone()).delete(name, &Default::default()).await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(name, &Default::default())
+        .await;
 }
 
 /// kuota's webhook server (with `/convert`) on 127.0.0.1 in this process, with a fresh CA.
@@ -111,7 +128,12 @@ impl LocalWebhook {
         tokio::spawn(server.run(async {
             let _ = rx.await;
         }));
-        Self { base_url, ca_pem, stop: Some(tx), dir }
+        Self {
+            base_url,
+            ca_pem,
+            stop: Some(tx),
+            dir,
+        }
     }
 }
 
