@@ -1,7 +1,8 @@
 //! kuota's admission webhook in front of a real API server.
 //!
-//! Each test serves the webhook in-process ([`Kuota::start`]) on 127.0.0.1 with a fresh
-//! ECDSA P-256 CA, and registers kuota's own `manifests/*-webhook.yaml` with it
+//! Each test serves the webhook in-process ([`Kuota::start`]) with a fresh ECDSA P-256 CA,
+//! on 127.0.0.1, or on the address in `KUOTA_E2E_WEBHOOK_HOST` when the API server
+//! reaches this machine elsewhere (kind: the docker network's gateway), and registers kuota's own `manifests/*-webhook.yaml` with it
 //! ([`Registration`]): `clientConfig.url` instead of the Service, the CA as `caBundle`,
 //! unique configuration names, job kinds scoped to the test's namespaces and Kueue kinds to
 //! objects carrying the test's label. The selectors and matchConditions of the manifests are
@@ -41,7 +42,16 @@ use crate::support::unique_name;
 /// Label that scopes the test's registrations of cluster-scoped Kueue kinds.
 pub const E2E_LABEL: &str = "kuota.dev/e2e";
 /// Namespace label that sends a namespace's unlabelled jobs to kuota (manifests/).
-pub const MANAGED_LABEL: &str = "kuota.dev/managed";
+pub const MANAGED_LABEL: &str = kuota::webhook::routing::MANAGED_NAMESPACE_LABEL;
+
+/// Where the API server reaches this process: `KUOTA_E2E_WEBHOOK_HOST`, else 127.0.0.1
+/// (a control plane on this machine).
+pub fn webhook_host() -> String {
+    std::env::var("KUOTA_E2E_WEBHOOK_HOST")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .unwrap_or_else(|| "127.0.0.1".to_string())
+}
 
 /// kuota's webhook, served by this test process.
 pub struct Kuota {
@@ -68,10 +78,14 @@ impl Kuota {
     pub async fn start(client: &Client, policies: PolicySet) -> Self {
         let dir = std::env::temp_dir().join(unique_name("kuota-e2e-certs"));
         std::fs::create_dir_all(&dir).expect("cert dir");
+        let host = webhook_host();
         let ca = certs::generate_ca(Duration::from_secs(86_400)).expect("CA");
-        let serving =
-            certs::issue_serving(&ca, &["127.0.0.1".to_string()], Duration::from_secs(86_400))
-                .expect("serving certificate");
+        let serving = certs::issue_serving(
+            &ca,
+            std::slice::from_ref(&host),
+            Duration::from_secs(86_400),
+        )
+        .expect("serving certificate");
         std::fs::write(dir.join(tls::CERT_FILE), &serving.cert_pem).expect("write cert");
         std::fs::write(dir.join(tls::KEY_FILE), &serving.key_pem).expect("write key");
 
@@ -83,6 +97,7 @@ impl Kuota {
             PolicyHandle::new(policies),
             WebhookConfig::default(),
         ));
+        let (ready, diagnostics) = index_readiness(state.clone(), watch_health.clone());
         let largest_review = Arc::new(AtomicUsize::new(0));
         let app = {
             let largest = largest_review.clone();
@@ -101,8 +116,11 @@ impl Kuota {
                 },
             ))
         };
-        let (ready, diagnostics) = index_readiness(index.clone(), watch_health.clone());
-        let server = WebhookServer::bind(ServerConfig::local(&dir), app, ready)
+        let mut config = ServerConfig::local(&dir);
+        if host != "127.0.0.1" {
+            config.listen = SocketAddr::from(([0, 0, 0, 0], 0));
+        }
+        let server = WebhookServer::bind(config, app, ready)
             .await
             .expect("bind the webhook")
             .with_diagnostics(diagnostics);
@@ -224,7 +242,7 @@ impl Registration {
         namespaces: &[&str],
         run_label: &str,
     ) -> Self {
-        let base = format!("https://127.0.0.1:{}", addr.port());
+        let base = format!("https://{}:{}", webhook_host(), addr.port());
         let mut m: MutatingWebhookConfiguration = manifest("mutating-webhook.yaml");
         let mut v: ValidatingWebhookConfiguration = manifest("validating-webhook.yaml");
         let (mname, vname) = (unique_name("kuota-m"), unique_name("kuota-v"));
