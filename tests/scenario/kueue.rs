@@ -99,6 +99,9 @@ pub fn parse(text: &str) -> Result<Suite, String> {
         let path = e.path().to_string();
         format!("at `{path}`: {}", e.into_inner())
     })?;
+    if suite.source.trim().is_empty() {
+        return Err("`source` must name the Kueue test file and function".into());
+    }
     for (i, sc) in suite.cases.iter().enumerate() {
         super::validate(sc).map_err(|e| format!("at `cases[{i}]` ({}): {e}", sc.name))?;
     }
