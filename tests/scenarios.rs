@@ -350,7 +350,11 @@ impl<'a> Runner<'a> {
     }
 
     /// Applies a compact workload, creating its LocalQueue `<ns>/<cq>` the first time.
-    fn apply_compact(&mut self, i: usize, spec: &scenario::kueue::WorkloadSpec) -> Result<(), String> {
+    fn apply_compact(
+        &mut self,
+        i: usize,
+        spec: &scenario::kueue::WorkloadSpec,
+    ) -> Result<(), String> {
         let source = format!("{}: steps[{i}].workloads", self.file);
         let ns = spec.name.split_once('/').map_or("default", |(ns, _)| ns);
         if let (None, Some(cq)) = (&spec.queue, &spec.cq)

@@ -640,8 +640,11 @@ impl Engine {
                 message,
             });
         }
-        let message =
-            explanation.render_preempting(&self.names, &self.wl(preemptor).spec.pod_sets, waiting.len());
+        let message = explanation.render_preempting(
+            &self.names,
+            &self.wl(preemptor).spec.pod_sets,
+            waiting.len(),
+        );
         self.wl_mut(preemptor).waiting_for = waiting;
         self.set_pending(preemptor, PendingReason::WaitingForPreemption, message);
     }

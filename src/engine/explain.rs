@@ -140,9 +140,9 @@ impl Note {
                 let mut full = String::new();
                 self.write(names, &mut full)?;
                 // The Kueue part ends at the maximum capacity.
-                let end = full.find(" > maximum capacity (").and_then(|i| {
-                    full[i..].find(')').map(|j| i + j + 1)
-                });
+                let end = full
+                    .find(" > maximum capacity (")
+                    .and_then(|i| full[i..].find(')').map(|j| i + j + 1));
                 out.write_str(end.map_or(full.as_str(), |e| &full[..e]))
             }
             other => other.write(names, out),
