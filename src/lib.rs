@@ -4,6 +4,7 @@
 //! shells (`sim` today; webhook and controller later). See docs/architecture.md.
 
 pub mod api;
+pub mod crds;
 pub mod engine;
 pub mod integrations;
 pub mod placement;

@@ -13,6 +13,7 @@
 //! reload, graceful shutdown, limits, and cert tooling. See docs/webhook-server.md.
 
 pub mod certs;
+pub mod convert;
 pub mod crd;
 pub mod feed;
 pub mod health;

@@ -116,6 +116,7 @@ pub fn router(state: Arc<WebhookState>) -> Router {
         );
     }
     r.with_state(state)
+        .route(super::convert::CONVERT_PATH, post(super::convert::serve))
 }
 
 fn respond(state: &WebhookState, route: &Route, body: &[u8]) -> Response {
