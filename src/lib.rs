@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod crds;
 pub mod engine;
 pub mod integrations;
 pub mod placement;

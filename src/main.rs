@@ -30,6 +30,28 @@ enum Command {
     Serve(kuota::webhook::server::ServeArgs),
     /// Create or rotate the webhook's CA and serving certificate (see webhook-certs/README.md).
     Certs(kuota::webhook::certs::CertsArgs),
+    /// Print the kueue.x-k8s.io CRDs kuota serves (or write one file per CRD with --out-dir).
+    Crds(CrdsArgs),
+}
+
+#[derive(Args, Debug)]
+struct CrdsArgs {
+    /// Write `<group>_<plural>.yaml` files here instead of printing one stream to stdout.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Leave out `spec.conversion` (the API server then only rewrites apiVersion between
+    /// v1beta1 and v1beta2; for clusters without the webhook).
+    #[arg(long)]
+    no_conversion: bool,
+    /// Namespace of the webhook Service the API server sends ConversionReviews to.
+    #[arg(long, default_value = "kuota-system")]
+    service_namespace: String,
+    /// Name of that Service.
+    #[arg(long, default_value = "kuota-webhook")]
+    service_name: String,
+    /// PEM CA bundle to set as the conversion webhook's caBundle (default: injected at start).
+    #[arg(long, value_name = "FILE")]
+    ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -129,6 +151,36 @@ fn main() -> ExitCode {
         Command::Check { files } => check(&files),
         Command::Serve(args) => kuota::webhook::server::serve_cli(args),
         Command::Certs(args) => kuota::webhook::certs::run_cli(&args),
+        Command::Crds(args) => crds(&args),
+    }
+}
+
+fn crds(args: &CrdsArgs) -> ExitCode {
+    let ca_bundle = match &args.ca_bundle {
+        Some(path) => match std::fs::read(path) {
+            Ok(pem) => Some(pem),
+            Err(e) => return fail(&format!("--ca-bundle {}: {e}", path.display())),
+        },
+        None => None,
+    };
+    let hook = kuota::crds::ConversionWebhook {
+        namespace: args.service_namespace.clone(),
+        service: args.service_name.clone(),
+        ca_bundle,
+        ..kuota::crds::ConversionWebhook::in_cluster()
+    };
+    let conversion = (!args.no_conversion).then_some(&hook);
+    let result = match &args.out_dir {
+        Some(dir) => kuota::crds::write_dir(dir, conversion).map(|files| {
+            for f in files {
+                eprintln!("wrote {}", f.display());
+            }
+        }),
+        None => kuota::crds::render(conversion).map(|text| print!("{text}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
     }
 }
 

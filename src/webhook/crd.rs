@@ -11,14 +11,13 @@
 //! patch only adds what is missing and never rewrites fields the types would normalize
 //! (timestamps, quantities, field order). The defaults are those of Kueue's CRD schemas and
 //! mutating webhooks: ClusterQueue `queueingStrategy`, `stopPolicy`, `flavorFungibility`,
-//! `preemption` and the `resource-in-use` finalizer; ResourceFlavor finalizer; LocalQueue
-//! `stopPolicy`; Workload pod set `name: main`, `count: 1`, `active: true` (and no
+//! `preemption`; LocalQueue `stopPolicy`; Workload pod set `name: main`, `count: 1`, `active: true` (and no
 //! `minCount` when partial admission is off).
 
 use super::WebhookState;
 use super::jobs::aggregate;
-use super::review::{AdmissionRequest, Operation, Verdict, from_value};
-use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2, RESOURCE_IN_USE_FINALIZER};
+use super::review::{AdmissionRequest, DecodeFailure, Operation, Verdict, from_value};
+use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2};
 use crate::api::validate::{self, FieldError};
 use crate::api::{
     ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Cohort, CohortSpec, CohortStatus,
@@ -150,7 +149,7 @@ enum Hub {
     WorkloadPriorityClass(Box<WorkloadPriorityClass>),
 }
 
-fn obj<S, T>(value: &Value, prefix: &str) -> Result<Obj<S, T>, String>
+fn obj<S, T>(value: &Value, prefix: &str) -> Result<Obj<S, T>, DecodeFailure>
 where
     S: DeserializeOwned + Default,
     T: DeserializeOwned,
@@ -158,7 +157,12 @@ where
     from_value(value, prefix)
 }
 
-fn to_hub(kind: CrdKind, version: Version, value: &Value, prefix: &str) -> Result<Hub, String> {
+fn to_hub(
+    kind: CrdKind,
+    version: Version,
+    value: &Value,
+    prefix: &str,
+) -> Result<Hub, DecodeFailure> {
     Ok(match (kind, version) {
         (CrdKind::ClusterQueue, Version::V1beta2) => {
             let o: Obj<ClusterQueueSpec, ClusterQueueStatus> = obj(value, prefix)?;
@@ -305,14 +309,14 @@ pub fn validate(
     };
     let new_hub = match to_hub(kind, version, new, "request.object") {
         Ok(h) => h,
-        Err(m) => return Verdict::bad_object(m),
+        Err(m) => return Verdict::bad_object(m.to_string()),
     };
     let old_hub = match old {
         Some(o) => {
             let old_version = version_of(req, o).unwrap_or(version);
             match to_hub(kind, old_version, o, "request.oldObject") {
                 Ok(h) => Some(h),
-                Err(m) => return Verdict::bad_object(m),
+                Err(m) => return Verdict::bad_object(m.to_string()),
             }
         }
         None => None,
@@ -342,7 +346,7 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
     };
     // Reject shapes the validator would reject anyway, rather than patching garbage.
     if let Err(m) = to_hub(kind, version, obj, "request.object") {
-        return Verdict::bad_object(m);
+        return Verdict::bad_object(m.to_string());
     }
     let mut d = Defaulter::new(obj);
     match kind {
@@ -373,9 +377,12 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
                 &["spec", "preemption", "borrowWithinCohort", "policy"],
                 json!("Never"),
             );
-            d.finalizer(RESOURCE_IN_USE_FINALIZER);
         }
-        CrdKind::ResourceFlavor => d.finalizer(RESOURCE_IN_USE_FINALIZER),
+        // Kueue's webhook adds the `resource-in-use` finalizer to ClusterQueues and
+        // ResourceFlavors. kuota leaves that to the controller, which also removes it:
+        // a finalizer nobody removes makes `kubectl delete` hang forever. The route stays
+        // (Kueue's manifests call it) and answers without a patch.
+        CrdKind::ResourceFlavor => {}
         CrdKind::LocalQueue => d.ensure(&["spec", "stopPolicy"], json!("None")),
         CrdKind::Workload => {
             d.ensure(&["spec", "active"], json!(true));
@@ -470,49 +477,6 @@ impl Defaulter {
                 .push(PatchOperation::Remove(RemoveOperation { path }));
         }
     }
-
-    /// Adds a finalizer unless present or the object is being deleted.
-    fn finalizer(&mut self, f: &str) {
-        let meta = self.doc.get("metadata").filter(|m| m.is_object());
-        if meta
-            .and_then(|m| m.get("deletionTimestamp"))
-            .is_some_and(|t| !t.is_null())
-        {
-            return;
-        }
-        let list = meta
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Value::as_array);
-        if list.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(f))) {
-            return;
-        }
-        let (path, value) = match (meta.is_some(), list.is_some()) {
-            (true, true) => (pointer(["metadata", "finalizers", "-"]), json!(f)),
-            (true, false) => (pointer(["metadata", "finalizers"]), json!([f])),
-            (false, _) => (pointer(["metadata"]), json!({"finalizers": [f]})),
-        };
-        // Keep the working copy in step with the patch.
-        if let Value::Object(root) = &mut self.doc {
-            let m = root
-                .entry("metadata")
-                .and_modify(|m| {
-                    if !m.is_object() {
-                        *m = json!({});
-                    }
-                })
-                .or_insert_with(|| json!({}));
-            if let Value::Object(m) = m {
-                match m.get_mut("finalizers") {
-                    Some(Value::Array(a)) => a.push(json!(f)),
-                    _ => {
-                        m.insert("finalizers".into(), json!([f]));
-                    }
-                }
-            }
-        }
-        self.ops
-            .push(PatchOperation::Add(AddOperation { path, value }));
-    }
 }
 
 #[cfg(test)]
@@ -531,7 +495,6 @@ mod tests {
             &["spec", "preemption", "borrowWithinCohort", "policy"],
             json!("Never"),
         );
-        d.finalizer(RESOURCE_IN_USE_FINALIZER);
         let mut doc = obj.clone();
         json_patch::patch(&mut doc, &d.ops).expect("applies");
         assert_eq!(doc, d.doc);
@@ -544,7 +507,6 @@ mod tests {
             &["spec", "preemption", "reclaimWithinCohort"],
             json!("Never"),
         );
-        again.finalizer(RESOURCE_IN_USE_FINALIZER);
         assert!(again.ops.is_empty());
     }
 }

@@ -116,6 +116,7 @@ pub fn router(state: Arc<WebhookState>) -> Router {
         );
     }
     r.with_state(state)
+        .route(super::convert::CONVERT_PATH, post(super::convert::serve))
 }
 
 fn respond(state: &WebhookState, route: &Route, body: &[u8]) -> Response {
@@ -172,9 +173,9 @@ fn object_error(
     state: &WebhookState,
     route: &Route,
     env: &review::Envelope,
-    msg: String,
+    failure: review::DecodeFailure,
 ) -> Vec<u8> {
-    let v = Verdict::bad_object(msg);
+    let v = Verdict::bad_object(failure.to_string());
     trace(route, &env.uid, &v);
     state.metrics.record(&v, false);
     review::encode(env, &v)

@@ -1,0 +1,357 @@
+//! The conversion webhook's logic (`/convert`): v1beta1⇄v1beta2 for every served kind,
+//! round trips that lose nothing, and clear failures for malformed reviews.
+
+use kuota::crds::convert::{self, STASH_ANNOTATION, V1BETA1, V1BETA2};
+use kuota::webhook::convert::handle;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn cq(api_version: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "team-a", "uid": "1", "resourceVersion": "7", "labels": {"team": "a"}},
+        "spec": spec,
+    })
+}
+
+fn round_trip(object: &Value, via: &str) -> Value {
+    let start = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let there = convert::convert(object, via, 0).expect("convert there");
+    assert_eq!(there["apiVersion"], via);
+    assert_eq!(
+        there["metadata"]["uid"], object["metadata"]["uid"],
+        "metadata is kept"
+    );
+    convert::convert(&there, &start, 0).expect("convert back")
+}
+
+#[test]
+fn v1beta1_cluster_queue_reads_back_as_v1beta2() {
+    let old = cq(
+        V1BETA1,
+        json!({
+            "cohort": "research",
+            "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "9"}]}]}],
+        }),
+    );
+    let new = convert::convert(&old, V1BETA2, 0).expect("convert");
+    assert_eq!(new["apiVersion"], V1BETA2);
+    assert_eq!(new["spec"]["cohortName"], "research");
+    assert!(new["spec"].get("cohort").is_none());
+    assert_eq!(
+        new["spec"]["flavorFungibility"]["whenCanBorrow"],
+        "MayStopSearch"
+    );
+    assert_eq!(new["metadata"], old["metadata"], "metadata copied verbatim");
+    assert_eq!(round_trip(&old, V1BETA2)["spec"]["cohort"], "research");
+}
+
+#[test]
+fn v1beta2_only_fields_survive_a_trip_through_v1beta1() {
+    let new = cq(
+        V1BETA2,
+        json!({
+            "cohortName": "research",
+            "concurrentAdmissionPolicy": {"migration": {"mode": "RetainFirstAdmission"}},
+        }),
+    );
+    let old = convert::convert(&new, V1BETA1, 0).expect("down");
+    assert!(
+        old["metadata"]["annotations"][STASH_ANNOTATION].is_string(),
+        "the v1beta2 spec is stashed: {old}"
+    );
+    let back = convert::convert(&old, V1BETA2, 0).expect("up");
+    assert_eq!(back["spec"], new["spec"]);
+    assert_eq!(back["metadata"], new["metadata"], "stash removed again");
+
+    // Changed through v1beta1 meanwhile: the change wins over the stash.
+    let mut edited = old.clone();
+    edited["spec"]["cohort"] = json!("other");
+    let back = convert::convert(&edited, V1BETA2, 0).expect("up");
+    assert_eq!(back["spec"]["cohortName"], "other");
+    assert!(back["spec"].get("concurrentAdmissionPolicy").is_none());
+}
+
+#[test]
+fn same_shape_kinds_only_change_api_version() {
+    let rf = json!({
+        "apiVersion": V1BETA1, "kind": "ResourceFlavor",
+        "metadata": {"name": "h100"},
+        "spec": {"nodeLabels": {"gpu": "h100"}, "topologyName": "default"},
+    });
+    let new = convert::convert(&rf, V1BETA2, 0).expect("convert");
+    let mut expected = rf.clone();
+    expected["apiVersion"] = json!(V1BETA2);
+    assert_eq!(new, expected);
+}
+
+#[test]
+fn objects_without_spec_convert() {
+    for kind in ["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"] {
+        let bare = json!({"apiVersion": V1BETA1, "kind": kind, "metadata": {"name": "bare"}});
+        let new = convert::convert(&bare, V1BETA2, 0).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(new["apiVersion"], V1BETA2, "{kind}");
+    }
+}
+
+#[test]
+fn malformed_object_fails_naming_object_and_field() {
+    let bad = cq(V1BETA1, json!({"cohort": 3}));
+    let err = convert::convert(&bad, V1BETA2, 0).expect_err("must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("ClusterQueue \"team-a\": spec.cohort: invalid type"),
+        "{msg}"
+    );
+
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-1", "desiredAPIVersion": V1BETA2, "objects": [
+            cq(V1BETA1, json!({"cohort": "ok"})),
+            {"apiVersion": V1BETA1, "kind": "Workload", "metadata": {"name": "w", "namespace": "ns"}, "spec": {"podSets": "many"}},
+        ]},
+    });
+    let (code, out) = handle(review.to_string().as_bytes());
+    assert_eq!(code, 200);
+    let out = serde_json::to_value(out).expect("json");
+    let resp = &out["response"];
+    assert_eq!(resp["uid"], "u-1");
+    assert_eq!(resp["result"]["status"], "Failure");
+    let msg = resp["result"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("Workload \"ns/w\": spec.podSets: invalid type"),
+        "{msg}"
+    );
+    assert!(
+        resp.get("convertedObjects")
+            .is_none_or(|o| o.as_array().is_some_and(Vec::is_empty)),
+        "nothing half-converted: {resp}"
+    );
+}
+
+#[test]
+fn unserved_version_and_kind_and_garbage_are_refused() {
+    let alpha = cq("kueue.x-k8s.io/v1alpha1", json!({}));
+    let msg = convert::convert(&alpha, V1BETA2, 0)
+        .expect_err("v1alpha1")
+        .to_string();
+    assert!(
+        msg.contains("apiVersion: \"kueue.x-k8s.io/v1alpha1\" is not served"),
+        "{msg}"
+    );
+    let ac = json!({"apiVersion": V1BETA1, "kind": "AdmissionCheck", "metadata": {"name": "prov"}});
+    let msg = convert::convert(&ac, V1BETA2, 0)
+        .expect_err("AdmissionCheck")
+        .to_string();
+    assert_eq!(
+        msg,
+        "AdmissionCheck \"prov\": kind: \"AdmissionCheck\" is not served by kuota"
+    );
+    let (code, out) = handle(b"{not json");
+    assert_eq!(code, 400);
+    let out = serde_json::to_value(out).expect("json");
+    let msg = out["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        msg.starts_with("the body is not a ConversionReview"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn successful_review_answers_every_object_in_order() {
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-2", "desiredAPIVersion": V1BETA2, "objects": [
+            cq(V1BETA1, json!({"cohort": "a"})),
+            {"apiVersion": V1BETA1, "kind": "Topology", "metadata": {"name": "t"}, "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}},
+        ]},
+    });
+    let (_, out) = handle(review.to_string().as_bytes());
+    let out = serde_json::to_value(out).expect("json");
+    let objs = &out["response"]["convertedObjects"];
+    assert_eq!(out["response"]["result"]["status"], "Success");
+    assert_eq!(objs[0]["spec"]["cohortName"], "a");
+    assert_eq!(objs[1]["kind"], "Topology");
+    assert_eq!(objs[1]["apiVersion"], V1BETA2);
+}
+
+// ------------------------------------------------------------------ properties
+
+fn opt<T: Clone + std::fmt::Debug + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
+    prop_oneof![Just(None), s.prop_map(Some)].boxed()
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9-]{0,10}"
+}
+
+fn quantity() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u32..1000).prop_map(|n| n.to_string()),
+        (1u32..64).prop_map(|n| format!("{n}Gi"))
+    ]
+}
+
+fn resource_groups() -> impl Strategy<Value = Value> {
+    prop::collection::vec((name(), quantity(), opt(quantity()), opt(quantity())), 1..3).prop_map(
+        |flavors| {
+            let flavors: Vec<Value> = flavors
+                .into_iter()
+                .map(|(n, q, b, l)| {
+                    let mut r = json!({"name": "cpu", "nominalQuota": q});
+                    if let Some(b) = b {
+                        r["borrowingLimit"] = json!(b);
+                    }
+                    if let Some(l) = l {
+                        r["lendingLimit"] = json!(l);
+                    }
+                    json!({"name": n, "resources": [r]})
+                })
+                .collect();
+            json!([{"coveredResources": ["cpu"], "flavors": flavors}])
+        },
+    )
+}
+
+/// A v1beta2 ClusterQueue spec over the fields whose shape differs between versions.
+fn cq_spec_v1beta2() -> impl Strategy<Value = Value> {
+    let policy = || prop_oneof![Just("MayStopSearch"), Just("TryNextFlavor")];
+    (
+        opt(name()),
+        opt(prop_oneof![Just("StrictFIFO"), Just("BestEffortFIFO")]),
+        opt(prop_oneof![
+            Just("None"),
+            Just("Hold"),
+            Just("HoldAndDrain")
+        ]),
+        opt((opt(policy()), opt(policy()))),
+        opt(prop::collection::vec(
+            (name(), prop::collection::vec(name(), 0..2)),
+            1..3,
+        )),
+        opt(prop_oneof![
+            Just("TryPreferredFlavors"),
+            Just("RetainFirstAdmission")
+        ]),
+        resource_groups(),
+    )
+        .prop_map(|(cohort, qs, stop, fung, checks, concurrent, groups)| {
+            let mut spec = json!({"resourceGroups": groups});
+            if let Some(c) = cohort {
+                spec["cohortName"] = json!(c);
+            }
+            if let Some(q) = qs {
+                spec["queueingStrategy"] = json!(q);
+            }
+            if let Some(s) = stop {
+                spec["stopPolicy"] = json!(s);
+            }
+            if let Some((b, p)) = fung {
+                let mut f = json!({});
+                if let Some(b) = b {
+                    f["whenCanBorrow"] = json!(b);
+                }
+                if let Some(p) = p {
+                    f["whenCanPreempt"] = json!(p);
+                }
+                spec["flavorFungibility"] = f;
+            }
+            if let Some(checks) = checks {
+                let rules: Vec<Value> = checks
+                    .into_iter()
+                    .map(|(n, on)| {
+                        if on.is_empty() {
+                            json!({"name": n})
+                        } else {
+                            json!({"name": n, "onFlavors": on})
+                        }
+                    })
+                    .collect();
+                spec["admissionChecksStrategy"] = json!({"admissionChecks": rules});
+            }
+            if let Some(mode) = concurrent {
+                spec["concurrentAdmissionPolicy"] = json!({"migration": {"mode": mode}});
+            }
+            spec
+        })
+}
+
+/// A v1beta2 Workload over the priority-class fields whose shape differs between versions.
+fn workload_v1beta2() -> impl Strategy<Value = Value> {
+    (
+        opt(name()),
+        opt((prop_oneof![Just(true), Just(false)], name())),
+        opt(-100i32..100),
+        opt(1i32..100000),
+        1i32..8,
+    )
+        .prop_map(|(queue, class, priority, max_exec, count)| {
+            let mut spec = json!({"podSets": [{"name": "main", "count": count, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]});
+            if let Some(q) = queue {
+                spec["queueName"] = json!(q);
+            }
+            if let Some((workload_class, n)) = class {
+                spec["priorityClassRef"] = if workload_class {
+                    json!({"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": n})
+                } else {
+                    json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": n})
+                };
+            }
+            if let Some(p) = priority {
+                spec["priority"] = json!(p);
+            }
+            if let Some(m) = max_exec {
+                spec["maximumExecutionTimeSeconds"] = json!(m);
+            }
+            json!({"apiVersion": V1BETA2, "kind": "Workload", "metadata": {"name": "w", "namespace": "ns", "uid": "9"}, "spec": spec})
+        })
+}
+
+/// Normal form of an object (through the typed v1beta2 decoder), so `"9"` and `9` compare equal.
+fn normal_cq(v: &Value) -> Value {
+    let typed: kuota::api::ClusterQueue = serde_json::from_value(v.clone()).expect("decodes");
+    serde_json::to_value(typed).expect("encodes")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn cluster_queue_v1beta2_round_trip_through_v1beta1_loses_nothing(spec in cq_spec_v1beta2()) {
+        let object = cq(V1BETA2, spec);
+        let back = round_trip(&object, V1BETA1);
+        prop_assert_eq!(normal_cq(&back), normal_cq(&object));
+        prop_assert_eq!(&back["metadata"], &object["metadata"]);
+    }
+
+    #[test]
+    fn cluster_queue_v1beta1_round_trip_through_v1beta2_loses_nothing(spec in cq_spec_v1beta2()) {
+        // Start from what a v1beta1 client would have written.
+        let v1 = convert::convert(&cq(V1BETA2, spec), V1BETA1, 0).expect("down");
+        let mut plain = v1.clone();
+        plain["metadata"] = cq(V1BETA1, json!({}))["metadata"].clone();
+        let back = round_trip(&plain, V1BETA2);
+        prop_assert_eq!(&back["spec"], &plain["spec"]);
+    }
+
+    #[test]
+    fn workload_round_trips_lose_nothing(object in workload_v1beta2()) {
+        let back = round_trip(&object, V1BETA1);
+        let norm = |v: &Value| -> Value {
+            let typed: kuota::api::Workload = serde_json::from_value(v.clone()).expect("decodes");
+            serde_json::to_value(typed).expect("encodes")
+        };
+        prop_assert_eq!(norm(&back), norm(&object));
+        let v1 = convert::convert(&object, V1BETA1, 0).expect("down");
+        prop_assert_eq!(&round_trip(&v1, V1BETA2)["spec"], &v1["spec"]);
+    }
+}

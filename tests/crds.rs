@@ -1,0 +1,179 @@
+//! The committed CRDs in `manifests/crds/` are exactly what `kuota crds` generates, and
+//! they carry what Kueue's CRDs do: versions, subresources, names, columns and CEL rules.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use kuota::crds::{self, ConversionWebhook};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crds");
+
+#[test]
+fn committed_crds_match_the_generator() {
+    let generated = crds::files(Some(&ConversionWebhook::in_cluster())).expect("generate");
+    let mut stale = Vec::new();
+    for (name, text) in &generated {
+        let path = Path::new(DIR).join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(committed) if &committed == text => {}
+            Ok(_) => stale.push(format!("{name} differs")),
+            Err(e) => stale.push(format!("{name}: {e}")),
+        }
+    }
+    let expected: BTreeSet<_> = generated.iter().map(|(n, _)| n.clone()).collect();
+    for entry in std::fs::read_dir(DIR).expect("manifests/crds exists") {
+        let name = entry
+            .expect("dir entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".yaml") && !expected.contains(&name) {
+            stale.push(format!("{name} is not generated any more"));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "manifests/crds is out of date ({}); regenerate it with \
+         `cargo run -- crds --out-dir manifests/crds`",
+        stale.join("; ")
+    );
+}
+
+#[test]
+fn every_served_kind_has_kueue_versions_and_names() {
+    let all = crds::all(None).expect("generate");
+    let kinds: Vec<_> = all.iter().map(|c| c.spec.names.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ResourceFlavor",
+            "Cohort",
+            "ClusterQueue",
+            "LocalQueue",
+            "Workload",
+            "WorkloadPriorityClass",
+            "Topology"
+        ]
+    );
+    let short = |kind: &str| {
+        all.iter()
+            .find(|c| c.spec.names.kind == kind)
+            .and_then(|c| c.spec.names.short_names.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(short("ClusterQueue"), ["cq"]);
+    assert_eq!(short("LocalQueue"), ["queue", "queues", "lq"]);
+    assert_eq!(
+        short("Workload"),
+        ["kwl", "kueueworkload", "kueueworkloads"]
+    );
+    assert_eq!(short("ResourceFlavor"), ["flavor", "flavors", "rf"]);
+    for crd in &all {
+        let kind = &crd.spec.names.kind;
+        assert_eq!(crd.spec.group, "kueue.x-k8s.io");
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage))
+            .collect();
+        assert_eq!(
+            versions,
+            [("v1beta2", true, true), ("v1beta1", true, false)],
+            "{kind}"
+        );
+        let has_status = crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some());
+        let kueue_has_status = matches!(
+            kind.as_str(),
+            "ClusterQueue" | "Cohort" | "LocalQueue" | "Workload"
+        );
+        assert_eq!(has_status, kueue_has_status, "{kind} status subresource");
+        assert!(
+            crd.spec.conversion.is_none(),
+            "{kind}: no conversion asked for"
+        );
+    }
+}
+
+#[test]
+fn kinds_kuota_does_not_implement_are_not_served() {
+    let all = crds::all(None).expect("generate");
+    for kind in [
+        "AdmissionCheck",
+        "MultiKueueCluster",
+        "MultiKueueConfig",
+        "ProvisioningRequestConfig",
+    ] {
+        assert!(
+            all.iter().all(|c| c.spec.names.kind != kind),
+            "{kind} must not be served"
+        );
+    }
+}
+
+#[test]
+fn kueue_cel_rules_and_columns_sit_at_kueue_paths() {
+    let all = crds::all(None).expect("generate");
+    let cq = all
+        .iter()
+        .find(|c| c.spec.names.kind == "ClusterQueue")
+        .expect("cq");
+    let v2 = serde_json::to_value(&cq.spec.versions[0]).expect("json");
+    let rg_rules = &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["resourceGroups"]
+        ["items"]["x-kubernetes-validations"];
+    assert_eq!(
+        rg_rules[0]["message"],
+        "flavors must have the same number of resources as the coveredResources"
+    );
+    let spec_rules =
+        &v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
+    assert!(
+        spec_rules[0]["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cohortName")
+    );
+    let v1 = serde_json::to_value(&cq.spec.versions[1]).expect("json");
+    let v1_rules =
+        &v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
+    assert!(
+        v1_rules[0]["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("self.cohort)")
+    );
+    assert_eq!(
+        v2["additionalPrinterColumns"][0]["jsonPath"],
+        ".spec.cohortName"
+    );
+    assert_eq!(
+        v1["additionalPrinterColumns"][0]["jsonPath"],
+        ".spec.cohort"
+    );
+    // Kueue's bounds, which the API server needs to price the rules.
+    assert_eq!(
+        v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["resourceGroups"]["maxItems"],
+        16
+    );
+}
+
+#[test]
+fn conversion_points_at_the_webhook_service() {
+    let hook = ConversionWebhook {
+        ca_bundle: Some(b"PEM".to_vec()),
+        ..ConversionWebhook::in_cluster()
+    };
+    for crd in crds::all(Some(&hook)).expect("generate") {
+        let conv = serde_json::to_value(&crd.spec.conversion).expect("json");
+        assert_eq!(conv["strategy"], "Webhook");
+        let cc = &conv["webhook"]["clientConfig"];
+        assert_eq!(cc["service"]["name"], "kuota-webhook");
+        assert_eq!(cc["service"]["namespace"], "kuota-system");
+        assert_eq!(cc["service"]["path"], "/convert");
+        assert_eq!(cc["caBundle"], "UEVN");
+        assert_eq!(conv["webhook"]["conversionReviewVersions"][0], "v1");
+    }
+}

@@ -1,1 +1,0 @@
-//! Installing kuota: CRDs, conversion, manifests and the README walk-through.
