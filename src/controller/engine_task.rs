@@ -18,12 +18,20 @@ use crate::engine::{Engine, EngineConfig, EngineError, Event, Millis, WorkloadKe
 /// What the engine task receives.
 #[derive(Debug)]
 pub enum Input {
-    /// A cluster change.
-    Event(Event),
+    /// A cluster change (boxed: a Workload or Node event is large, and most inputs
+    /// that queue up in the channel are small).
+    Event(Box<Event>),
     /// A watch delivered its first complete list.
     Synced(Kind),
     /// An admission whose status write did not land: release what was granted.
     AdmissionFailed(WorkloadKey),
+}
+
+impl Input {
+    /// A cluster change as an input.
+    pub fn event(event: Event) -> Self {
+        Self::Event(Box::new(event))
+    }
 }
 
 /// The engine's owner.
@@ -67,7 +75,10 @@ impl EngineTask {
     }
 
     /// Runs until `shutdown` resolves or every input sender is gone.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ControllerError> {
+    pub async fn run(
+        mut self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError> {
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(self.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -104,17 +115,19 @@ impl EngineTask {
     /// How long until the engine's next requested wake-up.
     fn wakeup_in(&self) -> Option<Duration> {
         let at = self.engine.next_wakeup()?;
-        Some(Duration::from_millis(at.saturating_sub(now_millis()).max(1) as u64))
+        Some(Duration::from_millis(
+            at.saturating_sub(now_millis()).max(1) as u64,
+        ))
     }
 
     fn apply(&mut self, input: Input) {
         match input {
             Input::Event(event) => {
-                let key = match &event {
+                let key = match event.as_ref() {
                     Event::WorkloadUpserted(wl) => Some(super::translate::workload_key(wl)),
                     _ => None,
                 };
-                if let Err(e) = self.engine.apply(now_millis(), event) {
+                if let Err(e) = self.engine.apply(now_millis(), *event) {
                     self.rejected(e, key);
                 }
             }

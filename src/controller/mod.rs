@@ -87,9 +87,7 @@ pub fn framework_name(integration: &dyn JobIntegration) -> Option<&'static str> 
 }
 
 /// The integrations named in `names`, and the names that matched none (to be logged).
-pub fn resolve_integrations(
-    names: &[String],
-) -> (Vec<&'static dyn JobIntegration>, Vec<String>) {
+pub fn resolve_integrations(names: &[String]) -> (Vec<&'static dyn JobIntegration>, Vec<String>) {
     let mut found = Vec::new();
     let mut unknown = Vec::new();
     for name in names {

@@ -100,7 +100,9 @@ pub fn delete(kind: Kind, namespace: Option<&str>, name: &str) -> Vec<Event> {
             namespace: namespace.unwrap_or_default().to_string(),
             name,
         },
-        Kind::Workload => Event::WorkloadDeleted(WorkloadKey::new(namespace.unwrap_or_default(), name)),
+        Kind::Workload => {
+            Event::WorkloadDeleted(WorkloadKey::new(namespace.unwrap_or_default(), name))
+        }
         Kind::WorkloadPriorityClass => Event::WorkloadPriorityClassDeleted(name),
         Kind::PriorityClass => Event::PriorityClassDeleted(name),
         Kind::Topology => Event::TopologyDeleted(name),
@@ -152,8 +154,15 @@ mod tests {
             "metadata": {"name": "high"}, "value": 1000, "globalDefault": true
         }));
         match &upsert(Kind::PriorityClass, &pc).expect("valid")[0] {
-            Event::PriorityClassUpserted { name, value, global_default } => {
-                assert_eq!((name.as_str(), *value, *global_default), ("high", 1000, true));
+            Event::PriorityClassUpserted {
+                name,
+                value,
+                global_default,
+            } => {
+                assert_eq!(
+                    (name.as_str(), *value, *global_default),
+                    ("high", 1000, true)
+                );
             }
             other => panic!("{other:?}"),
         }

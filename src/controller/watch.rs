@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event as WatchEvent};
-use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
@@ -61,9 +61,9 @@ impl Kind {
             Kind::LocalQueue => ApiResource::erase::<api::LocalQueue>(&()),
             Kind::Workload => ApiResource::erase::<api::Workload>(&()),
             Kind::WorkloadPriorityClass => ApiResource::erase::<api::WorkloadPriorityClass>(&()),
-            Kind::PriorityClass => ApiResource::erase::<
-                k8s_openapi::api::scheduling::v1::PriorityClass,
-            >(&()),
+            Kind::PriorityClass => {
+                ApiResource::erase::<k8s_openapi::api::scheduling::v1::PriorityClass>(&())
+            }
             Kind::Topology => ApiResource::erase::<api::Topology>(&()),
             Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
             Kind::Node => ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
@@ -211,7 +211,9 @@ impl Watch {
                         }
                     }
                 }
-                Err(e) => warn!(kind = self.kind.name(), error = %e, "watch failed; retrying with backoff"),
+                Err(e) => {
+                    warn!(kind = self.kind.name(), error = %e, "watch failed; retrying with backoff")
+                }
             }
         }
     }
@@ -223,7 +225,7 @@ impl Watch {
             self.triggers.trigger_owner(obj);
         }
         match translate::upsert(self.kind, obj) {
-            Ok(events) => events.into_iter().map(Input::Event).collect(),
+            Ok(events) => events.into_iter().map(Input::event).collect(),
             Err(e) => {
                 warn!(error = %e, "ignoring an object kuota cannot read");
                 self.recorder.invalid_object(obj, &e.to_string());
@@ -261,11 +263,16 @@ impl Relist {
             WatchEvent::InitDone => {
                 let mut out = Vec::new();
                 for (ns, name) in self.known.difference(&self.seen) {
-                    debug!(kind = kind.name(), ?ns, name, "gone while the watch was down");
+                    debug!(
+                        kind = kind.name(),
+                        ?ns,
+                        name,
+                        "gone while the watch was down"
+                    );
                     out.extend(
                         translate::delete(kind, ns.as_deref(), name)
                             .into_iter()
-                            .map(Input::Event),
+                            .map(Input::event),
                     );
                 }
                 self.known = std::mem::take(&mut self.seen);
@@ -284,7 +291,7 @@ impl Relist {
                 self.known.remove(&(ns.clone(), name.clone()));
                 translate::delete(kind, ns.as_deref(), &name)
                     .into_iter()
-                    .map(Input::Event)
+                    .map(Input::event)
                     .collect()
             }
         }
@@ -292,7 +299,10 @@ impl Relist {
 }
 
 fn key_of(o: &DynamicObject) -> (Option<String>, String) {
-    (o.meta().namespace.clone(), o.meta().name.clone().unwrap_or_default())
+    (
+        o.meta().namespace.clone(),
+        o.meta().name.clone().unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]
@@ -302,16 +312,20 @@ mod tests {
 
     fn flavor(name: &str) -> DynamicObject {
         DynamicObject::new(name, &Kind::ResourceFlavor.api_resource())
+            .data(serde_json::json!({"spec": {}}))
     }
 
     fn names(inputs: &[Input]) -> Vec<String> {
         inputs
             .iter()
             .map(|i| match i {
-                Input::Event(Event::ResourceFlavorUpserted(f)) => {
-                    format!("up {}", f.metadata.name.clone().unwrap_or_default())
-                }
-                Input::Event(Event::ResourceFlavorDeleted(n)) => format!("del {n}"),
+                Input::Event(e) => match e.as_ref() {
+                    Event::ResourceFlavorUpserted(f) => {
+                        format!("up {}", f.metadata.name.clone().unwrap_or_default())
+                    }
+                    Event::ResourceFlavorDeleted(n) => format!("del {n}"),
+                    other => format!("{other:?}"),
+                },
                 Input::Synced(k) => format!("synced {}", k.name()),
                 other => format!("{other:?}"),
             })
@@ -325,7 +339,7 @@ mod tests {
             translate::upsert(Kind::ResourceFlavor, o)
                 .expect("valid")
                 .into_iter()
-                .map(Input::Event)
+                .map(Input::event)
                 .collect()
         };
         let k = Kind::ResourceFlavor;

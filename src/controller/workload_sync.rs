@@ -80,7 +80,10 @@ pub struct JobState {
 pub enum Step {
     Nothing,
     CreateWorkload,
-    Finish { reason: &'static str, message: String },
+    Finish {
+        reason: &'static str,
+        message: String,
+    },
     Start,
     Stop,
     ClearStartTime,
@@ -92,7 +95,11 @@ pub enum Step {
 /// Picks the next step for a job and its Workload (none yet: `None`).
 pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     let Some(wl) = wl else {
-        return if job.finished.is_some() { Step::Nothing } else { Step::CreateWorkload };
+        return if job.finished.is_some() {
+            Step::Nothing
+        } else {
+            Step::CreateWorkload
+        };
     };
     let status = wl.status.as_ref();
     if status.is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED)) {
@@ -100,12 +107,19 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     }
     if let Some((ok, message)) = &job.finished {
         let reason = if *ok { REASON_SUCCEEDED } else { REASON_FAILED };
-        return Step::Finish { reason, message: message.clone() };
+        return Step::Finish {
+            reason,
+            message: message.clone(),
+        };
     }
     let admitted = status.is_some_and(|s| s.admission.is_some());
     let evicted = status.is_some_and(|s| s.is_condition_true(WORKLOAD_EVICTED));
     if admitted && !evicted {
-        return if job.suspended { Step::Start } else { Step::Nothing };
+        return if job.suspended {
+            Step::Start
+        } else {
+            Step::Nothing
+        };
     }
     // Evicted, or never admitted: the job must not run, and must look as submitted.
     if !job.suspended {
@@ -135,7 +149,12 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
                 && c.get("status").and_then(Value::as_str) == Some("True")
         })
     };
-    let message = |c: &Value| c.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+    let message = |c: &Value| {
+        c.get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let (ok_type, failed_type) = match kind {
         "JobSet" => ("Completed", "Failed"),
         "PyTorchJob" => ("Succeeded", "Failed"),
@@ -147,27 +166,42 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
         cond(failed_type).map(|c| (false, message(c)))
     };
     if kind == "RayJob" {
-        finished = match status.and_then(|s| s.get("jobStatus")).and_then(Value::as_str) {
+        finished = match status
+            .and_then(|s| s.get("jobStatus"))
+            .and_then(Value::as_str)
+        {
             Some("SUCCEEDED") => Some((true, "Job finished successfully".to_string())),
             Some("FAILED") => Some((false, "Job failed".to_string())),
             _ => None,
         };
     }
-    let count = |k: &str| status.and_then(|s| s.get(k)).and_then(Value::as_i64).unwrap_or(0);
+    let count = |k: &str| {
+        status
+            .and_then(|s| s.get(k))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
     JobState {
         suspended,
         finished,
         active: count("active") + count("terminating"),
-        started: status.and_then(|s| s.get("startTime")).is_some_and(|t| !t.is_null()),
+        started: status
+            .and_then(|s| s.get("startTime"))
+            .is_some_and(|t| !t.is_null()),
         needs_restore: false,
     }
 }
 
+/// An integration's (apiVersion, kind).
+type GvkKey = (String, String);
+/// A job to reconcile again, named by reference.
+type JobRef = ObjectRef<DynamicObject>;
+
 /// Routes Workload changes to the reconciler of the job that owns them.
 #[derive(Clone, Default)]
 pub struct Triggers {
-    senders: Arc<HashMap<(String, String), UnboundedSender<ObjectRef<DynamicObject>>>>,
-    receivers: Arc<Mutex<HashMap<(String, String), UnboundedReceiver<ObjectRef<DynamicObject>>>>>,
+    senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
+    receivers: Arc<Mutex<HashMap<GvkKey, UnboundedReceiver<JobRef>>>>,
 }
 
 fn gvk_key(integration: &dyn JobIntegration) -> (String, String) {
@@ -185,18 +219,30 @@ impl Triggers {
             senders.insert(gvk_key(*i), tx);
             receivers.insert(gvk_key(*i), rx);
         }
-        Self { senders: Arc::new(senders), receivers: Arc::new(Mutex::new(receivers)) }
+        Self {
+            senders: Arc::new(senders),
+            receivers: Arc::new(Mutex::new(receivers)),
+        }
     }
 
     /// The trigger stream of an integration (taken once).
-    pub fn receiver(&self, integration: &dyn JobIntegration) -> UnboundedReceiver<ObjectRef<DynamicObject>> {
-        let taken = self.receivers.lock().ok().and_then(|mut r| r.remove(&gvk_key(integration)));
+    pub fn receiver(
+        &self,
+        integration: &dyn JobIntegration,
+    ) -> UnboundedReceiver<ObjectRef<DynamicObject>> {
+        let taken = self
+            .receivers
+            .lock()
+            .ok()
+            .and_then(|mut r| r.remove(&gvk_key(integration)));
         taken.unwrap_or_else(|| unbounded().1)
     }
 
     /// Asks the reconciler of the Workload's owning job to look at that job again.
     pub fn trigger_owner(&self, wl: &DynamicObject) {
-        let Some(ns) = wl.meta().namespace.as_deref() else { return };
+        let Some(ns) = wl.meta().namespace.as_deref() else {
+            return;
+        };
         for owner in wl.meta().owner_references.iter().flatten() {
             if owner.controller != Some(true) {
                 continue;
@@ -270,9 +316,18 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
     if job.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let value = serde_json::to_value(&*job).map_err(|source| SyncError::Decode { name: name.clone(), source })?;
-    let view = JobObject::from_value(&value).map_err(|source| SyncError::Decode { name: name.clone(), source })?;
-    let opts = RuleOptions { manage_jobs_without_queue_name: ctx.manage_without_queue_name, ..RuleOptions::default() };
+    let value = serde_json::to_value(&*job).map_err(|source| SyncError::Decode {
+        name: name.clone(),
+        source,
+    })?;
+    let view = JobObject::from_value(&value).map_err(|source| SyncError::Decode {
+        name: name.clone(),
+        source,
+    })?;
+    let opts = RuleOptions {
+        manage_jobs_without_queue_name: ctx.manage_without_queue_name,
+        ..RuleOptions::default()
+    };
     if !opts.is_managed(&view) {
         return Ok(Action::await_change());
     }
@@ -288,7 +343,11 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
     }
     let step = plan(&state, wl.as_ref());
     debug!(job = %name, namespace = %ns, ?step, "job reconcile");
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.writer.client.clone(), &ns, &job_api_resource(&integration.gvk()));
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.writer.client.clone(),
+        &ns,
+        &job_api_resource(&integration.gvk()),
+    );
     let patch_job = |p: Option<json_patch::Patch>| {
         let api = api.clone();
         let name = name.clone();
@@ -300,15 +359,27 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
                 .map_err(|source| SyncError::Api { name, source })
         }
     };
-    let wl_writer = WorkloadWriter { writer: &ctx.writer, stores: &ctx.stores, recorder: &ctx.recorder };
+    let wl_writer = WorkloadWriter {
+        writer: &ctx.writer,
+        stores: &ctx.stores,
+        recorder: &ctx.recorder,
+    };
     match (step, wl) {
         (Step::Nothing, _) => {}
         (Step::CreateWorkload, _) => create_workload(ctx, integration, &value, &name, &ns).await?,
         (Step::Finish { reason, message }, _) => {
-            wl_writer.write(&key, |wl, now| finish_patch(wl, reason, &message, now)).await?;
+            wl_writer
+                .write(&key, |wl, now| finish_patch(wl, reason, &message, now))
+                .await?;
         }
         (Step::Start, Some(wl)) => {
-            patch_job(job::start_patch(integration, &value, &wl, &ctx.stores.flavors)?).await?;
+            patch_job(job::start_patch(
+                integration,
+                &value,
+                &wl,
+                &ctx.stores.flavors,
+            )?)
+            .await?;
             info!(job = %name, namespace = %ns, "job started");
         }
         (Step::Stop, _) => patch_job(job::stop_patch(integration, &value)).await?,
@@ -316,12 +387,20 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
             let body = json!({"status": {"startTime": null}});
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
-                .map_err(|source| SyncError::Api { name: name.clone(), source })?;
+                .map_err(|source| SyncError::Api {
+                    name: name.clone(),
+                    source,
+                })?;
         }
-        (Step::Restore, Some(wl)) => patch_job(job::restore_patch(integration, &value, &wl)?).await?,
+        (Step::Restore, Some(wl)) => {
+            patch_job(job::restore_patch(integration, &value, &wl)?).await?
+        }
         (Step::Requeue, _) => {
             wl_writer.write(&key, requeue_patch).await?;
-            let _ = ctx.engine.send(Input::Event(Event::WorkloadEvicted(key))).await;
+            let _ = ctx
+                .engine
+                .send(Input::event(Event::WorkloadEvicted(key)))
+                .await;
         }
         (Step::Start | Step::Restore, None) => {}
     }
@@ -338,20 +417,35 @@ async fn create_workload(
 ) -> Result<(), SyncError> {
     let wl = integration
         .workload(job)
-        .map_err(|source| SyncError::Integration { name: format!("{ns}/{name}"), source })?;
+        .map_err(|source| SyncError::Integration {
+            name: format!("{ns}/{name}"),
+            source,
+        })?;
     let obj: DynamicObject = serde_json::to_value(&wl)
         .and_then(serde_json::from_value)
-        .map_err(|source| SyncError::Decode { name: name.to_string(), source })?;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.writer.client.clone(), ns, &Kind::Workload.api_resource());
-    let pp = PostParams { field_manager: Some("kuota".to_string()), ..PostParams::default() };
+        .map_err(|source| SyncError::Decode {
+            name: name.to_string(),
+            source,
+        })?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.writer.client.clone(),
+        ns,
+        &Kind::Workload.api_resource(),
+    );
+    let pp = PostParams {
+        field_manager: Some("kuota".to_string()),
+        ..PostParams::default()
+    };
     match api.create(&pp, &obj).await {
         Ok(_) => {
             info!(job = %name, namespace = %ns, workload = ?wl.metadata.name, "workload created");
             Ok(())
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(SyncError::Api { name: name.to_string(), source }),
+        Err(source) => Err(SyncError::Api {
+            name: name.to_string(),
+            source,
+        }),
     }
 }
 

@@ -34,7 +34,11 @@ fn pod_set_pointers(
     job: &Value,
 ) -> Result<Vec<(String, PointerBuf)>, JobPatchError> {
     let view = JobObject::from_value(job).map_err(|source| JobPatchError::Decode {
-        name: job.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        name: job
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
         source,
     })?;
     Ok(integration
@@ -45,10 +49,19 @@ fn pod_set_pointers(
 }
 
 /// The pod spec at a template pointer, created when missing.
-fn pod_spec_mut<'v>(job: &'v mut Value, pointer: &PointerBuf) -> Option<&'v mut serde_json::Map<String, Value>> {
-    let template = if pointer.is_root() { Some(job) } else { job.pointer_mut(pointer.as_str()) }?;
+fn pod_spec_mut<'v>(
+    job: &'v mut Value,
+    pointer: &PointerBuf,
+) -> Option<&'v mut serde_json::Map<String, Value>> {
+    let template = if pointer.is_root() {
+        Some(job)
+    } else {
+        job.pointer_mut(pointer.as_str())
+    }?;
     let obj = template.as_object_mut()?;
-    obj.entry("spec").or_insert_with(|| Value::Object(Default::default())).as_object_mut()
+    obj.entry("spec")
+        .or_insert_with(|| Value::Object(Default::default()))
+        .as_object_mut()
 }
 
 /// The patch turning `job` into `desired`, preconditioned on `job`'s resourceVersion.
@@ -100,11 +113,15 @@ pub fn start_patch(
     json_patch::merge(&mut desired, &integration.suspend_patch(false));
     let assigned = assigned_flavors(wl);
     for (name, pointer) in pod_set_pointers(integration, job)? {
-        let Some(spec) = pod_spec_mut(&mut desired, &pointer) else { continue };
+        let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
+            continue;
+        };
         for flavor in assigned.get(&name).into_iter().flatten() {
             let r = ObjectRef::new_with(flavor, Kind::ResourceFlavor.api_resource());
             let Some(rf) = flavors.get(&r) else { continue };
-            let Ok(rf) = decode::<ResourceFlavor>(Kind::ResourceFlavor, &rf) else { continue };
+            let Ok(rf) = decode::<ResourceFlavor>(Kind::ResourceFlavor, &rf) else {
+                continue;
+            };
             add_flavor(spec, &rf);
         }
     }
@@ -153,18 +170,31 @@ pub fn restore_patch(
 ) -> Result<Option<Patch>, JobPatchError> {
     let mut desired = job.clone();
     for (name, pointer) in pod_set_pointers(integration, job)? {
-        let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else { continue };
-        let Some(spec) = pod_spec_mut(&mut desired, &pointer) else { continue };
+        let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
+            continue;
+        };
         let original = ps.template.spec.as_ref();
-        let selector = original.and_then(|s| s.node_selector.clone()).filter(|s| !s.is_empty());
-        let tolerations: Option<Vec<Toleration>> =
-            original.and_then(|s| s.tolerations.clone()).filter(|t| !t.is_empty());
+        let selector = original
+            .and_then(|s| s.node_selector.clone())
+            .filter(|s| !s.is_empty());
+        let tolerations: Option<Vec<Toleration>> = original
+            .and_then(|s| s.tolerations.clone())
+            .filter(|t| !t.is_empty());
         match selector {
-            Some(s) => spec.insert("nodeSelector".into(), serde_json::to_value(s).unwrap_or(Value::Null)),
+            Some(s) => spec.insert(
+                "nodeSelector".into(),
+                serde_json::to_value(s).unwrap_or(Value::Null),
+            ),
             None => spec.remove("nodeSelector"),
         };
         match tolerations {
-            Some(t) => spec.insert("tolerations".into(), serde_json::to_value(t).unwrap_or(Value::Null)),
+            Some(t) => spec.insert(
+                "tolerations".into(),
+                serde_json::to_value(t).unwrap_or(Value::Null),
+            ),
             None => spec.remove("tolerations"),
         };
     }
@@ -206,7 +236,8 @@ mod tests {
             "metadata": {"name": "on-demand"},
             "spec": {"nodeLabels": {"instance-type": "on-demand"},
                      "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}
-        })).expect("valid flavor");
+        }))
+        .expect("valid flavor");
         w.apply_watcher_event(&Event::Apply(rf));
         w.as_reader()
     }
@@ -231,9 +262,12 @@ mod tests {
     #[test]
     fn stop_suspends_and_restore_puts_back_what_the_workload_recorded() {
         let mut running = job();
-        json_patch::merge(&mut running, &json!({"spec": {"suspend": false, "template": {"spec": {
+        json_patch::merge(
+            &mut running,
+            &json!({"spec": {"suspend": false, "template": {"spec": {
             "nodeSelector": {"team": "a", "instance-type": "on-demand"},
-            "tolerations": [{"key": "spot", "operator": "Exists"}]}}}}));
+            "tolerations": [{"key": "spot", "operator": "Exists"}]}}}}),
+        );
         let stop = stop_patch(&BatchJob, &running).expect("a change");
         assert_eq!(
             serde_json::to_value(&stop).expect("serializable"),
@@ -253,7 +287,11 @@ mod tests {
                 {"op": "remove", "path": "/spec/template/spec/tolerations"},
             ])
         );
-        assert!(restore_patch(&BatchJob, &job(), &admitted_workload()).expect("ok").is_none());
+        assert!(
+            restore_patch(&BatchJob, &job(), &admitted_workload())
+                .expect("ok")
+                .is_none()
+        );
         assert!(stop_patch(&BatchJob, &job()).is_none(), "already suspended");
     }
 }

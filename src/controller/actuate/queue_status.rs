@@ -40,10 +40,18 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
             .insert(resource.clone(), (u.total, u.borrowed));
     }
     let active = if report.active {
-        (true, CQ_REASON_READY.to_string(), "Can admit new workloads".to_string())
+        (
+            true,
+            CQ_REASON_READY.to_string(),
+            "Can admit new workloads".to_string(),
+        )
     } else {
         let why = report.inactive_reason.clone().unwrap_or_default();
-        (false, "Inactive".to_string(), format!("Can't admit new workloads: {why}"))
+        (
+            false,
+            "Inactive".to_string(),
+            format!("Can't admit new workloads: {why}"),
+        )
     };
     QueueView {
         pending: report.pending,
@@ -58,7 +66,15 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
 pub fn status_patch(view: &QueueView, current: &[Condition], local: bool, now: &Time) -> Value {
     let mut conds = current.to_vec();
     let (status, reason, message) = &view.active;
-    set_condition(&mut conds, QUEUE_ACTIVE, *status, reason, message, None, now);
+    set_condition(
+        &mut conds,
+        QUEUE_ACTIVE,
+        *status,
+        reason,
+        message,
+        None,
+        now,
+    );
     let flavors: Vec<Value> = view
         .usage
         .iter()
@@ -170,13 +186,15 @@ impl QueueStatus {
         for lq in self.stores.local_queues.state() {
             let ns = lq.metadata.namespace.clone().unwrap_or_default();
             let name = lq.metadata.name.clone().unwrap_or_default();
-            let mut view = views.remove(&(ns.clone(), name.clone())).unwrap_or(QueueView {
-                pending: 0,
-                reserving: 0,
-                admitted: 0,
-                usage: BTreeMap::new(),
-                active: (false, String::new(), String::new()),
-            });
+            let mut view = views
+                .remove(&(ns.clone(), name.clone()))
+                .unwrap_or(QueueView {
+                    pending: 0,
+                    reserving: 0,
+                    admitted: 0,
+                    usage: BTreeMap::new(),
+                    active: (false, String::new(), String::new()),
+                });
             let cq = lq
                 .data
                 .pointer("/spec/clusterQueue")
@@ -188,9 +206,17 @@ impl QueueStatus {
                 .get(&ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource()))
                 .is_some();
             view.active = if exists {
-                (true, CQ_REASON_READY.into(), "Can submit new workloads to localQueue".into())
+                (
+                    true,
+                    CQ_REASON_READY.into(),
+                    "Can submit new workloads to localQueue".into(),
+                )
             } else {
-                (false, "ClusterQueueDoesNotExist".into(), format!("Can't submit new workloads to clusterQueue {cq}: it does not exist"))
+                (
+                    false,
+                    "ClusterQueueDoesNotExist".into(),
+                    format!("Can't submit new workloads to clusterQueue {cq}: it does not exist"),
+                )
             };
             let key = (ns.clone(), name.clone());
             if self.written_lq.get(&key) == Some(&view) {
@@ -201,7 +227,14 @@ impl QueueStatus {
         }
     }
 
-    fn spawn_write(&self, kind: Kind, ns: Option<String>, name: String, view: QueueView, obj: Arc<DynamicObject>) {
+    fn spawn_write(
+        &self,
+        kind: Kind,
+        ns: Option<String>,
+        name: String,
+        view: QueueView,
+        obj: Arc<DynamicObject>,
+    ) {
         let writer = self.writer.clone();
         tokio::spawn(async move {
             let ar = kind.api_resource();
@@ -221,9 +254,16 @@ impl QueueStatus {
                     let api = api.clone();
                     let name = name.clone();
                     async move {
-                        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
+                        match api
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await
+                        {
                             Ok(_) => Ok(Attempt::Done(())),
-                            Err(source) => Err(WriteError::Api { kind: kind.name(), name, source }),
+                            Err(source) => Err(WriteError::Api {
+                                kind: kind.name(),
+                                name,
+                                source,
+                            }),
                         }
                     }
                 })

@@ -72,13 +72,27 @@ pub fn set_condition(
 }
 
 /// Kueue's `resetActiveCondition`: a true condition turns false with "Previously: ...".
-fn reset_condition(conditions: &mut Vec<Condition>, type_: &str, reason: &str, gen_: Option<i64>, now: &Time) {
+fn reset_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    reason: &str,
+    gen_: Option<i64>,
+    now: &Time,
+) {
     let prev = conditions
         .iter()
         .find(|c| c.type_ == type_ && c.status == "True")
         .map(|c| c.message.clone());
     if let Some(prev) = prev {
-        set_condition(conditions, type_, false, reason, &format!("Previously: {prev}"), gen_, now);
+        set_condition(
+            conditions,
+            type_,
+            false,
+            reason,
+            &format!("Previously: {prev}"),
+            gen_,
+            now,
+        );
     }
 }
 
@@ -90,7 +104,9 @@ fn conditions_of(wl: &Workload) -> Vec<Condition> {
 }
 
 fn is_true(wl: &Workload, type_: &str) -> bool {
-    wl.status.as_ref().is_some_and(|s| s.is_condition_true(type_))
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.is_condition_true(type_))
 }
 
 fn has_admission(wl: &Workload) -> bool {
@@ -114,13 +130,42 @@ pub fn admit_patch(wl: &Workload, admission: &Admission, now: &Time) -> Option<V
     let gen_ = wl.metadata.generation;
     let mut conds = conditions_of(wl);
     let cq = &admission.cluster_queue;
-    set_condition(&mut conds, WORKLOAD_QUOTA_RESERVED, true, REASON_QUOTA_RESERVED,
-        &format!("Quota reserved in ClusterQueue {cq}"), gen_, now);
-    reset_condition(&mut conds, WORKLOAD_EVICTED, REASON_QUOTA_RESERVED, gen_, now);
-    reset_condition(&mut conds, WORKLOAD_PREEMPTED, REASON_QUOTA_RESERVED, gen_, now);
-    set_condition(&mut conds, WORKLOAD_ADMITTED, true, REASON_ADMITTED,
-        "The workload is admitted", gen_, now);
-    Some(patch_body(wl, json!({"admission": admission, "conditions": conds})))
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        true,
+        REASON_QUOTA_RESERVED,
+        &format!("Quota reserved in ClusterQueue {cq}"),
+        gen_,
+        now,
+    );
+    reset_condition(
+        &mut conds,
+        WORKLOAD_EVICTED,
+        REASON_QUOTA_RESERVED,
+        gen_,
+        now,
+    );
+    reset_condition(
+        &mut conds,
+        WORKLOAD_PREEMPTED,
+        REASON_QUOTA_RESERVED,
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_ADMITTED,
+        true,
+        REASON_ADMITTED,
+        "The workload is admitted",
+        gen_,
+        now,
+    );
+    Some(patch_body(
+        wl,
+        json!({"admission": admission, "conditions": conds}),
+    ))
 }
 
 /// The pending patch: QuotaReserved false with the engine's reason and message. `None`
@@ -131,8 +176,16 @@ pub fn pending_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> 
         return None;
     }
     let mut conds = conditions_of(wl);
-    set_condition(&mut conds, WORKLOAD_QUOTA_RESERVED, false, reason, message, wl.metadata.generation, now)
-        .then(|| patch_body(wl, json!({"conditions": conds})))
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        false,
+        reason,
+        message,
+        wl.metadata.generation,
+        now,
+    )
+    .then(|| patch_body(wl, json!({"conditions": conds})))
 }
 
 /// The eviction patch: Evicted true (reason `Preempted` for a preemption), and for a
@@ -150,9 +203,25 @@ pub fn evict_patch(
     }
     let gen_ = wl.metadata.generation;
     let mut conds = conditions_of(wl);
-    set_condition(&mut conds, WORKLOAD_EVICTED, true, evicted_reason, message, gen_, now);
+    set_condition(
+        &mut conds,
+        WORKLOAD_EVICTED,
+        true,
+        evicted_reason,
+        message,
+        gen_,
+        now,
+    );
     if let Some(reason) = preempted_reason {
-        set_condition(&mut conds, WORKLOAD_PREEMPTED, true, reason, message, gen_, now);
+        set_condition(
+            &mut conds,
+            WORKLOAD_PREEMPTED,
+            true,
+            reason,
+            message,
+            gen_,
+            now,
+        );
     }
     Some(patch_body(wl, json!({"conditions": conds})))
 }
@@ -172,10 +241,37 @@ pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
         .map(|c| (c.reason.clone(), c.message.clone()))
         .unwrap_or_default();
     let mut conds = conditions_of(wl);
-    set_condition(&mut conds, WORKLOAD_QUOTA_RESERVED, false, REASON_PENDING, &evicted.1, gen_, now);
-    set_condition(&mut conds, WORKLOAD_ADMITTED, false, REASON_PENDING, "The workload has no reservation", gen_, now);
-    set_condition(&mut conds, WORKLOAD_REQUEUED, true, &evicted.0, &evicted.1, gen_, now);
-    Some(patch_body(wl, json!({"admission": null, "conditions": conds})))
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        false,
+        REASON_PENDING,
+        &evicted.1,
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_ADMITTED,
+        false,
+        REASON_PENDING,
+        "The workload has no reservation",
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_REQUEUED,
+        true,
+        &evicted.0,
+        &evicted.1,
+        gen_,
+        now,
+    );
+    Some(patch_body(
+        wl,
+        json!({"admission": null, "conditions": conds}),
+    ))
 }
 
 /// The finish patch: Finished true with the job's reason and message.
@@ -184,7 +280,15 @@ pub fn finish_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> O
         return None;
     }
     let mut conds = conditions_of(wl);
-    set_condition(&mut conds, WORKLOAD_FINISHED, true, reason, message, wl.metadata.generation, now);
+    set_condition(
+        &mut conds,
+        WORKLOAD_FINISHED,
+        true,
+        reason,
+        message,
+        wl.metadata.generation,
+        now,
+    );
     Some(patch_body(wl, json!({"conditions": conds})))
 }
 
@@ -209,8 +313,11 @@ impl WorkloadWriter<'_> {
         key: &WorkloadKey,
         build: impl Fn(&Workload, &Time) -> Option<Value>,
     ) -> Result<Written, WriteError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.writer.client.clone(), &key.namespace, &Kind::Workload.api_resource());
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.writer.client.clone(),
+            &key.namespace,
+            &Kind::Workload.api_resource(),
+        );
         let name = key.to_string();
         self.writer
             .retry("Workload", &name, |fresh| {
@@ -221,7 +328,13 @@ impl WorkloadWriter<'_> {
                     let obj = if fresh {
                         match api.get_opt(&key.name).await {
                             Ok(o) => o,
-                            Err(source) => return Err(WriteError::Api { kind: "Workload", name, source }),
+                            Err(source) => {
+                                return Err(WriteError::Api {
+                                    kind: "Workload",
+                                    name,
+                                    source,
+                                });
+                            }
                         }
                     } else {
                         let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
@@ -230,7 +343,10 @@ impl WorkloadWriter<'_> {
                     };
                     let Some(obj) = obj else {
                         return if fresh {
-                            Err(WriteError::Gone { kind: "Workload", name })
+                            Err(WriteError::Gone {
+                                kind: "Workload",
+                                name,
+                            })
                         } else {
                             Ok(Attempt::Refetch)
                         };
@@ -239,11 +355,21 @@ impl WorkloadWriter<'_> {
                     let Some(body) = build(&wl, &(self.writer.clock)()) else {
                         return Ok(Attempt::Done(Written::Unchanged));
                     };
-                    let pp = PatchParams::default();
+                    let pp = PatchParams {
+                        field_manager: Some(FIELD_MANAGER.to_string()),
+                        ..PatchParams::default()
+                    };
                     match api.patch_status(&key.name, &pp, &Patch::Merge(&body)).await {
                         Ok(_) => Ok(Attempt::Done(Written::Yes)),
-                        Err(e) if is_not_found(&e) => Err(WriteError::Gone { kind: "Workload", name }),
-                        Err(source) => Err(WriteError::Api { kind: "Workload", name, source }),
+                        Err(e) if is_not_found(&e) => Err(WriteError::Gone {
+                            kind: "Workload",
+                            name,
+                        }),
+                        Err(source) => Err(WriteError::Api {
+                            kind: "Workload",
+                            name,
+                            source,
+                        }),
                     }
                 }
             })
@@ -252,29 +378,54 @@ impl WorkloadWriter<'_> {
 
     /// Admits: one status patch, then the QuotaReserved and Admitted Events.
     pub async fn admit(&self, key: &WorkloadKey, admission: &Admission) -> Result<(), WriteError> {
-        let written = self.write(key, |wl, now| admit_patch(wl, admission, now)).await?;
+        let written = self
+            .write(key, |wl, now| admit_patch(wl, admission, now))
+            .await?;
         if written == Written::Unchanged {
             // Already admitted or finished: this admission did not land.
-            return Err(WriteError::Gone { kind: "Workload", name: key.to_string() });
+            return Err(WriteError::Gone {
+                kind: "Workload",
+                name: key.to_string(),
+            });
         }
         let cq = &admission.cluster_queue;
-        self.recorder.workload_normal(key, REASON_QUOTA_RESERVED,
-            &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"));
-        self.recorder.workload_normal(key, REASON_ADMITTED,
-            &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"));
+        self.recorder.workload_normal(
+            key,
+            REASON_QUOTA_RESERVED,
+            &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
+        );
+        self.recorder.workload_normal(
+            key,
+            REASON_ADMITTED,
+            &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
+        );
         Ok(())
     }
 
     /// Pending: written (with a Warning Event) only when reason or message changed.
-    pub async fn pending(&self, key: &WorkloadKey, reason: &str, message: &str) -> Result<(), WriteError> {
-        if self.write(key, |wl, now| pending_patch(wl, reason, message, now)).await? == Written::Yes {
+    pub async fn pending(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        if self
+            .write(key, |wl, now| pending_patch(wl, reason, message, now))
+            .await?
+            == Written::Yes
+        {
             self.recorder.workload_warning(key, reason, message);
         }
         Ok(())
     }
 
     /// Preempted: Evicted and Preempted conditions and a `Preempted` Event.
-    pub async fn preempt(&self, key: &WorkloadKey, reason: &str, message: &str) -> Result<(), WriteError> {
+    pub async fn preempt(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
         let build = |wl: &Workload, now: &Time| {
             evict_patch(wl, REASON_EVICTED_BY_PREEMPTION, Some(reason), message, now)
         };
@@ -285,9 +436,19 @@ impl WorkloadWriter<'_> {
     }
 
     /// Evicted for another reason (stop policy, deactivation, node loss).
-    pub async fn evict(&self, key: &WorkloadKey, reason: &str, message: &str) -> Result<(), WriteError> {
-        if self.write(key, |wl, now| evict_patch(wl, reason, None, message, now)).await? == Written::Yes {
-            self.recorder.workload_normal(key, &format!("EvictedDueTo{reason}"), message);
+    pub async fn evict(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        if self
+            .write(key, |wl, now| evict_patch(wl, reason, None, message, now))
+            .await?
+            == Written::Yes
+        {
+            self.recorder
+                .workload_normal(key, &format!("EvictedDueTo{reason}"), message);
         }
         Ok(())
     }
