@@ -88,7 +88,11 @@ pub(crate) fn borrow_level(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -
 
 /// Whether `requests` fit the node's subtree quota, and what is left of them once
 /// the node's own guaranteed quota is used (Kueue's QuantitiesFitInQuota).
-fn fits_in_quota(tree: &QuotaTree, node: NodeId, requests: &[(FrId, i64)]) -> (bool, Vec<(FrId, i64)>) {
+fn fits_in_quota(
+    tree: &QuotaTree,
+    node: NodeId,
+    requests: &[(FrId, i64)],
+) -> (bool, Vec<(FrId, i64)>) {
     let mut fits = true;
     let mut rest = Vec::with_capacity(requests.len());
     for &(fr, v) in requests {
@@ -183,7 +187,13 @@ fn valid(eng: &Engine, cq: CqId, c: &Candidate, borrow: bool, frs: &[FrId]) -> b
     true
 }
 
-fn collect(eng: &Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &FastSet<WlId>) -> Candidates {
+fn collect(
+    eng: &Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+) -> Candidates {
     let me = &eng.wl(wl).spec;
     let (prio, created) = (me.priority, me.created);
     let spec = &eng.cqs[cq as usize].spec;
@@ -200,10 +210,16 @@ fn collect(eng: &Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &FastSet<
             Policy::Any => true,
         };
         for &id in &eng.cqs[cq as usize].admitted {
-            try_candidate(eng, id, cq, frs, excluded, &allowed, &mut protected, |_| {
-                (Variant::WithinCq, node)
-            })
-            .map(|c| same.push(c));
+            same.extend(try_candidate(
+                eng,
+                id,
+                cq,
+                frs,
+                excluded,
+                &allowed,
+                &mut protected,
+                |_| (Variant::WithinCq, node),
+            ));
         }
     }
     let (mut hier, mut prio_c) = (Vec::new(), Vec::new());
@@ -227,7 +243,12 @@ fn collect(eng: &Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &FastSet<
         let threshold = spec.borrow_within_cohort;
         let allowed = |p: i32, _c: Millis| reclaim != Policy::LowerPriority || p < prio;
         let root = eng.cqs[cq as usize].root;
-        for &o in eng.root_members.get(&root).map(Vec::as_slice).unwrap_or_default() {
+        for &o in eng
+            .root_members
+            .get(&root)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
             let other = &eng.cqs[o as usize];
             if o == cq || other.deleted || within_nominal(tree, other.node, frs) {
                 continue;
@@ -261,10 +282,16 @@ fn collect(eng: &Engine, wl: WlId, cq: CqId, a: &Assignment, excluded: &FastSet<
             };
             let out = if adv { &mut hier } else { &mut prio_c };
             for &id in &other.admitted {
-                try_candidate(eng, id, o, frs, excluded, &allowed, &mut protected, |p| {
-                    (variant(p), lca)
-                })
-                .map(|c| out.push(c));
+                out.extend(try_candidate(
+                    eng,
+                    id,
+                    o,
+                    frs,
+                    excluded,
+                    &allowed,
+                    &mut protected,
+                    |p| (variant(p), lca),
+                ));
             }
         }
     }

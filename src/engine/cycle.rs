@@ -410,13 +410,7 @@ impl Engine {
         } else {
             0
         };
-        let order = (
-            share,
-            level,
-            -w.spec.priority,
-            w.spec.created,
-            w.seq,
-        );
+        let order = (share, level, -w.spec.priority, w.spec.created, w.seq);
         Head {
             cq,
             id,

@@ -303,7 +303,9 @@ impl Assigner<'_> {
                     // reclaimed through the cohort tree, or one that may borrow while
                     // preempting; anything else waits for quota.
                     let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
-                        || super::classical::may_reclaim_in_hierarchy(self.tree, self.node, fr, val)
+                        || super::classical::may_reclaim_in_hierarchy(
+                            self.tree, self.node, fr, val,
+                        )
                         || self.preempt_while_borrowing;
                     if self.can_preempt && may_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);

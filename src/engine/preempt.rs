@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 
 use super::{FastMap, FastSet};
 
+use super::classical::Variant;
 use super::fair::weighted_share;
 use super::flavor::Assignment;
 use super::model::Policy;
 use super::queue::WlId;
 use super::quota::NodeId;
 use super::resources::{FrAmounts, FrId};
-use super::classical::Variant;
 use super::state::{CqId, Engine, WlState};
 use super::{FairPreemptionStrategy, Millis, PreemptionReason};
 
@@ -101,7 +101,12 @@ pub(crate) fn try_candidate(
 /// ClusterQueues before the preemptor's own, lower priority first, most recently
 /// admitted first, then by name (Kueue breaks the last tie by UID; names keep it
 /// deterministic).
-pub(crate) fn candidate_order(eng: &Engine, cq: CqId, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+pub(crate) fn candidate_order(
+    eng: &Engine,
+    cq: CqId,
+    a: &Candidate,
+    b: &Candidate,
+) -> std::cmp::Ordering {
     let key = |c: &Candidate| {
         (
             !c.evicting,
@@ -427,21 +432,33 @@ fn candidates(
         Policy::LowerPriority => p < prio,
         _ => true,
     };
-    for &c in eng.root_members.get(&root).map(Vec::as_slice).unwrap_or_default() {
+    for &c in eng
+        .root_members
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         let other = &eng.cqs[c as usize];
         // Only quota a ClusterQueue borrows can be reclaimed from it.
         if c == cq
             || other.deleted
-            || !needed.iter().any(|&fr| eng.tree.is_borrowing(other.node, fr))
+            || !needed
+                .iter()
+                .any(|&fr| eng.tree.is_borrowing(other.node, fr))
         {
             continue;
         }
         for &id in &other.admitted {
-            if let Some(mut cand) =
-                try_candidate(eng, id, c, needed, excluded, &allowed, &mut protected, |_| {
-                    (Variant::WithoutBorrowing, root)
-                })
-            {
+            if let Some(mut cand) = try_candidate(
+                eng,
+                id,
+                c,
+                needed,
+                excluded,
+                &allowed,
+                &mut protected,
+                |_| (Variant::WithoutBorrowing, root),
+            ) {
                 cand.reason = PreemptionReason::InCohortFairSharing;
                 out.push(cand);
             }
@@ -452,7 +469,13 @@ fn candidates(
 
 /// Whether the assignment fits `node` now (without `allow_borrowing`, within nominal)
 /// and, for PodSets on TAS flavors, whether the topology has room for the gang.
-pub(crate) fn fits(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment, allow_borrowing: bool) -> bool {
+pub(crate) fn fits(
+    eng: &mut Engine,
+    node: NodeId,
+    wl: WlId,
+    a: &Assignment,
+    allow_borrowing: bool,
+) -> bool {
     let quota = a.usage.iter().all(|&(fr, v)| {
         v <= eng.tree.available(node, fr)
             && (allow_borrowing || eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr))
