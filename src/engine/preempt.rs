@@ -516,7 +516,11 @@ fn fair_search(
     // Whether the preemptor, once admitted, stays within its nominal quota in every
     // resource that needs preemption.
     let within_nominal = a.preempt_frs.iter().all(|&fr| {
-        let v = a.usage.iter().find(|(f, _)| *f == fr).map_or(0, |&(_, v)| v);
+        let v = a
+            .usage
+            .iter()
+            .find(|(f, _)| *f == fr)
+            .map_or(0, |&(_, v)| v);
         !eng.tree.borrowing_with(node, fr, v)
     });
     for &strategy in strategies {
