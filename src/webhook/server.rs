@@ -811,6 +811,10 @@ pub struct ServeArgs {
     /// where no watch feeds the index).
     #[arg(long)]
     pub ready_without_index: bool,
+    /// Serve the webhook only: do not run the queue controller (which turns jobs into
+    /// Workloads, admits them and writes their status).
+    #[arg(long)]
+    pub no_controller: bool,
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -857,12 +861,23 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     let health = Arc::new(super::health::WatchHealth::default());
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
-    let feed = match kube::Client::try_default().await {
-        Ok(client) => super::feed::spawn(client, index.clone(), health.clone()),
+    let client = kube::Client::try_default().await;
+    let feed = match &client {
+        Ok(client) => super::feed::spawn(client.clone(), index.clone(), health.clone()),
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
             Vec::new()
         }
+    };
+    // The queue controller runs beside the webhook in the same process; it stops when
+    // the server does.
+    let controller = match (&client, args.no_controller) {
+        (Ok(client), false) => Some(tokio::spawn(crate::controller::run(
+            client.clone(),
+            crate::controller::ControllerConfig::default(),
+            std::future::pending(),
+        ))),
+        _ => None,
     };
     let state = Arc::new(WebhookState::new(
         index.clone(),
@@ -890,6 +905,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         task.abort();
     }
     for task in feed {
+        task.abort();
+    }
+    if let Some(task) = controller {
         task.abort();
     }
     result
