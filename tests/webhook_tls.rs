@@ -549,7 +549,7 @@ async fn cert_reload_keeps_open_connections_and_new_ones_see_new_serial() {
         assert_eq!(serial, new_serial);
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_cert_reloads_total 1"),
+            metrics.contains("kuota_webhook_cert_reloads_total{replica_role=\"standalone\"} 1"),
             "{metrics}"
         );
         srv.stop().await;
@@ -616,11 +616,13 @@ async fn health_and_readiness_on_the_plain_listener() {
 
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_cert_expiry_timestamp_seconds "),
+            metrics.contains(
+                "kuota_webhook_cert_expiry_timestamp_seconds{replica_role=\"standalone\"} "
+            ),
             "{metrics}"
         );
         assert!(
-            metrics.contains("kuota_webhook_cert_rotation_due 0"),
+            metrics.contains("kuota_webhook_cert_rotation_due{replica_role=\"standalone\"} 0"),
             "{metrics}"
         );
         // The TLS port does not speak plain HTTP, and the health port not TLS.
