@@ -152,7 +152,9 @@ pub fn decision_events(decisions: &[Decision]) {
     if span.is_disabled() {
         return;
     }
-    let (mut admitted, mut preempted, mut evicted) = (0u64, 0u64, 0u64);
+    // i64, not u64: OTLP has no unsigned integers and tracing-opentelemetry exports
+    // a u64 as a string.
+    let (mut admitted, mut preempted, mut evicted) = (0i64, 0i64, 0i64);
     for d in decisions {
         match d {
             Decision::Admit {
@@ -200,7 +202,7 @@ pub fn decision_events(decisions: &[Decision]) {
             }
         }
     }
-    span.record("decisions", decisions.len() as u64);
+    span.record("decisions", decisions.len() as i64);
     span.record("admitted", admitted);
     span.record("preempted", preempted);
     span.record("evicted", evicted);

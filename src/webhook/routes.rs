@@ -200,7 +200,7 @@ fn trace(route: &Route, uid: &str, v: &Verdict) {
     let span = tracing::Span::current();
     span.record("uid", uid);
     span.record("allowed", v.allowed);
-    span.record("patch_ops", v.patch.len() as u64);
+    span.record("patch_ops", v.patch.len() as i64);
     tracing::debug!(
         path = %route.path,
         uid,
