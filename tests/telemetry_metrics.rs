@@ -16,7 +16,10 @@ struct Sample {
 /// escaped label values.
 fn parse(text: &str) -> Vec<Sample> {
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let (name, rest) = match line.find('{') {
             Some(i) => (&line[..i], &line[i + 1..]),
             None => {
@@ -136,7 +139,10 @@ fn preemption_scenario_counts_admissions_preemptions_and_waits() {
         value(
             &s,
             "kueue_preempted_workloads_total",
-            &[("preempting_cluster_queue", cq), ("reason", "InClusterQueue")]
+            &[
+                ("preempting_cluster_queue", cq),
+                ("reason", "InClusterQueue")
+            ]
         ),
         1.0
     );
@@ -149,7 +155,10 @@ fn preemption_scenario_counts_admissions_preemptions_and_waits() {
         1.0
     );
     // Waits from creation or requeue: 0 s (low), 0.05 s (high), 0.5 s (low, requeued at 250).
-    assert_eq!(value(&s, "kueue_admission_wait_time_seconds_count", &on), 3.0);
+    assert_eq!(
+        value(&s, "kueue_admission_wait_time_seconds_count", &on),
+        3.0
+    );
     let sum = value(&s, "kueue_admission_wait_time_seconds_sum", &on);
     assert!((sum - 0.55).abs() < 1e-9, "{sum}");
     // Kueue's first bucket is 1 s: all three waits are in it.
@@ -242,7 +251,9 @@ fn demo_metrics_agree_with_the_simulator_report() {
         assert!(
             s.iter()
                 .filter(|x| x.name == "kueue_cluster_queue_nominal_quota")
-                .filter(|x| x.labels.contains(&("cluster_queue".into(), cq.name.clone())))
+                .filter(|x| x
+                    .labels
+                    .contains(&("cluster_queue".into(), cq.name.clone())))
                 .all(|x| x.labels.contains(&("cohort".into(), cohort.clone()))),
             "cohort label of {}",
             cq.name
@@ -250,11 +261,15 @@ fn demo_metrics_agree_with_the_simulator_report() {
     }
     // Every series carries replica_role; no series names a workload (bounded cardinality).
     assert!(
-        s.iter()
-            .all(|x| x.labels.iter().any(|(k, v)| k == "replica_role" && v == "standalone")),
+        s.iter().all(|x| x
+            .labels
+            .iter()
+            .any(|(k, v)| k == "replica_role" && v == "standalone")),
         "a series without replica_role"
     );
-    let plan = Scenario::demo().plan(SimConfig::default().seed).expect("plans");
+    let plan = Scenario::demo()
+        .plan(SimConfig::default().seed)
+        .expect("plans");
     for w in &plan.workloads {
         let quoted = format!("\"{}\"", w.key.name);
         assert!(!text.contains(&quoted), "{} appears in a label", w.key.name);

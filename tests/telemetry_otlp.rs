@@ -115,7 +115,11 @@ fn cycles_and_reviews_arrive_as_otlp_spans() {
         1,
     );
     let review = webhook_common::review(webhook_common::JOB, "CREATE", Some(&job), None);
-    rt.block_on(webhook_common::post(&state, "/mutate-batch-v1-job", &review));
+    rt.block_on(webhook_common::post(
+        &state,
+        "/mutate-batch-v1-job",
+        &review,
+    ));
 
     guard.flush();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -152,7 +156,11 @@ fn cycles_and_reviews_arrive_as_otlp_spans() {
         .iter()
         .filter_map(|s| int(attr(&s.attributes, "admitted")))
         .sum();
-    assert_eq!(admitted, 3, "admissions recorded on cycle spans: {:?}", cycles[0]);
+    assert_eq!(
+        admitted, 3,
+        "admissions recorded on cycle spans: {:?}",
+        cycles[0]
+    );
     let preempting = cycles
         .iter()
         .find(|s| int(attr(&s.attributes, "preempted")) == Some(1))
