@@ -5,8 +5,9 @@
 //! reviews), and every PromQL expression in the dashboards and rules goes through its
 //! HTTP API: each must parse, and each dashboard query must return data.
 //!
-//! Behind the `prometheus-tests` feature (`.ci/run` enables it). Without `promtool` and
-//! `prometheus` on PATH it fails; it never skips.
+//! Behind the `e2e` feature, like the other tests against real systems (`.ci/run`
+//! installs the package). Without `promtool` and `prometheus` on PATH it fails; it never
+//! skips.
 //!
 //! With KUOTA_DASHBOARD_SVG=FILE it also draws the main dashboard's panels from
 //! Prometheus' answers into FILE (how docs/img/dashboard-quotas.svg is made).
