@@ -367,7 +367,7 @@ async fn oversized_body_gets_a_413_review_and_slow_handler_gets_json_504() {
         assert_eq!(review["response"]["status"]["code"], 413);
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_oversize_reviews_total 2"),
+            metrics.contains("kuota_webhook_oversize_reviews_total{replica_role=\"standalone\"} 2"),
             "{metrics}"
         );
 
