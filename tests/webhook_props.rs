@@ -29,7 +29,7 @@ fn well_formed(
         Err(bad) => {
             let v: Value = serde_json::from_slice(&bad.to_json()).expect("400 body is JSON");
             assert_eq!(v["code"], 400);
-            assert!(!bad.0.is_empty());
+            assert!(!bad.to_string().is_empty());
             None
         }
         Ok(out) => {

@@ -328,6 +328,18 @@ impl ClusterIndex {
         })
     }
 
+    /// Every namespace seen, with its labels, sorted by name.
+    pub fn namespaces(&self) -> Vec<(String, Arc<Labels>)> {
+        let mut out: Vec<(String, Arc<Labels>)> = self
+            .read()
+            .namespaces
+            .iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// Whether Kueue manages jobs in the namespace (`managedJobsNamespaceSelector`).
     pub fn is_namespace_managed(&self, namespace: &str) -> bool {
         let Some(sel) = &self.config.managed_jobs_namespace_selector else {

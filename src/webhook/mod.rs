@@ -20,6 +20,7 @@ pub mod index;
 pub mod jobs;
 pub mod review;
 pub mod routes;
+pub mod routing;
 pub mod server;
 pub mod tls;
 

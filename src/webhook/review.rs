@@ -19,7 +19,6 @@ use base64::Engine as _;
 use json_patch::PatchOperation;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// `apiVersion` of admission.k8s.io/v1 reviews.
 pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
@@ -115,17 +114,46 @@ impl<O> AdmissionRequest<'_, O> {
     }
 }
 
-/// The body is not an AdmissionReview the webhook can answer (HTTP 400).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadRequest(pub String);
-
-impl fmt::Display for BadRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A JSON body that does not decode as the type asked for, with the JSON path of the
+/// failing field.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{source}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct DecodeFailure {
+    /// Dotted path of the failing field (`request.object.spec.parallelism`), empty at the top.
+    pub path: String,
+    /// Why it does not decode.
+    #[source]
+    pub source: serde_json::Error,
 }
 
-impl std::error::Error for BadRequest {}
+/// The body is not an AdmissionReview the webhook can answer (HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum BadRequest {
+    /// Not JSON, or not shaped like an AdmissionReview.
+    #[error(transparent)]
+    Undecodable(#[from] DecodeFailure),
+    /// Another `kind`.
+    #[error(
+        "kind: expected {ADMISSION_REVIEW:?}, got {}; the body is not an AdmissionReview",
+        got.as_ref().map_or("nothing".to_string(), |k| format!("{k:?}"))
+    )]
+    WrongKind {
+        /// The body's `kind`, if any.
+        got: Option<String>,
+    },
+    /// Another `apiVersion`.
+    #[error(
+        "apiVersion: expected {ADMISSION_V1:?} or {ADMISSION_V1BETA1:?}, got {}",
+        got.as_ref().map_or("nothing".to_string(), |v| format!("{v:?}"))
+    )]
+    WrongVersion {
+        /// The body's `apiVersion`, if any.
+        got: Option<String>,
+    },
+    /// No `request`.
+    #[error("request: missing; an AdmissionReview sent to a webhook must carry a request")]
+    MissingRequest,
+}
 
 impl BadRequest {
     /// The HTTP body: a `metav1.Status` naming the problem.
@@ -136,7 +164,7 @@ impl BadRequest {
             "status": "Failure",
             "code": 400,
             "reason": "BadRequest",
-            "message": self.0,
+            "message": self.to_string(),
         });
         serde_json::to_vec(&status).unwrap_or_else(|_| b"{\"code\":400}".to_vec())
     }
@@ -156,8 +184,8 @@ pub struct Envelope {
 pub enum Decoded<'a, O> {
     /// The whole review decoded.
     Ok(Envelope, AdmissionRequest<'a, O>),
-    /// The envelope decoded, the object did not: deny with this message.
-    ObjectError(Envelope, String),
+    /// The envelope decoded, the object did not: deny, naming the field.
+    ObjectError(Envelope, DecodeFailure),
 }
 
 /// Decodes a review whose object is `O`.
@@ -180,7 +208,7 @@ where
             // Slow path, errors only: find out whether the envelope or the object is wrong,
             // and where.
             let envelope = serde_json::from_slice::<AdmissionReview<'_, IgnoredAny>>(body)
-                .map_err(|_| BadRequest(path_error::<AdmissionReview<'_, IgnoredAny>>(body)))?;
+                .map_err(|_| path_error::<AdmissionReview<'_, IgnoredAny>>(body))?;
             let api_version =
                 check_envelope(envelope.api_version.as_deref(), envelope.kind.as_deref())?;
             let request = envelope.request.ok_or_else(missing_request)?;
@@ -213,7 +241,7 @@ pub fn from_value<T: DeserializeOwned>(
 }
 
 fn missing_request() -> BadRequest {
-    BadRequest("request: missing; an AdmissionReview sent to a webhook must carry a request".into())
+    BadRequest::MissingRequest
 }
 
 fn check_envelope(
@@ -221,38 +249,41 @@ fn check_envelope(
     kind: Option<&str>,
 ) -> Result<&'static str, BadRequest> {
     if kind != Some(ADMISSION_REVIEW) {
-        return Err(BadRequest(format!(
-            "kind: expected {ADMISSION_REVIEW:?}, got {}; the body is not an AdmissionReview",
-            kind.map_or("nothing".to_string(), |k| format!("{k:?}"))
-        )));
+        return Err(BadRequest::WrongKind {
+            got: kind.map(str::to_string),
+        });
     }
     match api_version {
         Some(ADMISSION_V1) => Ok(ADMISSION_V1),
         Some(ADMISSION_V1BETA1) => Ok(ADMISSION_V1BETA1),
-        other => Err(BadRequest(format!(
-            "apiVersion: expected {ADMISSION_V1:?} or {ADMISSION_V1BETA1:?}, got {}",
-            other.map_or("nothing".to_string(), |v| format!("{v:?}"))
-        ))),
+        other => Err(BadRequest::WrongVersion {
+            got: other.map(str::to_string),
+        }),
     }
 }
 
 /// The decode error of `T` from `body`, with the JSON path of the failing field.
-fn path_error<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
+fn path_error<'a, T: Deserialize<'a>>(body: &'a [u8]) -> DecodeFailure {
+    use serde::de::Error as _;
     let mut de = serde_json::Deserializer::from_slice(body);
-    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+    let (path, source) = match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        // Decodes on its own but not in one pass: only trailing bytes can be left.
         Ok(_) => match de.end() {
-            Ok(()) => "the review could not be decoded".to_string(),
-            Err(e) => e.to_string(),
+            Ok(()) => (
+                String::new(),
+                serde_json::Error::custom("the review could not be decoded"),
+            ),
+            Err(e) => (String::new(), e),
         },
         Err(e) => {
             let path = e.path().to_string();
-            if path == "." {
-                e.inner().to_string()
-            } else {
-                format!("{path}: {}", e.inner())
-            }
+            (
+                if path == "." { String::new() } else { path },
+                e.into_inner(),
+            )
         }
-    }
+    };
+    DecodeFailure { path, source }
 }
 
 /// How a request was answered.
@@ -501,31 +532,36 @@ mod tests {
     #[test]
     fn errors_name_the_problem() {
         let e = decode::<JobObject>(b"{nope").expect_err("bad json");
-        assert!(e.0.contains("key must be a string"), "{e}");
+        assert!(e.to_string().contains("key must be a string"), "{e}");
         let e =
             decode::<JobObject>(br#"{"apiVersion":"v1","kind":"Pod"}"#).expect_err("not a review");
         assert!(
-            e.0.starts_with("kind: expected \"AdmissionReview\", got \"Pod\""),
+            e.to_string()
+                .starts_with("kind: expected \"AdmissionReview\", got \"Pod\""),
             "{e}"
         );
         let e = decode::<JobObject>(
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
         )
         .expect_err("no request");
-        assert!(e.0.starts_with("request: missing"), "{e}");
+        assert!(e.to_string().starts_with("request: missing"), "{e}");
         let e = decode::<JobObject>(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{}}}"#)
             .expect_err("no uid");
-        assert!(e.0.starts_with("request: missing field `uid`"), "{e}");
+        assert!(
+            e.to_string().starts_with("request: missing field `uid`"),
+            "{e}"
+        );
         let body = REVIEW.replace(r#""parallelism":2"#, r#""parallelism":"two""#);
         match decode::<JobObject>(body.as_bytes()) {
             Ok(Decoded::ObjectError(env, msg)) => {
+                let msg = msg.to_string();
                 assert_eq!(env.uid, "u-1");
                 assert!(msg.starts_with("request.object.spec.parallelism: invalid type: string \"two\", expected i32"), "{msg}");
             }
             other => panic!("expected an object error, got {other:?}"),
         }
         let v: serde_json::Value =
-            serde_json::from_slice(&BadRequest("x".into()).to_json()).expect("json");
+            serde_json::from_slice(&BadRequest::MissingRequest.to_json()).expect("json");
         assert_eq!(v["code"], 400);
     }
 }

@@ -188,9 +188,9 @@ fn object_error(
     state: &WebhookState,
     route: &Route,
     env: &review::Envelope,
-    msg: String,
+    failure: review::DecodeFailure,
 ) -> Vec<u8> {
-    let v = Verdict::bad_object(msg);
+    let v = Verdict::bad_object(failure.to_string());
     trace(route, &env.uid, &v);
     state.metrics.record(&v, false);
     review::encode(env, &v)

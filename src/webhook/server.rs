@@ -891,7 +891,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         policies,
         WebhookConfig::default(),
     ));
-    let (ready, diagnostics) = index_readiness(index, health);
+    let (ready, diagnostics) = index_readiness(state.clone(), health);
     let ready: Readiness = if args.ready_without_index {
         warn!("--ready-without-index: reporting ready with a cold cluster index");
         Arc::new(|| true)
@@ -929,16 +929,28 @@ pub enum DurationError {
     UnknownUnit { input: String, unit: String },
 }
 
-/// Readiness from the watch-fed index: ready once synced, unless a watch keeps failing
-/// (listed by kind in `/readyz`); undecodable objects are listed as warnings.
+/// Readiness from the handlers' state: ready once the index has synced, unless a watch
+/// keeps failing (listed by kind in `/readyz`). Undecodable objects and namespaces whose
+/// unlabelled Jobs the webhook configurations do not route to kuota are listed as warnings.
 pub fn index_readiness(
-    index: Arc<super::ClusterIndex>,
+    state: Arc<super::WebhookState>,
     health: Arc<super::health::WatchHealth>,
 ) -> (Readiness, Diagnostics) {
+    let index = state.index.clone();
     let ready: Readiness = Arc::new(move || index.is_synced());
-    let diagnostics: Diagnostics = Arc::new(move || Diagnosis {
-        failing: health.failing(Instant::now()),
-        warnings: health.undecodable(),
+    let diagnostics: Diagnostics = Arc::new(move || {
+        let mut warnings = health.undecodable();
+        if state.index.is_synced() {
+            warnings.extend(super::routing::unrouted_namespaces(
+                &state.index,
+                &state.policies.current(),
+                &state.config,
+            ));
+        }
+        Diagnosis {
+            failing: health.failing(Instant::now()),
+            warnings,
+        }
     });
     (ready, diagnostics)
 }

@@ -42,7 +42,7 @@ use crate::support::unique_name;
 /// Label that scopes the test's registrations of cluster-scoped Kueue kinds.
 pub const E2E_LABEL: &str = "kuota.dev/e2e";
 /// Namespace label that sends a namespace's unlabelled jobs to kuota (manifests/).
-pub const MANAGED_LABEL: &str = "kuota.dev/managed";
+pub const MANAGED_LABEL: &str = kuota::webhook::routing::MANAGED_NAMESPACE_LABEL;
 
 /// Where the API server reaches this process: `KUOTA_E2E_WEBHOOK_HOST`, else 127.0.0.1
 /// (a control plane on this machine).
@@ -97,6 +97,7 @@ impl Kuota {
             PolicyHandle::new(policies),
             WebhookConfig::default(),
         ));
+        let (ready, diagnostics) = index_readiness(state.clone(), watch_health.clone());
         let largest_review = Arc::new(AtomicUsize::new(0));
         let app = {
             let largest = largest_review.clone();
@@ -115,7 +116,6 @@ impl Kuota {
                 },
             ))
         };
-        let (ready, diagnostics) = index_readiness(index.clone(), watch_health.clone());
         let mut config = ServerConfig::local(&dir);
         if host != "127.0.0.1" {
             config.listen = SocketAddr::from(([0, 0, 0, 0], 0));
