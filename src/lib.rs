@@ -11,4 +11,5 @@ pub mod integrations;
 pub mod placement;
 pub mod policy;
 pub mod sim;
+pub mod telemetry;
 pub mod webhook;

@@ -14,6 +14,10 @@ struct Cli {
     /// Without a command, `kuota` runs `simulate` on the built-in demo.
     #[command(subcommand)]
     command: Option<Command>,
+    /// Log lines as text or JSON (levels from RUST_LOG). With OTEL_EXPORTER_OTLP_ENDPOINT
+    /// set, spans are also exported over OTLP (see docs/observability.md).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: kuota::telemetry::trace::LogFormat,
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,6 +96,13 @@ struct SimulateArgs {
     /// scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
     #[arg(long, value_name = "KEY=VALUE")]
     compare: Vec<String>,
+    /// Serve Kueue's metrics of the run on http://ADDR/metrics, and keep serving
+    /// after the run until interrupted.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Pace the run: N virtual seconds per wall-clock second (needs --metrics-addr).
+    #[arg(long, value_name = "N", requires = "metrics_addr", value_parser = parse_factor)]
+    realtime_factor: Option<f64>,
 }
 
 impl Default for SimulateArgs {
@@ -108,7 +119,16 @@ impl Default for SimulateArgs {
             preemption_min_runtime_ms: 0,
             chart: None,
             compare: Vec::new(),
+            metrics_addr: None,
+            realtime_factor: None,
         }
+    }
+}
+
+fn parse_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
+        _ => Err(format!("{s:?}: expected a positive number")),
     }
 }
 
@@ -143,6 +163,20 @@ fn fair_sharing(on: bool) -> Option<Vec<FairPreemptionStrategy>> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs (and OTLP spans) for the server by default; the simulator prints a report
+    // and logs only warnings unless RUST_LOG asks for more.
+    let default_level = match cli.command {
+        Some(Command::Serve(_)) => "info",
+        _ => "warn",
+    };
+    let _trace = match kuota::telemetry::trace::init(
+        cli.log_format,
+        kuota::telemetry::trace::Otlp::from_env(),
+        default_level,
+    ) {
+        Ok(guard) => guard,
+        Err(e) => return fail(&e),
+    };
     match cli
         .command
         .unwrap_or(Command::Simulate(SimulateArgs::default()))
@@ -198,7 +232,21 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             preemption_min_runtime: args.preemption_min_runtime_ms,
         },
         timeseries: args.chart.is_some(),
+        metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
+        realtime_factor: args.realtime_factor,
         ..SimConfig::default()
+    };
+    let server = match (args.metrics_addr, &cfg.metrics) {
+        (Some(addr), Some(m)) => {
+            match kuota::telemetry::http::MetricsServer::start(addr, m.clone()) {
+                Ok(s) => {
+                    eprintln!("serving metrics on http://{}/metrics", s.addr());
+                    Some(s)
+                }
+                Err(e) => return fail(&e),
+            }
+        }
+        _ => None,
     };
     let mut label_a = format!("placement={}", strategy_name(args.placement));
     if args.fair_sharing {
@@ -224,6 +272,15 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             println!("{}", report.to_json());
         } else {
             print!("{}", report.render_table());
+        }
+        if let Some(server) = server {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            eprintln!(
+                "run finished; still serving metrics on http://{}/metrics (interrupt to stop)",
+                server.addr()
+            );
+            server.wait();
         }
         return ExitCode::SUCCESS;
     }
@@ -272,6 +329,8 @@ fn compare_config(
     let mut scenario = scenario.clone();
     let mut cfg = SimConfig {
         timeseries: false,
+        metrics: None,
+        realtime_factor: None,
         ..cfg.clone()
     };
     for item in &args.compare {

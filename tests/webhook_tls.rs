@@ -367,7 +367,7 @@ async fn oversized_body_gets_a_413_review_and_slow_handler_gets_json_504() {
         assert_eq!(review["response"]["status"]["code"], 413);
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_oversize_reviews_total 2"),
+            metrics.contains("kuota_webhook_oversize_reviews_total{replica_role=\"standalone\"} 2"),
             "{metrics}"
         );
 
@@ -571,7 +571,7 @@ async fn cert_reload_keeps_open_connections_and_new_ones_see_new_serial() {
         assert_eq!(serial, new_serial);
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_cert_reloads_total 1"),
+            metrics.contains("kuota_webhook_cert_reloads_total{replica_role=\"standalone\"} 1"),
             "{metrics}"
         );
         srv.stop().await;
@@ -638,11 +638,13 @@ async fn health_and_readiness_on_the_plain_listener() {
 
         let (_, metrics) = http_get(srv.health, "/metrics").await;
         assert!(
-            metrics.contains("kuota_webhook_cert_expiry_timestamp_seconds "),
+            metrics.contains(
+                "kuota_webhook_cert_expiry_timestamp_seconds{replica_role=\"standalone\"} "
+            ),
             "{metrics}"
         );
         assert!(
-            metrics.contains("kuota_webhook_cert_rotation_due 0"),
+            metrics.contains("kuota_webhook_cert_rotation_due{replica_role=\"standalone\"} 0"),
             "{metrics}"
         );
         // The TLS port does not speak plain HTTP, and the health port not TLS.

@@ -261,6 +261,7 @@ pub mod model;
 pub mod preempt;
 pub mod queue;
 pub mod quota;
+pub mod report;
 pub mod resources;
 mod state;
 mod topology;

@@ -167,6 +167,11 @@ impl ClusterQueueQueue {
         self.len() == 0
     }
 
+    /// How many entries the next cycle looks at (the rest are parked).
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
     pub fn has_active(&self) -> bool {
         !self.active.is_empty()
     }

@@ -49,6 +49,11 @@ pub struct SimConfig {
     /// Record usage and queue depth over time (for `--chart`); off by default
     /// because it is the only part of the report whose size grows with the run.
     pub timeseries: bool,
+    /// Record Kueue's metrics (and kuota's) into these while running (`--metrics-addr`).
+    pub metrics: Option<crate::telemetry::Metrics>,
+    /// Pace virtual time to wall time: this many virtual seconds per wall second
+    /// (`--realtime-factor`), so a scraper sees the run unfold. `None`: as fast as possible.
+    pub realtime_factor: Option<f64>,
 }
 
 impl Default for SimConfig {
@@ -60,6 +65,8 @@ impl Default for SimConfig {
             max_batches_per_instant: 10_000,
             engine: EngineConfig::default(),
             timeseries: false,
+            metrics: None,
+            realtime_factor: None,
         }
     }
 }
@@ -174,6 +181,10 @@ pub struct Simulation<'p> {
     /// Workload objects owned by the run (see [`Simulation::with_objects`]);
     /// each is moved into the engine on arrival. Empty: clone from the plan.
     objects: Vec<Option<crate::api::Workload>>,
+    /// Feeds `cfg.metrics` from the same events and decisions the engine sees.
+    observer: Option<crate::telemetry::Observer>,
+    /// Wall clock at the first batch, for `cfg.realtime_factor`.
+    paced_from: Option<(Instant, Millis)>,
 }
 
 /// The GPU resource whose fragmentation the report measures.
@@ -357,7 +368,6 @@ impl<'p> Simulation<'p> {
         ];
         Self {
             plan,
-            cfg,
             engine,
             queue: EventQueue::new(),
             wake_at: None,
@@ -383,6 +393,14 @@ impl<'p> Simulation<'p> {
             objects: Vec::new(),
             lost_work: BTreeMap::new(),
             series: None,
+            observer: cfg.metrics.clone().map(|m| {
+                // Gauges are rebuilt at most this often while the run goes on, and
+                // always at its end: a 50,000-workload run has far more cycles than
+                // anyone scrapes.
+                crate::telemetry::Observer::new(m, Duration::from_millis(250))
+            }),
+            paced_from: None,
+            cfg,
         }
         .with_series()
     }
@@ -494,6 +512,7 @@ impl<'p> Simulation<'p> {
                 ));
                 break;
             }
+            self.pace(t);
             self.now = t;
             for ev in batch.drain(..) {
                 self.handle(t, ev);
@@ -501,6 +520,18 @@ impl<'p> Simulation<'p> {
             self.cycle(t);
         }
         Ok(self.finish())
+    }
+
+    /// Sleeps until wall time catches up with virtual time `t` under `--realtime-factor`.
+    fn pace(&mut self, t: Millis) {
+        let Some(factor) = self.cfg.realtime_factor.filter(|f| *f > 0.0) else {
+            return;
+        };
+        let (wall0, virt0) = *self.paced_from.get_or_insert((Instant::now(), t));
+        let due = Duration::from_secs_f64(((t - virt0).max(0) as f64 / 1000.0) / factor);
+        if let Some(wait) = due.checked_sub(wall0.elapsed()) {
+            std::thread::sleep(wait);
+        }
     }
 
     fn pending_workloads(&self) -> usize {
@@ -512,6 +543,9 @@ impl<'p> Simulation<'p> {
 
     /// Applies one event to the engine, timing only the engine call.
     fn apply(&mut self, ev: Event) -> Result<(), crate::engine::EngineError> {
+        if let Some(o) = &mut self.observer {
+            o.observe_event(engine_time(self.now), &ev);
+        }
         let start = Instant::now();
         let r = self.engine.apply(engine_time(self.now), ev);
         self.engine_time += start.elapsed();
@@ -585,10 +619,17 @@ impl<'p> Simulation<'p> {
 
     /// One scheduling cycle; returns whether anything was admitted or evicted.
     fn cycle(&mut self, t: Millis) -> bool {
+        let span = crate::telemetry::trace::cycle_span(engine_time(t));
+        let _entered = span.enter();
         let start = Instant::now();
         let decisions = self.engine.schedule(engine_time(t));
+        let took = start.elapsed();
         let wake = self.engine.next_wakeup();
         self.engine_time += start.elapsed();
+        crate::telemetry::trace::decision_events(&decisions);
+        if let Some(o) = &mut self.observer {
+            o.observe_cycle(engine_time(t), &decisions, took, &self.engine);
+        }
         if let Some(at) = wake.map(|w| w - SIM_EPOCH_MS)
             && at > t
             && self.wake_at != Some(at)
@@ -898,6 +939,9 @@ impl<'p> Simulation<'p> {
     }
 
     fn finish(mut self) -> Report {
+        if let Some(o) = &mut self.observer {
+            o.refresh(&self.engine);
+        }
         let end = self.now;
         if self.totals.finished == 0 {
             self.totals.makespan_ms = end;

@@ -31,7 +31,6 @@ pub use routes::{Route, handle, router, routes};
 use crate::policy::PolicyHandle;
 use review::Verdict;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Kueue configuration switches the handlers follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,15 +62,12 @@ impl Default for WebhookConfig {
     }
 }
 
-/// Counters of answered reviews. Dry-run requests are counted like the others (metrics are
-/// not side effects in the sense of `sideEffects: None`) and also in `dry_run`.
-#[derive(Debug, Default)]
+/// Counters of answered reviews, kept in kuota's metric registry
+/// ([`crate::telemetry::Metrics`]). Dry-run requests are counted like the others (metrics
+/// are not side effects in the sense of `sideEffects: None`) and also as dry runs.
+#[derive(Debug, Default, Clone)]
 pub struct WebhookMetrics {
-    allowed: AtomicU64,
-    patched: AtomicU64,
-    denied: AtomicU64,
-    bad_requests: AtomicU64,
-    dry_run: AtomicU64,
+    metrics: crate::telemetry::Metrics,
 }
 
 /// A copy of the counters.
@@ -90,48 +86,38 @@ pub struct MetricsSnapshot {
 }
 
 impl WebhookMetrics {
+    /// Counters recorded into `metrics` (shared with the rest of the process).
+    pub fn new(metrics: crate::telemetry::Metrics) -> Self {
+        Self { metrics }
+    }
+
+    /// The registry the counters live in (served on `/metrics`).
+    pub fn registry(&self) -> &crate::telemetry::Metrics {
+        &self.metrics
+    }
+
     fn record(&self, v: &Verdict, dry_run: bool) {
-        let c = match (v.allowed, v.patch.is_empty()) {
-            (false, _) => &self.denied,
-            (true, true) => &self.allowed,
-            (true, false) => &self.patched,
+        let result = match (v.allowed, v.patch.is_empty()) {
+            (false, _) => "denied",
+            (true, true) => "allowed",
+            (true, false) => "patched",
         };
-        c.fetch_add(1, Ordering::Relaxed);
-        if dry_run {
-            self.dry_run.fetch_add(1, Ordering::Relaxed);
-        }
+        self.metrics.record_webhook_review(result, dry_run);
     }
 
     fn record_bad_request(&self) {
-        self.bad_requests.fetch_add(1, Ordering::Relaxed);
+        self.metrics.record_webhook_review("bad_request", false);
     }
 
     /// The current counts.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
-            allowed: self.allowed.load(Ordering::Relaxed),
-            patched: self.patched.load(Ordering::Relaxed),
-            denied: self.denied.load(Ordering::Relaxed),
-            bad_requests: self.bad_requests.load(Ordering::Relaxed),
-            dry_run: self.dry_run.load(Ordering::Relaxed),
+            allowed: self.metrics.webhook_reviews("allowed"),
+            patched: self.metrics.webhook_reviews("patched"),
+            denied: self.metrics.webhook_reviews("denied"),
+            bad_requests: self.metrics.webhook_reviews("bad_request"),
+            dry_run: self.metrics.webhook_dry_run_reviews(),
         }
-    }
-
-    /// Prometheus text exposition of the counters.
-    pub fn render(&self) -> String {
-        let s = self.snapshot();
-        format!(
-            "# HELP kuota_webhook_reviews_total Admission reviews answered, by result.\n\
-             # TYPE kuota_webhook_reviews_total counter\n\
-             kuota_webhook_reviews_total{{result=\"allowed\"}} {}\n\
-             kuota_webhook_reviews_total{{result=\"patched\"}} {}\n\
-             kuota_webhook_reviews_total{{result=\"denied\"}} {}\n\
-             kuota_webhook_reviews_total{{result=\"bad_request\"}} {}\n\
-             # HELP kuota_webhook_dry_run_reviews_total Dry-run admission reviews answered.\n\
-             # TYPE kuota_webhook_dry_run_reviews_total counter\n\
-             kuota_webhook_dry_run_reviews_total {}\n",
-            s.allowed, s.patched, s.denied, s.bad_requests, s.dry_run
-        )
     }
 }
 

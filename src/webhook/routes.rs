@@ -111,7 +111,21 @@ pub fn router(state: Arc<WebhookState>) -> Router {
             &path,
             post(move |State(st): State<Arc<WebhookState>>, body: Bytes| {
                 let route = Arc::clone(&route);
-                async move { respond(&st, &route, &body) }
+                async move {
+                    let start = std::time::Instant::now();
+                    let resp = respond(&st, &route, &body);
+                    let result = if resp.status().is_success() {
+                        "success"
+                    } else {
+                        "bad_request"
+                    };
+                    st.metrics.registry().record_webhook_request(
+                        &route.path,
+                        result,
+                        start.elapsed(),
+                    );
+                    resp
+                }
             }),
         );
     }
@@ -134,6 +148,8 @@ fn respond(state: &WebhookState, route: &Route, body: &[u8]) -> Response {
 /// Answers one review body: decode, mutate or validate, encode. `Err` means the body is not
 /// an AdmissionReview with a request (answer HTTP 400 with [`BadRequest::to_json`]).
 pub fn handle(state: &WebhookState, route: &Route, body: &[u8]) -> Result<Vec<u8>, BadRequest> {
+    let span = crate::telemetry::trace::review_span(&route.path);
+    let _entered = span.enter();
     let result = match route.target {
         Target::Job(integ) => match review::decode::<JobObject<'_>>(body) {
             Ok(Decoded::Ok(env, req)) => {
@@ -182,6 +198,10 @@ fn object_error(
 }
 
 fn trace(route: &Route, uid: &str, v: &Verdict) {
+    let span = tracing::Span::current();
+    span.record("uid", uid);
+    span.record("allowed", v.allowed);
+    span.record("patch_ops", v.patch.len() as i64);
     tracing::debug!(
         path = %route.path,
         uid,

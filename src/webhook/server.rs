@@ -61,9 +61,6 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// Caller-supplied readiness (e.g. "the cluster index has synced").
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
-/// Extra Prometheus text appended to `/metrics` (e.g. the handlers' review counters).
-pub type MetricsText = Arc<dyn Fn() -> String + Send + Sync>;
-
 /// Caller-supplied problems `/readyz` lists: `failing` ones make the server not ready
 /// (e.g. a watch that keeps failing), `warnings` are only shown.
 pub type Diagnostics = Arc<dyn Fn() -> Diagnosis + Send + Sync>;
@@ -160,7 +157,7 @@ pub struct WebhookServer {
     certs: Arc<CertStore>,
     app: Router,
     ready: Readiness,
-    extra_metrics: Option<MetricsText>,
+    metrics: crate::telemetry::Metrics,
     diagnostics: Option<Diagnostics>,
 }
 
@@ -168,7 +165,7 @@ pub struct WebhookServer {
 struct Shared {
     certs: Arc<CertStore>,
     ready: Readiness,
-    extra_metrics: Option<MetricsText>,
+    metrics: crate::telemetry::Metrics,
     diagnostics: Option<Diagnostics>,
     oversize: Arc<AtomicU64>,
     draining: AtomicBool,
@@ -203,7 +200,7 @@ impl WebhookServer {
             certs,
             app,
             ready,
-            extra_metrics: None,
+            metrics: crate::telemetry::Metrics::default(),
             diagnostics: None,
         })
     }
@@ -214,9 +211,9 @@ impl WebhookServer {
         self
     }
 
-    /// Appends `metrics()` to the health listener's `/metrics`.
-    pub fn with_metrics(mut self, metrics: MetricsText) -> Self {
-        self.extra_metrics = Some(metrics);
+    /// Serves `metrics` (with the server's own) on the health listener's `/metrics`.
+    pub fn with_metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -247,14 +244,14 @@ impl WebhookServer {
             certs,
             app,
             ready,
-            extra_metrics,
+            metrics,
             diagnostics,
         } = self;
         let oversize = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(Shared {
             certs: certs.clone(),
             ready,
-            extra_metrics,
+            metrics,
             diagnostics,
             oversize: oversize.clone(),
             draining: AtomicBool::new(false),
@@ -757,43 +754,68 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-/// A few gauges in Prometheus text format, scraped from the health port.
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+/// The process's metrics plus the server's own (certificate, connections), in
+/// OpenMetrics text, scraped from the health port.
+async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
+    use prometheus_client::registry::Registry;
+
+    let role = crate::telemetry::labels::Role {
+        replica_role: shared.metrics.replica_role(),
+    };
     let info = shared.certs.info();
-    let mut text = format!(
-        "# HELP kuota_webhook_cert_expiry_timestamp_seconds notAfter of the serving certificate.\n\
-         # TYPE kuota_webhook_cert_expiry_timestamp_seconds gauge\n\
-         kuota_webhook_cert_expiry_timestamp_seconds {}\n\
-         # HELP kuota_webhook_cert_rotation_due 1 when the serving certificate expires within --rotate-before.\n\
-         # TYPE kuota_webhook_cert_rotation_due gauge\n\
-         kuota_webhook_cert_rotation_due {}\n\
-         # HELP kuota_webhook_cert_reloads_total Serving certificates swapped in from disk.\n\
-         # TYPE kuota_webhook_cert_reloads_total counter\n\
-         kuota_webhook_cert_reloads_total {}\n\
-         # HELP kuota_webhook_cert_reload_errors_total Changed certificate files that were refused.\n\
-         # TYPE kuota_webhook_cert_reload_errors_total counter\n\
-         kuota_webhook_cert_reload_errors_total {}\n\
-         # HELP kuota_webhook_open_connections TLS connections currently open.\n\
-         # TYPE kuota_webhook_open_connections gauge\n\
-         kuota_webhook_open_connections {}\n\
-         # HELP kuota_webhook_oversize_reviews_total Review bodies over --max-body-bytes, denied with 413.\n\
-         # TYPE kuota_webhook_oversize_reviews_total counter\n\
-         kuota_webhook_oversize_reviews_total {}\n",
-        tls::unix_seconds(info.not_after),
-        u8::from(shared.certs.rotation_due()),
-        shared.certs.reloads(),
-        shared.certs.reload_errors(),
-        shared.open_connections.load(Ordering::Relaxed),
-        shared.oversize.load(Ordering::Relaxed),
+    let mut own = Registry::default();
+    let gauge = |v: i64| {
+        let f = Family::<crate::telemetry::labels::Role, Gauge>::default();
+        f.get_or_create(&role).set(v);
+        f
+    };
+    let counter = |v: u64| {
+        let f = Family::<crate::telemetry::labels::Role, Counter>::default();
+        f.get_or_create(&role).inc_by(v);
+        f
+    };
+    own.register(
+        "kuota_webhook_cert_expiry_timestamp_seconds",
+        "notAfter of the serving certificate",
+        gauge(tls::unix_seconds(info.not_after)),
     );
-    if let Some(extra) = &shared.extra_metrics {
-        text.push_str(&extra());
+    own.register(
+        "kuota_webhook_cert_rotation_due",
+        "1 when the serving certificate expires within --rotate-before",
+        gauge(i64::from(shared.certs.rotation_due())),
+    );
+    own.register(
+        "kuota_webhook_cert_reloads",
+        "Serving certificates swapped in from disk",
+        counter(shared.certs.reloads()),
+    );
+    own.register(
+        "kuota_webhook_cert_reload_errors",
+        "Changed certificate files that were refused",
+        counter(shared.certs.reload_errors()),
+    );
+    own.register(
+        "kuota_webhook_open_connections",
+        "TLS connections currently open",
+        gauge(shared.open_connections.load(Ordering::Relaxed) as i64),
+    );
+    own.register(
+        "kuota_webhook_oversize_reviews",
+        "Review bodies over --max-body-bytes, denied with 413",
+        counter(shared.oversize.load(Ordering::Relaxed)),
+    );
+    let mut text = String::with_capacity(16 * 1024);
+    let encoded = prometheus_client::encoding::text::encode_registry(&mut text, &own)
+        .and_then(|()| shared.metrics.encode_into(&mut text))
+        .and_then(|()| crate::telemetry::Metrics::finish(&mut text));
+    if let Err(e) = encoded {
+        error!(error = %e, "cannot encode metrics");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        Body::from(text),
-    )
-        .into_response()
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, text) = crate::telemetry::metrics::negotiate(accept, text);
+    ([(header::CONTENT_TYPE, content_type)], Body::from(text)).into_response()
 }
 
 /// Arguments of `kuota serve`: the server settings plus what the handlers need.
@@ -891,10 +913,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     } else {
         ready
     };
-    let metrics: MetricsText = {
-        let state = state.clone();
-        Arc::new(move || state.metrics.render())
-    };
+    let metrics = state.metrics.registry().clone();
     let server = WebhookServer::bind(args.server, super::router(state), ready)
         .await?
         .with_metrics(metrics)

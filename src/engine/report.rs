@@ -1,0 +1,213 @@
+//! A read-only snapshot of the engine's quota state, for metrics and dashboards.
+//!
+//! The engine never reports anything by itself (it stays pure); shells call
+//! [`Engine::snapshot`] when they want gauges, at whatever rate they can afford.
+
+use std::collections::BTreeMap;
+
+use super::Engine;
+use super::quota::NodeId;
+
+/// One (flavor, resource) entry of a ClusterQueue, in milli-units.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaSnapshot {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: i64,
+    /// `None`: unlimited (Kueue's nil).
+    pub borrowing_limit: Option<i64>,
+    /// `None`: lends everything (Kueue's nil).
+    pub lending_limit: Option<i64>,
+    /// Quota reserved by the ClusterQueue's admitted (and evicting) workloads.
+    pub reserved: i64,
+}
+
+/// A ClusterQueue's state as the engine sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterQueueSnapshot {
+    pub name: String,
+    pub cohort: Option<String>,
+    /// Can admit (no missing flavor, no stop policy, no cohort cycle).
+    pub active: bool,
+    /// Pending workloads the next cycle looks at.
+    pub pending_active: usize,
+    /// Pending workloads parked until something changes (Kueue's inadmissible).
+    pub pending_inadmissible: usize,
+    /// Workloads holding quota (admitted or still stopping after an eviction).
+    pub reserving: usize,
+    /// Kueue's fair-sharing weighted share, in thousandths.
+    pub weighted_share: i64,
+    pub quotas: Vec<QuotaSnapshot>,
+}
+
+/// A Cohort's state: its subtree quota per (flavor, resource).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CohortSnapshot {
+    pub name: String,
+    pub parent: Option<String>,
+    /// (flavor, resource) -> own nominal quota plus what its members lend to it, milli-units.
+    pub subtree_quota: BTreeMap<(String, String), i64>,
+}
+
+/// GPUs of one topology domain of a TAS flavor (whole devices, milli-units / 1000).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuDomainSnapshot {
+    pub flavor: String,
+    /// The node label of the level (e.g. `cloud.provider.com/topology-rack`).
+    pub level: String,
+    /// The label's value: the domain's name.
+    pub domain: String,
+    pub allocatable: i64,
+    /// Held by workloads kuota placed.
+    pub allocated: i64,
+    /// Allocatable minus what kuota placed and what other pods use.
+    pub free: i64,
+    /// Free GPUs on nodes that already run something: fragments a gang that wants
+    /// whole nodes cannot use.
+    pub stranded: i64,
+}
+
+/// Everything [`Engine::snapshot`] reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineSnapshot {
+    pub cluster_queues: Vec<ClusterQueueSnapshot>,
+    pub cohorts: Vec<CohortSnapshot>,
+    /// Per TAS flavor, topology level (above the node) and domain.
+    pub gpu_domains: Vec<GpuDomainSnapshot>,
+}
+
+/// The resource whose allocation per topology domain is reported.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+impl Engine {
+    /// The quota state of every ClusterQueue and Cohort. Costs O(queues x flavors x
+    /// resources), independent of the number of workloads.
+    pub fn snapshot(&self) -> EngineSnapshot {
+        let mut out = EngineSnapshot::default();
+        for c in self.cqs.iter().filter(|c| !c.deleted) {
+            let node = c.node;
+            let mut frs: Vec<u32> = c
+                .spec
+                .limits
+                .frs()
+                .chain(self.tree.nodes[node as usize].usage.iter().map(|(f, _)| f))
+                .collect();
+            frs.sort_unstable();
+            frs.dedup();
+            let quotas = frs
+                .into_iter()
+                .map(|fr| {
+                    let (f, r) = self.names.fr_parts(fr);
+                    QuotaSnapshot {
+                        flavor: self.names.flavor_name(f).to_string(),
+                        resource: self.names.resource_name(r).to_string(),
+                        nominal: c.spec.limits.nominal.get(fr),
+                        borrowing_limit: c.spec.limits.borrowing_limit(fr),
+                        lending_limit: c.spec.limits.lending_limit(fr),
+                        reserved: self.tree.usage(node, fr),
+                    }
+                })
+                .collect();
+            let active_len = c.queue.active_len();
+            out.cluster_queues.push(ClusterQueueSnapshot {
+                name: c.spec.name.clone(),
+                cohort: c.spec.cohort.clone(),
+                active: c.inactive.is_none(),
+                pending_active: active_len,
+                pending_inadmissible: c.queue.len() - active_len,
+                reserving: c.admitted.len(),
+                weighted_share: super::fair::weighted_share(self, node, &[]),
+                quotas,
+            });
+        }
+        out.cluster_queues.sort_by(|a, b| a.name.cmp(&b.name));
+        for (name, &node) in &self.cohort_nodes {
+            out.cohorts.push(CohortSnapshot {
+                name: name.clone(),
+                parent: self.parent_name(node),
+                subtree_quota: self.subtree_quota_of(node),
+            });
+        }
+        out.gpu_domains = self.gpu_domains();
+        out
+    }
+
+    /// GPU counts per domain of every TAS flavor's topology, from the nodes' labels.
+    fn gpu_domains(&self) -> Vec<GpuDomainSnapshot> {
+        let Some(gpu) = self.names.resources.get(&GPU_RESOURCE.to_string()) else {
+            return Vec::new();
+        };
+        let at = |v: &Vec<i64>| v.get(gpu as usize).copied().unwrap_or(0);
+        let mut acc: BTreeMap<(String, String, String), [i64; 4]> = BTreeMap::new();
+        for (flavor, tree) in &self.inventory.trees {
+            // Levels above the node: the hostname level, when present, is the last.
+            let levels = if tree.hostname_level {
+                &tree.levels[..tree.levels.len().saturating_sub(1)]
+            } else {
+                &tree.levels[..]
+            };
+            for idx in 0..tree.leaf_of.len() as u32 {
+                if tree.leaf(idx).is_none() {
+                    continue;
+                }
+                let Some(node) = self.inventory.node(idx) else {
+                    continue;
+                };
+                let alloc = at(&node.allocatable);
+                if alloc <= 0 {
+                    continue;
+                }
+                let used = at(&node.used);
+                let free = node.free(gpu).max(0);
+                let busy = used + at(&node.external) > 0;
+                let stranded = if busy { free } else { 0 };
+                for level in levels {
+                    let Some(domain) = node.labels.get(level) else {
+                        continue;
+                    };
+                    let e = acc
+                        .entry((flavor.clone(), level.clone(), domain.clone()))
+                        .or_default();
+                    e[0] += alloc;
+                    e[1] += used;
+                    e[2] += free;
+                    e[3] += stranded;
+                }
+            }
+        }
+        acc.into_iter()
+            .map(|((flavor, level, domain), v)| GpuDomainSnapshot {
+                flavor,
+                level,
+                domain,
+                allocatable: v[0] / 1000,
+                allocated: v[1] / 1000,
+                free: v[2] / 1000,
+                stranded: v[3] / 1000,
+            })
+            .collect()
+    }
+
+    fn parent_name(&self, node: NodeId) -> Option<String> {
+        let p = self.tree.parent(node)?;
+        self.node_name.get(p as usize).cloned()
+    }
+
+    fn subtree_quota_of(&self, node: NodeId) -> BTreeMap<(String, String), i64> {
+        self.tree.nodes[node as usize]
+            .subtree_quota
+            .iter()
+            .filter(|&(_, v)| v != 0)
+            .map(|(fr, v)| {
+                let (f, r) = self.names.fr_parts(fr);
+                (
+                    (
+                        self.names.flavor_name(f).to_string(),
+                        self.names.resource_name(r).to_string(),
+                    ),
+                    v,
+                )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,17 @@
+//! Observability: Kueue's metrics (and kuota's own) fed from the engine's events and
+//! decisions, their `/metrics` exposition, and tracing (logs or OTLP spans).
+//!
+//! The engine stays pure: shells (the simulator, the controller) hand what they give
+//! the engine and what it returns to an [`Observer`], which records into [`Metrics`].
+//! See docs/observability.md.
+
+pub mod labels;
+pub mod metrics;
+pub mod observer;
+mod state;
+
+pub use labels::ReplicaRole;
+pub use metrics::{CONTENT_TYPE, Metrics, StateGauges};
+pub use observer::Observer;
+pub mod http;
+pub mod trace;
