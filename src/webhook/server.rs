@@ -811,6 +811,10 @@ pub struct ServeArgs {
     /// where no watch feeds the index).
     #[arg(long)]
     pub ready_without_index: bool,
+    /// Write <cert-dir>/ca.crt as the caBundle of kuota's webhook configurations and CRD
+    /// conversion webhook, at start and every minute (docs/install.md).
+    #[arg(long)]
+    pub inject_ca_bundle: bool,
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -858,7 +862,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
     let feed = match kube::Client::try_default().await {
-        Ok(client) => super::feed::spawn(client, index.clone(), health.clone()),
+        Ok(client) => {
+            let mut tasks = Vec::new();
+            if args.inject_ca_bundle {
+                let ca = args.server.cert_dir.join(super::tls::CA_FILE);
+                tasks.push(crate::crds::inject::spawn(client.clone(), ca));
+            }
+            tasks.extend(super::feed::spawn(client, index.clone(), health.clone()));
+            tasks
+        }
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
             Vec::new()

@@ -22,8 +22,10 @@ async fn set_conversion(client: &Client, hook: Option<&ConversionWebhook>) {
     let conversion = match hook {
         Some(h) => {
             let mut c = serde_json::to_value(crds::conversion_spec(h)).expect("conversion JSON");
-            // A merge patch keeps keys it does not mention: drop any Service reference.
+            // A merge patch keeps keys it does not mention: drop any Service reference
+            // and any caBundle left from an earlier run.
             c["webhook"]["clientConfig"]["service"] = Value::Null;
+            c["webhook"]["clientConfig"]["caBundle"] = Value::Null;
             c
         }
         None => json!({"strategy": "None", "webhook": null}),

@@ -5,3 +5,4 @@
 mod bad_input;
 mod compat;
 mod fixtures;
+mod kustomize;
