@@ -153,9 +153,9 @@ fn parse_all() -> Parsed {
             }
             ("apps/v1", "Deployment") => p.deployments.push(typed(file, doc)),
             ("policy/v1", "PodDisruptionBudget") => drop(typed::<PodDisruptionBudget>(file, doc)),
-            ("networking.k8s.io/v1", "NetworkPolicy") => {
-                drop(typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(file, doc))
-            }
+            ("networking.k8s.io/v1", "NetworkPolicy") => drop(typed::<
+                k8s_openapi::api::networking::v1::NetworkPolicy,
+            >(file, doc)),
             ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
                 p.mutating.push(typed(file, doc))
             }
@@ -476,9 +476,14 @@ fn webhook_role_is_read_only_but_for_its_own_ca_bundles() {
         for verb in &rule.verbs {
             if verb == "patch" {
                 // caBundle injection: only kuota's own CRDs and webhook configurations.
-                assert!(!names.is_empty(), "webhook role may patch only named objects: {rule:?}");
                 assert!(
-                    names.iter().all(|n| n.ends_with(".kueue.x-k8s.io") || n.starts_with("kuota-")),
+                    !names.is_empty(),
+                    "webhook role may patch only named objects: {rule:?}"
+                );
+                assert!(
+                    names
+                        .iter()
+                        .all(|n| n.ends_with(".kueue.x-k8s.io") || n.starts_with("kuota-")),
                     "webhook role may patch only kuota's objects: {names:?}"
                 );
                 continue;

@@ -81,18 +81,30 @@ pub async fn inject_crds(client: &Client, ca: &[u8]) -> Result<Injected, InjectE
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in super::all(None).unwrap_or_default() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        let api_err = |source| InjectError::Api { what: "CustomResourceDefinition", name: name.clone(), source };
+        let api_err = |source| InjectError::Api {
+            what: "CustomResourceDefinition",
+            name: name.clone(),
+            source,
+        };
         let Some(live) = crds.get_opt(&name).await.map_err(api_err)? else {
             out.missing.push(name);
             continue;
         };
-        let webhook = live.spec.conversion.as_ref().and_then(|c| c.webhook.as_ref());
-        let current = webhook.and_then(|w| w.client_config.as_ref()).and_then(|c| c.ca_bundle.as_ref());
+        let webhook = live
+            .spec
+            .conversion
+            .as_ref()
+            .and_then(|c| c.webhook.as_ref());
+        let current = webhook
+            .and_then(|w| w.client_config.as_ref())
+            .and_then(|c| c.ca_bundle.as_ref());
         if webhook.is_none() || current.is_some_and(|b| b.0 == ca) {
             continue;
         }
         let patch = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": BASE64.encode(ca)}}}}});
-        crds.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(api_err)?;
+        crds.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_err)?;
         out.patched.push(name);
     }
     Ok(out)
@@ -101,13 +113,33 @@ pub async fn inject_crds(client: &Client, ca: &[u8]) -> Result<Injected, InjectE
 /// The caBundle of every webhook in kuota's two webhook configurations.
 pub async fn inject_configurations(client: &Client, ca: &[u8]) -> Result<Injected, InjectError> {
     let mut out = Injected::default();
-    inject_webhooks::<MutatingWebhookConfiguration>(client, MUTATING_CONFIGURATION, ca, &mut out, |c| {
-        c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice())).collect()
-    })
+    inject_webhooks::<MutatingWebhookConfiguration>(
+        client,
+        MUTATING_CONFIGURATION,
+        ca,
+        &mut out,
+        |c| {
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
+                .collect()
+        },
+    )
     .await?;
-    inject_webhooks::<ValidatingWebhookConfiguration>(client, VALIDATING_CONFIGURATION, ca, &mut out, |c| {
-        c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice())).collect()
-    })
+    inject_webhooks::<ValidatingWebhookConfiguration>(
+        client,
+        VALIDATING_CONFIGURATION,
+        ca,
+        &mut out,
+        |c| {
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
+                .collect()
+        },
+    )
     .await?;
     Ok(out)
 }
@@ -131,7 +163,11 @@ where
     } else {
         "ValidatingWebhookConfiguration"
     };
-    let api_err = |source| InjectError::Api { what, name: name.to_string(), source };
+    let api_err = |source| InjectError::Api {
+        what,
+        name: name.to_string(),
+        source,
+    };
     let Some(live) = api.get_opt(name).await.map_err(api_err)? else {
         out.missing.push(name.to_string());
         return Ok(());
@@ -153,7 +189,9 @@ where
     }
     let patch: json_patch::Patch =
         serde_json::from_value(serde_json::Value::Array(ops)).map_err(InjectError::Patch)?;
-    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await.map_err(api_err)?;
+    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .map_err(api_err)?;
     out.patched.push(name.to_string());
     Ok(())
 }
@@ -165,7 +203,10 @@ pub fn spawn(client: Client, ca_file: PathBuf) -> tokio::task::JoinHandle<()> {
         loop {
             let round = match std::fs::read(&ca_file) {
                 Ok(ca) => inject_once(&client, &ca).await,
-                Err(source) => Err(InjectError::Ca { path: ca_file.clone(), source }),
+                Err(source) => Err(InjectError::Ca {
+                    path: ca_file.clone(),
+                    source,
+                }),
             };
             match round {
                 Ok(done) if !done.patched.is_empty() => {

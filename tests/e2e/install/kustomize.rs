@@ -16,7 +16,7 @@ use crate::support::{client, ensure_crds, kubeconfig_path, wait_until};
 
 /// The kubectl to use: `$KUOTA_K8S_KUBECTL` (set by the control plane's `cluster env`) or
 /// `kubectl` on the PATH.
-fn kubectl(args: &[&str]) -> (bool, String, String) {
+pub fn kubectl(args: &[&str]) -> (bool, String, String) {
     let bin = std::env::var("KUOTA_K8S_KUBECTL").unwrap_or_else(|_| "kubectl".into());
     let out = Command::new(&bin)
         .arg("--kubeconfig")
@@ -35,42 +35,76 @@ fn kubectl(args: &[&str]) -> (bool, String, String) {
 /// Server-side dry run of a kustomization; returns kubectl's lines.
 fn dry_run(dir: &str) -> Vec<String> {
     let (ok, stdout, stderr) = kubectl(&[
-        "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", dir,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "-k",
+        dir,
     ]);
-    assert!(ok, "kubectl apply --dry-run=server -k {dir} failed:\n{stderr}\n{stdout}");
+    assert!(
+        ok,
+        "kubectl apply --dry-run=server -k {dir} failed:\n{stderr}\n{stdout}"
+    );
     stdout.lines().map(str::to_string).collect()
 }
 
 /// Namespaced objects are dry-run into kuota-system, which must exist for that.
 async fn ensure_kuota_system(client: &Client) {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "kuota-system"}})).expect("ns");
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "kuota-system"}})).expect("ns");
     Api::<Namespace>::all(client.clone())
-        .patch("kuota-system", &PatchParams::apply("kuota-e2e-install"), &Patch::Apply(&ns))
+        .patch(
+            "kuota-system",
+            &PatchParams::apply("kuota-e2e-install"),
+            &Patch::Apply(&ns),
+        )
         .await
         .expect("namespace kuota-system");
 }
 
 /// A CRD that accepts any spec, standing in for an operator that is not installed.
 async fn stand_in_crd(client: &Client, group: &str, kind: &str, plural: &str) {
+    stand_in_crd_versioned(client, group, "v1", kind, plural).await;
+}
+
+/// [`stand_in_crd`] at a given version.
+pub async fn stand_in_crd_versioned(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.{group}")},
         "spec": {"group": group, "scope": "Namespaced",
             "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase()},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+            "versions": [{"name": version, "served": true, "storage": true, "schema": {"openAPIV3Schema": {
                 "type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
     }))
     .expect("stand-in CRD");
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = format!("{plural}.{group}");
-    api.patch(&name, &PatchParams::apply("kuota-e2e-install").force(), &Patch::Apply(&crd))
-        .await
-        .unwrap_or_else(|e| panic!("stand-in CRD {name}: {e}"));
+    api.patch(
+        &name,
+        &PatchParams::apply("kuota-e2e-install").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("stand-in CRD {name}: {e}"));
     let established = wait_until(std::time::Duration::from_secs(30), || {
         let (api, name) = (api.clone(), name.clone());
         async move {
-            api.get(&name).await.ok().and_then(|c| c.status).and_then(|s| s.conditions).unwrap_or_default()
-                .iter().any(|c| c.type_ == "Established" && c.status == "True")
+            api.get(&name)
+                .await
+                .ok()
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
         }
     })
     .await;
@@ -78,7 +112,9 @@ async fn stand_in_crd(client: &Client, group: &str, kind: &str, plural: &str) {
 }
 
 fn has(lines: &[String], object: &str) -> bool {
-    lines.iter().any(|l| l.starts_with(object) && l.contains("(server dry run)"))
+    lines
+        .iter()
+        .any(|l| l.starts_with(object) && l.contains("(server dry run)"))
 }
 
 #[tokio::test]
@@ -104,9 +140,18 @@ async fn the_kustomize_base_passes_server_side_validation() {
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/kuota-mutating-webhook",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/kuota-validating-webhook",
     ] {
-        assert!(has(&lines, object), "{object} missing from the dry run:\n{}", lines.join("\n"));
+        assert!(
+            has(&lines, object),
+            "{object} missing from the dry run:\n{}",
+            lines.join("\n")
+        );
     }
-    assert_eq!(lines.len(), 23, "every object of the base:\n{}", lines.join("\n"));
+    assert_eq!(
+        lines.len(),
+        23,
+        "every object of the base:\n{}",
+        lines.join("\n")
+    );
 }
 
 #[tokio::test]
@@ -114,18 +159,41 @@ async fn the_overlays_pass_server_side_validation() {
     let client = client().await;
     ensure_crds(&client).await;
     ensure_kuota_system(&client).await;
-    stand_in_crd(&client, "monitoring.coreos.com", "ServiceMonitor", "servicemonitors").await;
+    stand_in_crd(
+        &client,
+        "monitoring.coreos.com",
+        "ServiceMonitor",
+        "servicemonitors",
+    )
+    .await;
     stand_in_crd(&client, "cert-manager.io", "Issuer", "issuers").await;
     stand_in_crd(&client, "cert-manager.io", "Certificate", "certificates").await;
     let monitoring = dry_run("manifests/overlays/monitoring");
-    assert!(has(&monitoring, "servicemonitor.monitoring.coreos.com/kuota-webhook"), "{monitoring:?}");
+    assert!(
+        has(
+            &monitoring,
+            "servicemonitor.monitoring.coreos.com/kuota-webhook"
+        ),
+        "{monitoring:?}"
+    );
     assert_eq!(monitoring.len(), 24);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
-    assert!(has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"), "{cert_manager:?}");
-    assert!(has(&cert_manager, "issuer.cert-manager.io/kuota-selfsigned"), "{cert_manager:?}");
+    assert!(
+        has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
+        "{cert_manager:?}"
+    );
+    assert!(
+        has(&cert_manager, "issuer.cert-manager.io/kuota-selfsigned"),
+        "{cert_manager:?}"
+    );
     // The rendered overlay asks cert-manager for every caBundle and turns kuota's own off.
     let (ok, rendered, err) = kubectl(&["kustomize", "manifests/overlays/cert-manager"]);
     assert!(ok, "{err}");
-    assert_eq!(rendered.matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook").count(), 9);
+    assert_eq!(
+        rendered
+            .matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook")
+            .count(),
+        9
+    );
     assert!(!rendered.contains("--inject-ca-bundle"));
 }

@@ -6,3 +6,4 @@ mod bad_input;
 mod compat;
 mod fixtures;
 mod kustomize;
+mod samples;
