@@ -375,7 +375,6 @@ impl Engine {
             preemptible: &preemptible,
             names: &self.names,
             pods: self.pods,
-            group_keys: &cq.group_keys,
             flavors: &self.flavors,
             tree: &self.tree,
             cq: &cq.spec,
@@ -470,7 +469,7 @@ impl Engine {
                             .entry(root)
                             .or_default()
                             .extend(a.preempt_frs.iter().copied());
-                        self.issue_preemptions(id, &targets, &mut st.untouchable);
+                        self.issue_preemptions(id, &targets, &a.explanation, &mut st.untouchable);
                         // Hold the quota from now on, this cycle included.
                         let node = self.cqs[c as usize].node;
                         self.tree.add_amounts(node, &a.usage);
@@ -614,6 +613,7 @@ impl Engine {
         &mut self,
         preemptor: WlId,
         targets: &[Target],
+        explanation: &super::explain::Explanation,
         victims: &mut FastSet<WlId>,
     ) {
         let pkey = self.wl(preemptor).spec.key.clone();
@@ -640,13 +640,13 @@ impl Engine {
                 message,
             });
         }
-        let n = waiting.len();
-        self.wl_mut(preemptor).waiting_for = waiting;
-        self.set_pending(
-            preemptor,
-            PendingReason::WaitingForPreemption,
-            format!("Pending the preemption of {n} workload(s)"),
+        let message = explanation.render_preempting(
+            &self.names,
+            &self.wl(preemptor).spec.pod_sets,
+            waiting.len(),
         );
+        self.wl_mut(preemptor).waiting_for = waiting;
+        self.set_pending(preemptor, PendingReason::WaitingForPreemption, message);
     }
 
     /// Places the gang and reserves its quota; on a placement failure nothing is
@@ -662,7 +662,6 @@ impl Engine {
         )?;
         let node = self.cqs[c as usize].node;
         self.tree.add_amounts(node, &a.usage);
-        self.seq += 1;
         // The PodSets are shared: holding another reference costs one counter bump
         // and frees the ClusterQueue's cache for a mutable borrow.
         let pod_sets = Arc::clone(&self.wl(id).spec.pod_sets);
@@ -685,7 +684,6 @@ impl Engine {
             Arc::new(admission)
         };
         let placement: Vec<_> = placed.into_iter().map(|(_, p, _)| p).collect();
-        let seq = self.seq;
         self.dequeue(id);
         // The next parked workload of the same shape may fit too.
         let shape = self.wl(id).spec.shape;
@@ -698,7 +696,6 @@ impl Engine {
             usage: a.usage.clone(),
             placement,
             admission: Arc::clone(&admission),
-            seq,
             since,
         });
         w.pending = None;

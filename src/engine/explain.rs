@@ -42,9 +42,11 @@ pub enum Note {
         bound: Bound,
     },
     /// `val` of `fr` can never fit in this ClusterQueue: `max` is all it can get.
+    /// `earlier` of `val` is what the PodSets before this one request.
     ExceedsMax {
         fr: FrId,
         val: i64,
+        earlier: i64,
         max: i64,
         nominal: i64,
         bound: Bound,
@@ -95,7 +97,7 @@ impl Note {
     }
 
     /// Why `val` of `fr` can never fit in this ClusterQueue.
-    pub fn exceeds_max(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -> Self {
+    pub fn exceeds_max(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64, earlier: i64) -> Self {
         let max = tree.potential_available(node, fr);
         let nominal = tree.subtree_quota(node, fr);
         let bound = match (
@@ -112,9 +114,38 @@ impl Note {
         Note::ExceedsMax {
             fr,
             val,
+            earlier,
             max,
             nominal,
             bound,
+        }
+    }
+
+    /// Kueue's own wording, without kuota's explanation of the binding limit: what
+    /// the WaitingForPreemption message carries, which tools parse.
+    fn write_kueue(&self, names: &Names, out: &mut String) -> std::fmt::Result {
+        use std::fmt::Write;
+        match self {
+            &Note::Shortage { fr, val, avail, .. } => {
+                let (f, r) = names.fr_parts(fr);
+                write!(
+                    out,
+                    "insufficient unused quota for {} in flavor {}, {} more needed",
+                    names.resource_name(r),
+                    names.flavor_name(f),
+                    human(val - avail)
+                )
+            }
+            &Note::ExceedsMax { .. } => {
+                let mut full = String::new();
+                self.write(names, &mut full)?;
+                // The Kueue part ends at the maximum capacity.
+                let end = full
+                    .find(" > maximum capacity (")
+                    .and_then(|i| full[i..].find(')').map(|j| i + j + 1));
+                out.write_str(end.map_or(full.as_str(), |e| &full[..e]))
+            }
+            other => other.write(names, out),
         }
     }
 
@@ -167,15 +198,18 @@ impl Note {
             &Note::ExceedsMax {
                 fr,
                 val,
+                earlier,
                 max,
                 nominal,
                 bound,
             } => {
                 let (fname, rname) = fr_names(fr);
+                // Kueue's words first (tools parse them), then which limit binds.
                 write!(
                     out,
-                    "insufficient quota for {rname} in flavor {fname}, request > maximum capacity ({} > {}; ",
-                    human(val),
+                    "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({}) (",
+                    human(earlier),
+                    human(val - earlier),
                     human(max),
                 )?;
                 match bound {
@@ -213,6 +247,37 @@ pub struct Explanation {
 impl Explanation {
     /// The message a user reads, naming the workload's `pod_sets` by index.
     pub fn render(&self, names: &Names, pod_sets: &[super::model::PodSetReq]) -> String {
+        let mut out = self.render_notes(names, pod_sets, Note::write);
+        if let Some(s) = self.suffix {
+            out.push_str(s);
+        }
+        out
+    }
+
+    /// Kueue's message for a workload waiting for its victims: the notes in Kueue's
+    /// words, then "Pending the preemption of N workload(s)", as Kueue writes it.
+    pub fn render_preempting(
+        &self,
+        names: &Names,
+        pod_sets: &[super::model::PodSetReq],
+        victims: usize,
+    ) -> String {
+        let mut out = self.render_notes(names, pod_sets, Note::write_kueue);
+        if !out.is_empty() {
+            out.push_str(". ");
+        }
+        out.push_str(&format!("Pending the preemption of {victims} workload(s)"));
+        out
+    }
+
+    /// Per failing PodSet, "couldn't assign flavors to pod set X: " and its notes,
+    /// joined by ", " as Kueue joins them.
+    fn render_notes(
+        &self,
+        names: &Names,
+        pod_sets: &[super::model::PodSetReq],
+        write: fn(&Note, &Names, &mut String) -> std::fmt::Result,
+    ) -> String {
         let mut out = String::new();
         for (i, (ps, notes)) in self.pod_sets.iter().enumerate() {
             if i > 0 {
@@ -223,14 +288,11 @@ impl Explanation {
             out.push_str(": ");
             for (j, n) in notes.iter().enumerate() {
                 if j > 0 {
-                    out.push_str("; ");
+                    out.push_str(", ");
                 }
                 // Writing into a String cannot fail.
-                let _ = n.write(names, &mut out);
+                let _ = write(n, names, &mut out);
             }
-        }
-        if let Some(s) = self.suffix {
-            out.push_str(s);
         }
         out
     }
@@ -292,8 +354,8 @@ mod tests {
             "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 3 more needed (3 requested, 0 available; nominal quota 4, 4 in use; borrowingLimit 2 would be exceeded: it would borrow 3)"
         );
         assert_eq!(
-            render(&names, Note::exceeds_max(&t, a, fr, 7000)),
-            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, request > maximum capacity (7 > 6; nominal quota 4 + borrowingLimit 2)"
+            render(&names, Note::exceeds_max(&t, a, fr, 7000, 0)),
+            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered podsets requests (0) + current podset request (7) > maximum capacity (6) (nominal quota 4 + borrowingLimit 2)"
         );
     }
 

@@ -2,7 +2,7 @@
 //! following the ClusterQueue's order, the pod's node constraints, taints and
 //! flavorFungibility, and classify the result as Fit, Preempt, Wait or NoFit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::PendingReason;
 use smallvec::SmallVec;
@@ -70,8 +70,6 @@ impl Assignment {
 pub struct Assigner<'a> {
     pub names: &'a Names,
     pub pods: ResourceId,
-    /// Per group, the node-label keys its flavors use.
-    pub group_keys: &'a [BTreeSet<String>],
     pub flavors: &'a BTreeMap<FlavorId, Flavor>,
     pub tree: &'a QuotaTree,
     pub cq: &'a CqSpec,
@@ -223,7 +221,6 @@ impl Assigner<'_> {
         start: usize,
     ) -> (Option<Candidate>, Option<usize>, Notes) {
         let group = &self.cq.groups[g];
-        let keys = &self.group_keys[g];
         let mut best: Option<Candidate> = None;
         let mut notes = Notes::new();
         let mut last = None;
@@ -240,11 +237,14 @@ impl Assigner<'_> {
                 notes.push(Note::Mismatch(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)")));
                 continue;
             }
-            if !(keys.is_empty()
-                || selector::flavor_matches(&ps.constraints, &flavor.node_labels, keys))
+            // Kueue matches each flavor against the selector terms on its own label keys
+            // only: a term on another flavor's key says nothing about this one.
+            let own_keys = |k: &str| flavor.node_labels.contains_key(k);
+            if !(flavor.node_labels.is_empty()
+                || selector::flavor_matches_with(&ps.constraints, &flavor.node_labels, own_keys))
             {
                 notes.push(Note::Mismatch(format!(
-                    "flavor {fname} doesn't match the pod's node selector or affinity"
+                    "flavor {fname} doesn't match node affinity"
                 )));
                 continue;
             }
@@ -303,7 +303,7 @@ impl Assigner<'_> {
                         Mode::Wait
                     }
                 } else {
-                    notes.push(Note::exceeds_max(self.tree, self.node, fr, val));
+                    notes.push(Note::exceeds_max(self.tree, self.node, fr, val, before));
                     Mode::NoFit
                 };
                 cand.mode = cand.mode.min(mode);

@@ -3,7 +3,7 @@
 //! This is the only place where Kueue's strings, optionals and quantities are
 //! interpreted; everything downstream works on ids and milli-unit integers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -478,14 +478,4 @@ pub fn admission_usage(
         }
     }
     Ok(out)
-}
-
-/// Label keys used by a group's flavors: the only keys flavor matching looks at.
-pub fn group_label_keys(group: &Group, flavors: &BTreeMap<FlavorId, Flavor>) -> BTreeSet<String> {
-    group
-        .flavors
-        .iter()
-        .filter_map(|f| flavors.get(f))
-        .flat_map(|f| f.node_labels.keys().cloned())
-        .collect()
 }

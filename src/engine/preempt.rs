@@ -36,8 +36,27 @@ struct Candidate {
     usage: FrAmounts,
     priority: i32,
     evicting: bool,
-    admitted_seq: u64,
+    /// When its quota was reserved: Kueue prefers the most recently admitted victims.
+    admitted_at: Millis,
     reason: PreemptionReason,
+}
+
+/// Kueue's candidate order (`CandidatesOrdering`): already evicting first, other
+/// ClusterQueues before the preemptor's own, lower priority first, most recently
+/// admitted first, then by name (Kueue breaks the last tie by UID; names keep it
+/// deterministic).
+fn candidate_order(eng: &Engine, cq: CqId, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    let key = |c: &Candidate| {
+        (
+            !c.evicting,
+            c.cq == cq,
+            c.priority,
+            std::cmp::Reverse(c.admitted_at),
+        )
+    };
+    key(a)
+        .cmp(&key(b))
+        .then_with(|| eng.wl(a.id).spec.key.cmp(&eng.wl(b.id).spec.key))
 }
 
 /// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
@@ -59,14 +78,7 @@ pub fn find_targets(
     let (mut cands, protected) = candidates(eng, wl, cq, a, under_nominal, excluded);
     // Kueue's order: already evicting first, other ClusterQueues before our own,
     // lower priority first, most recently admitted first.
-    cands.sort_by_key(|c| {
-        (
-            !c.evicting,
-            c.cq == cq,
-            c.priority,
-            std::cmp::Reverse(c.admitted_seq),
-        )
-    });
+    cands.sort_by(|a, b| candidate_order(eng, cq, a, b));
     let found = match &eng.config.fair_sharing {
         Some(strategies) => {
             let strategies = strategies.clone();
@@ -343,14 +355,7 @@ fn classical(
         return classical_search(eng, wl, cq, a, same, true).map(|r| (r, true));
     }
     let mut all: Vec<Candidate> = others.into_iter().chain(same).collect();
-    all.sort_by_key(|c| {
-        (
-            !c.evicting,
-            c.cq == cq,
-            c.priority,
-            std::cmp::Reverse(c.admitted_seq),
-        )
-    });
+    all.sort_by(|a, b| candidate_order(eng, cq, a, b));
     if let Some(th) = threshold {
         if !under_nominal {
             all.retain(|c| c.cq == cq || c.evicting || c.priority <= th);
@@ -420,7 +425,7 @@ fn candidates(
                 usage: adm.usage.clone(),
                 priority: w.spec.priority,
                 evicting,
-                admitted_seq: adm.seq,
+                admitted_at: adm.since,
                 reason,
             });
         }
@@ -588,7 +593,7 @@ fn fair_search(
             }
         }
         pool = retry;
-        pool.sort_by_key(|c| (c.cq == cq, c.priority, std::cmp::Reverse(c.admitted_seq)));
+        pool.sort_by(|a, b| candidate_order(eng, cq, a, b));
     }
     restore(eng, &mut removed);
     None

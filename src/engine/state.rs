@@ -36,8 +36,6 @@ pub(crate) struct Admitted {
     /// Where its pods go, for PodSets on TAS flavors.
     pub placement: Vec<crate::placement::PodSetPlacement>,
     pub admission: Arc<api::Admission>,
-    /// Admission order, so "most recently admitted first" is well defined.
-    pub seq: u64,
     /// When it was admitted (for a restored admission: when the engine learnt of it).
     pub since: Millis,
 }
@@ -90,8 +88,6 @@ pub(crate) struct Cq {
     pub node: NodeId,
     /// Root of its cohort tree (itself without a cohort): the scope quota is shared in.
     pub root: NodeId,
-    /// Per resource group, the node-label keys its flavors use (what flavor matching reads).
-    pub group_keys: Vec<BTreeSet<String>>,
     pub queue: ClusterQueueQueue,
     pub admitted: BTreeSet<WlId>,
     /// Why it cannot admit: missing flavor, stop policy, cohort cycle.
@@ -451,7 +447,6 @@ impl Engine {
             if let Some(&cq) = self.cq_index.get(&adm.cluster_queue) {
                 let usage = super::model::admission_usage(&mut self.names, &adm)
                     .map_err(|e| invalid("Workload", &name, e))?;
-                self.seq += 1;
                 let (placement, complete) = self.restore_placement(id, &adm);
                 if !complete {
                     self.unresolved_restores.insert(id);
@@ -461,7 +456,6 @@ impl Engine {
                     usage,
                     placement,
                     admission: Arc::new(adm),
-                    seq: self.seq,
                     // The engine cannot know how long it ran before a restart; counting
                     // from now can only protect it longer, never preempt it too early.
                     since: self.now,
@@ -982,12 +976,6 @@ impl Engine {
             }
             c.root = tree.root(c.node);
             self.root_members.entry(c.root).or_default().push(i as CqId);
-            c.group_keys = c
-                .spec
-                .groups
-                .iter()
-                .map(|g| super::model::group_label_keys(g, &self.flavors))
-                .collect();
         }
         self.tree = tree;
         self.cohort_nodes = cohort_nodes;

@@ -16,7 +16,7 @@
 
 use super::WebhookState;
 use super::jobs::aggregate;
-use super::review::{AdmissionRequest, Operation, Verdict, from_value};
+use super::review::{AdmissionRequest, DecodeFailure, Operation, Verdict, from_value};
 use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2};
 use crate::api::validate::{self, FieldError};
 use crate::api::{
@@ -149,7 +149,7 @@ enum Hub {
     WorkloadPriorityClass(Box<WorkloadPriorityClass>),
 }
 
-fn obj<S, T>(value: &Value, prefix: &str) -> Result<Obj<S, T>, String>
+fn obj<S, T>(value: &Value, prefix: &str) -> Result<Obj<S, T>, DecodeFailure>
 where
     S: DeserializeOwned + Default,
     T: DeserializeOwned,
@@ -157,7 +157,12 @@ where
     from_value(value, prefix)
 }
 
-fn to_hub(kind: CrdKind, version: Version, value: &Value, prefix: &str) -> Result<Hub, String> {
+fn to_hub(
+    kind: CrdKind,
+    version: Version,
+    value: &Value,
+    prefix: &str,
+) -> Result<Hub, DecodeFailure> {
     Ok(match (kind, version) {
         (CrdKind::ClusterQueue, Version::V1beta2) => {
             let o: Obj<ClusterQueueSpec, ClusterQueueStatus> = obj(value, prefix)?;
@@ -304,14 +309,14 @@ pub fn validate(
     };
     let new_hub = match to_hub(kind, version, new, "request.object") {
         Ok(h) => h,
-        Err(m) => return Verdict::bad_object(m),
+        Err(m) => return Verdict::bad_object(m.to_string()),
     };
     let old_hub = match old {
         Some(o) => {
             let old_version = version_of(req, o).unwrap_or(version);
             match to_hub(kind, old_version, o, "request.oldObject") {
                 Ok(h) => Some(h),
-                Err(m) => return Verdict::bad_object(m),
+                Err(m) => return Verdict::bad_object(m.to_string()),
             }
         }
         None => None,
@@ -341,7 +346,7 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
     };
     // Reject shapes the validator would reject anyway, rather than patching garbage.
     if let Err(m) = to_hub(kind, version, obj, "request.object") {
-        return Verdict::bad_object(m);
+        return Verdict::bad_object(m.to_string());
     }
     let mut d = Defaulter::new(obj);
     match kind {

@@ -239,6 +239,43 @@ pub fn spawn(
         .collect()
 }
 
+/// One kind's watch: its feed, the list in progress and the shared state it reports to.
+struct KindWatch {
+    feed: KindFeed,
+    relist: Relist,
+    index: Arc<ClusterIndex>,
+    health: Arc<WatchHealth>,
+}
+
+impl KindWatch {
+    /// Handles one item of the watch stream at `now`; true when it completed a list.
+    fn handle(&mut self, item: watcher::Result<Event<DynamicObject>>, now: Instant) -> bool {
+        let kind = self.feed.kind;
+        let event = match item {
+            Ok(event) => event,
+            Err(e) => {
+                warn!(kind = kind_name(kind), error = %e, "watch failed; retrying with backoff");
+                self.health.record_error(kind, e.to_string(), now);
+                return false;
+            }
+        };
+        // Only a completed list or a watch event proves the watch works: `Init` comes before
+        // the list request is even sent, and a paged list can deliver objects and still fail
+        // (Init, InitApply..., error, again and again).
+        if matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_)) {
+            self.health.record_ok(kind);
+        }
+        let Some(event) = self.feed.convert(event, &self.health) else {
+            return false;
+        };
+        let Some((e, list_done)) = self.relist.step(event) else {
+            return false;
+        };
+        self.index.apply(e);
+        list_done
+    }
+}
+
 async fn run(
     api: Api<DynamicObject>,
     feed: KindFeed,
@@ -248,7 +285,12 @@ async fn run(
 ) {
     let kind = feed.kind;
     let mut first = true;
-    let mut relist = Relist::new(kind);
+    let mut watch = KindWatch {
+        relist: Relist::new(kind),
+        feed,
+        index: index.clone(),
+        health,
+    };
     // The watcher re-lists and retries by itself, backing off between failures; errors are
     // reported, never fatal, because a webhook that exits on an API hiccup would block
     // every job creation.
@@ -256,27 +298,7 @@ async fn run(
         .default_backoff()
         .boxed();
     while let Some(item) = stream.next().await {
-        let event = match item {
-            Ok(event) => event,
-            Err(e) => {
-                warn!(kind = kind_name(kind), error = %e, "watch failed; retrying with backoff");
-                health.record_error(kind, e.to_string(), Instant::now());
-                continue;
-            }
-        };
-        // `Init` comes before the list request is even sent (a failing re-list yields Init,
-        // error, Init, error...), so only events carrying data prove the watch works.
-        if !matches!(event, Event::Init) {
-            health.record_ok(kind);
-        }
-        let Some(event) = feed.convert(event, &health) else {
-            continue;
-        };
-        let Some((e, list_done)) = relist.step(event) else {
-            continue;
-        };
-        index.apply(e);
-        if list_done && first {
+        if watch.handle(item, Instant::now()) && first {
             first = false;
             info!(
                 kind = kind_name(kind),

@@ -229,13 +229,17 @@ where
 pub fn from_value<T: DeserializeOwned>(
     value: &serde_json::Value,
     prefix: &str,
-) -> Result<T, String> {
+) -> Result<T, DecodeFailure> {
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." {
-            format!("{prefix}: {}", e.inner())
+        let path = if path == "." {
+            prefix.to_string()
         } else {
-            format!("{prefix}.{path}: {}", e.inner())
+            format!("{prefix}.{path}")
+        };
+        DecodeFailure {
+            path,
+            source: e.into_inner(),
         }
     })
 }

@@ -181,3 +181,48 @@ fn namespace_labels_reach_the_index() {
     assert!(!index.is_namespace_managed("kube-system"));
     assert!(index.is_namespace_managed("team"));
 }
+
+#[test]
+fn a_relist_failing_halfway_keeps_the_old_set_and_turns_unhealthy() {
+    let index = Arc::new(ClusterIndex::default());
+    let health = Arc::new(WatchHealth::default());
+    let feed = feeds()
+        .into_iter()
+        .find(|f| f.kind == IndexKind::LocalQueue)
+        .expect("LocalQueue feed");
+    let mut watch = KindWatch {
+        feed,
+        relist: Relist::new(IndexKind::LocalQueue),
+        index: index.clone(),
+        health: health.clone(),
+    };
+    let t0 = Instant::now();
+    assert!(!watch.handle(Ok(Event::Init), t0));
+    assert!(!watch.handle(Ok(Event::InitApply(lq("team", "default", "cq-a"))), t0));
+    assert!(watch.handle(Ok(Event::InitDone), t0));
+    assert!(index.has_default_local_queue("team"));
+    // The watch breaks; every re-list gets one object in, then fails. kube-rs starts each
+    // attempt with Init, which must not count as a working watch.
+    for i in 0..3u64 {
+        let at = t0 + std::time::Duration::from_secs(i + 1);
+        assert!(!watch.handle(Ok(Event::Init), at));
+        watch.handle(Ok(Event::InitApply(lq("other", "default", "cq-b"))), at);
+        watch.handle(Err(watcher::Error::NoResourceVersion), at);
+        assert!(index.has_default_local_queue("team"), "old set kept");
+        assert!(
+            !index.has_default_local_queue("other"),
+            "partial list not shown"
+        );
+    }
+    let failing = health.failing(t0 + std::time::Duration::from_secs(4));
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert!(failing[0].starts_with("watch of LocalQueue keeps failing (3 errors in a row)"));
+    // The next complete list replaces the set and the watch is healthy again.
+    let at = t0 + std::time::Duration::from_secs(5);
+    watch.handle(Ok(Event::Init), at);
+    watch.handle(Ok(Event::InitApply(lq("other", "default", "cq-b"))), at);
+    assert!(watch.handle(Ok(Event::InitDone), at));
+    assert!(!index.has_default_local_queue("team"));
+    assert!(index.has_default_local_queue("other"));
+    assert!(health.failing(at).is_empty());
+}
