@@ -26,8 +26,8 @@ struct Head {
     cq: CqId,
     id: WlId,
     assignment: Assignment,
-    /// Ordering key: (fair share after admission, borrows, -priority, created, seq).
-    order: (i64, bool, i32, Millis, u64),
+    /// Ordering key: (fair share after admission, borrowing level, -priority, created, seq).
+    order: (i64, u32, i32, Millis, u64),
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
@@ -371,7 +371,12 @@ impl Engine {
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
         let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
+        // Kueue lets a request beyond nominal quota preempt only through these.
+        let preempt_while_borrowing = has_cohort
+            && (cq.spec.borrow_within_cohort.is_some()
+                || (self.config.fair_sharing.is_some() && cq.spec.reclaim != Policy::Never));
         let assigner = Assigner {
+            preempt_while_borrowing,
             preemptible: &preemptible,
             names: &self.names,
             pods: self.pods,
@@ -393,13 +398,19 @@ impl Engine {
         } else {
             0
         };
-        let order = (
-            share,
-            assignment.borrows,
-            -w.spec.priority,
-            w.spec.created,
-            w.seq,
-        );
+        // Kueue admits what borrows from lower in the cohort tree first.
+        let level = if assignment.borrows {
+            let node = self.cqs[cq as usize].node;
+            assignment
+                .usage
+                .iter()
+                .map(|&(fr, v)| super::classical::borrow_level(&self.tree, node, fr, v))
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let order = (share, level, -w.spec.priority, w.spec.created, w.seq);
         Head {
             cq,
             id,

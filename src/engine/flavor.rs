@@ -76,6 +76,9 @@ pub struct Assigner<'a> {
     pub node: NodeId,
     /// Whether any preemption policy could free quota for this ClusterQueue.
     pub can_preempt: bool,
+    /// borrowWithinCohort, or fair sharing with reclaimWithinCohort: preemption may
+    /// help a request beyond the ClusterQueue's nominal quota.
+    pub preempt_while_borrowing: bool,
     pub inventory: &'a crate::placement::Inventory,
     pub strategy: crate::placement::Strategy,
     /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
@@ -296,7 +299,15 @@ impl Assigner<'_> {
                     Mode::Fit
                 } else if val <= self.tree.potential_available(self.node, fr) {
                     notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
-                    if self.can_preempt && (self.preemptible)(fr) {
+                    // Kueue preempts for a request within nominal quota, one that can be
+                    // reclaimed through the cohort tree, or one that may borrow while
+                    // preempting; anything else waits for quota.
+                    let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
+                        || super::classical::may_reclaim_in_hierarchy(
+                            self.tree, self.node, fr, val,
+                        )
+                        || self.preempt_while_borrowing;
+                    if self.can_preempt && may_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
                         Mode::Preempt
                     } else {

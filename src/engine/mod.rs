@@ -246,6 +246,7 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 mod admission;
+mod classical;
 mod cycle;
 pub mod explain;
 pub mod fair;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use super::{FastMap, FastSet};
 
+use super::classical::Variant;
 use super::fair::weighted_share;
 use super::flavor::Assignment;
 use super::model::Policy;
@@ -27,25 +28,85 @@ pub struct Target {
 }
 
 #[derive(Clone)]
-struct Candidate {
+pub(crate) struct Candidate {
     /// Its nodes while it is taken out of the inventory during the search.
     held: Option<crate::placement::Held>,
     id: WlId,
-    cq: CqId,
-    node: NodeId,
+    pub(crate) cq: CqId,
+    pub(crate) node: NodeId,
     usage: FrAmounts,
     priority: i32,
-    evicting: bool,
+    pub(crate) evicting: bool,
     /// When its quota was reserved: Kueue prefers the most recently admitted victims.
     admitted_at: Millis,
     reason: PreemptionReason,
+    /// How it may be taken, and its lowest common ancestor with the preemptor
+    /// (classical preemption through the cohort tree).
+    pub(crate) variant: Variant,
+    pub(crate) lca: NodeId,
+}
+
+/// Admitted (or evicting) workload `id` of ClusterQueue `c` as a candidate: it uses
+/// one of `frs`, is not excluded, passes `allowed` (one already evicting always
+/// does) and is not protected by the minimum runtime (the earliest end of such a
+/// protection goes to `protected`). `kind` gives its variant and common ancestor
+/// from its priority.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn try_candidate(
+    eng: &Engine,
+    id: WlId,
+    c: CqId,
+    frs: &[FrId],
+    excluded: &FastSet<WlId>,
+    allowed: &dyn Fn(i32, Millis) -> bool,
+    protected: &mut Option<Millis>,
+    kind: impl Fn(i32) -> (Variant, NodeId),
+) -> Option<Candidate> {
+    if excluded.contains(&id) {
+        return None;
+    }
+    let w = eng.wl(id);
+    let (adm, evicting) = match &w.state {
+        WlState::Admitted(adm) => (adm, false),
+        WlState::Evicting(adm) => (adm, true),
+        _ => return None,
+    };
+    if !adm.usage.iter().any(|(fr, _)| frs.contains(fr)) {
+        return None;
+    }
+    if !evicting && !allowed(w.spec.priority, w.spec.created) {
+        return None;
+    }
+    if !evicting && let Some(until) = eng.protected_until(adm) {
+        *protected = earliest(*protected, Some(until));
+        return None;
+    }
+    let (variant, lca) = kind(w.spec.priority);
+    Some(Candidate {
+        held: None,
+        id,
+        cq: c,
+        node: eng.cqs[c as usize].node,
+        usage: adm.usage.clone(),
+        priority: w.spec.priority,
+        evicting,
+        admitted_at: adm.since,
+        reason: variant.reason(),
+        variant,
+        lca,
+    })
 }
 
 /// Kueue's candidate order (`CandidatesOrdering`): already evicting first, other
 /// ClusterQueues before the preemptor's own, lower priority first, most recently
 /// admitted first, then by name (Kueue breaks the last tie by UID; names keep it
 /// deterministic).
-fn candidate_order(eng: &Engine, cq: CqId, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+pub(crate) fn candidate_order(
+    eng: &Engine,
+    cq: CqId,
+    a: &Candidate,
+    b: &Candidate,
+) -> std::cmp::Ordering {
     let key = |c: &Candidate| {
         (
             !c.evicting,
@@ -70,21 +131,17 @@ pub fn find_targets(
     excluded: &FastSet<WlId>,
 ) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
-    // Kueue's test: the ClusterQueue is below nominal in every resource needing preemption.
-    let under_nominal = a
-        .preempt_frs
-        .iter()
-        .all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
-    let (mut cands, protected) = candidates(eng, wl, cq, a, under_nominal, excluded);
-    // Kueue's order: already evicting first, other ClusterQueues before our own,
-    // lower priority first, most recently admitted first.
-    cands.sort_by(|a, b| candidate_order(eng, cq, a, b));
-    let found = match &eng.config.fair_sharing {
+    let (found, protected) = match &eng.config.fair_sharing {
         Some(strategies) => {
             let strategies = strategies.clone();
-            fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true))
+            let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
+            cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
+            (
+                fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
+                protected,
+            )
         }
-        None => classical(eng, wl, cq, a, cands, under_nominal),
+        None => super::classical::search(eng, wl, cq, a, excluded),
     };
     let mut targets = match found {
         Some((removed, allow_borrowing)) => {
@@ -335,56 +392,13 @@ fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     }
 }
 
-/// Kueue's classical attempts, in order: with only own-queue candidates, borrow; with
-/// borrowWithinCohort, take cohort candidates under the threshold while borrowing; while
-/// under nominal, reclaim from the cohort without borrowing; finally own-queue
-/// candidates with borrowing. Returns the removed victims and the borrowing mode used.
-fn classical(
-    eng: &mut Engine,
-    wl: WlId,
-    cq: CqId,
-    a: &Assignment,
-    cands: Vec<Candidate>,
-    under_nominal: bool,
-) -> Option<(Vec<Candidate>, bool)> {
-    let spec = &eng.cqs[cq as usize].spec;
-    let threshold = spec.borrow_within_cohort;
-    let (same, others): (Vec<Candidate>, Vec<Candidate>) =
-        cands.into_iter().partition(|c| c.cq == cq || c.evicting);
-    if others.is_empty() {
-        return classical_search(eng, wl, cq, a, same, true).map(|r| (r, true));
-    }
-    let mut all: Vec<Candidate> = others.into_iter().chain(same).collect();
-    all.sort_by(|a, b| candidate_order(eng, cq, a, b));
-    if let Some(th) = threshold {
-        if !under_nominal {
-            all.retain(|c| c.cq == cq || c.evicting || c.priority <= th);
-        }
-        // Kueue names every cohort victim of this attempt "reclaim while borrowing".
-        for c in all.iter_mut().filter(|c| c.cq != cq) {
-            c.reason = PreemptionReason::InCohortReclaimWhileBorrowing;
-        }
-        return classical_search(eng, wl, cq, a, all, true).map(|r| (r, true));
-    }
-    if under_nominal {
-        // A failed search restores every candidate, so the list can be reused below.
-        if let Some(r) = classical_search(eng, wl, cq, a, all.clone(), false) {
-            return Some((r, false));
-        }
-    }
-    let same = all
-        .into_iter()
-        .filter(|c| c.cq == cq || c.evicting)
-        .collect();
-    classical_search(eng, wl, cq, a, same, true).map(|r| (r, true))
-}
-
+/// Fair sharing's candidates: the ClusterQueue's own under withinClusterQueue and
+/// those of ClusterQueues in the cohort tree that borrow in a needed resource.
 fn candidates(
     eng: &Engine,
     wl: WlId,
     cq: CqId,
     a: &Assignment,
-    under_nominal: bool,
     excluded: &FastSet<WlId>,
 ) -> (Vec<Candidate>, Option<Millis>) {
     let me = &eng.wl(wl).spec;
@@ -392,93 +406,76 @@ fn candidates(
     let spec = &eng.cqs[cq as usize].spec;
     let node = eng.cqs[cq as usize].node;
     let needed = &a.preempt_frs;
-    let fair = eng.config.fair_sharing.is_some();
     let mut out = Vec::new();
-    // The earliest end of protection among candidates left out for it.
     let mut protected: Option<Millis> = None;
-    let mut consider = |c: CqId, allowed: &dyn Fn(i32, i64) -> bool, reason: PreemptionReason| {
-        for &id in &eng.cqs[c as usize].admitted {
-            if excluded.contains(&id) {
-                continue;
-            }
-            let w = eng.wl(id);
-            let (adm, evicting) = match &w.state {
-                WlState::Admitted(adm) => (adm, false),
-                WlState::Evicting(adm) => (adm, true),
-                _ => continue,
-            };
-            if !adm.usage.iter().any(|(fr, _)| needed.contains(fr)) {
-                continue;
-            }
-            if !evicting && !allowed(w.spec.priority, w.spec.created) {
-                continue;
-            }
-            if !evicting && let Some(until) = eng.protected_until(adm) {
-                protected = earliest(protected, Some(until));
-                continue;
-            }
-            out.push(Candidate {
-                held: None,
-                id,
-                cq: c,
-                node: eng.cqs[c as usize].node,
-                usage: adm.usage.clone(),
-                priority: w.spec.priority,
-                evicting,
-                admitted_at: adm.since,
-                reason,
-            });
-        }
-    };
     let within = spec.within_cq;
-    consider(
-        cq,
-        &|p, c| match within {
-            Policy::Never => false,
-            Policy::LowerPriority => p < prio,
-            Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
-            Policy::Any => true,
-        },
-        PreemptionReason::InClusterQueue,
-    );
+    let own = |p: i32, c: Millis| match within {
+        Policy::Never => false,
+        Policy::LowerPriority => p < prio,
+        Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
+        Policy::Any => true,
+    };
+    for &id in &eng.cqs[cq as usize].admitted {
+        if let Some(c) = try_candidate(eng, id, cq, needed, excluded, &own, &mut protected, |_| {
+            (Variant::WithinCq, node)
+        }) {
+            out.push(c);
+        }
+    }
     if eng.tree.parent(node).is_none() {
         return (out, protected);
     }
     let root = eng.tree.root(node);
     let reclaim = spec.reclaim;
-    let reason = if fair {
-        PreemptionReason::InCohortFairSharing
-    } else if under_nominal {
-        PreemptionReason::InCohortReclamation
-    } else {
-        PreemptionReason::InCohortReclaimWhileBorrowing
+    let allowed = move |p: i32, _c: Millis| match reclaim {
+        Policy::Never => false,
+        Policy::LowerPriority => p < prio,
+        _ => true,
     };
-    let members = eng.root_members.get(&root).cloned().unwrap_or_default();
-    for c in members {
+    for &c in eng
+        .root_members
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         let other = &eng.cqs[c as usize];
-        if c == cq || other.deleted {
-            continue;
-        }
         // Only quota a ClusterQueue borrows can be reclaimed from it.
-        if !needed
-            .iter()
-            .any(|&fr| eng.tree.is_borrowing(other.node, fr))
+        if c == cq
+            || other.deleted
+            || !needed
+                .iter()
+                .any(|&fr| eng.tree.is_borrowing(other.node, fr))
         {
             continue;
         }
-        let allowed = move |p: i32, _c: i64| match reclaim {
-            Policy::Never => false,
-            Policy::LowerPriority => p < prio,
-            _ => true,
-        };
-        consider(c, &allowed, reason);
+        for &id in &other.admitted {
+            if let Some(mut cand) = try_candidate(
+                eng,
+                id,
+                c,
+                needed,
+                excluded,
+                &allowed,
+                &mut protected,
+                |_| (Variant::WithoutBorrowing, root),
+            ) {
+                cand.reason = PreemptionReason::InCohortFairSharing;
+                out.push(cand);
+            }
+        }
     }
     (out, protected)
 }
 
 /// Whether the assignment fits `node` now (without `allow_borrowing`, within nominal)
 /// and, for PodSets on TAS flavors, whether the topology has room for the gang.
-fn fits(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment, allow_borrowing: bool) -> bool {
+pub(crate) fn fits(
+    eng: &mut Engine,
+    node: NodeId,
+    wl: WlId,
+    a: &Assignment,
+    allow_borrowing: bool,
+) -> bool {
     let quota = a.usage.iter().all(|&(fr, v)| {
         v <= eng.tree.available(node, fr)
             && (allow_borrowing || eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr))
@@ -495,37 +492,6 @@ fn fits(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment, allow_borrowin
         eng.config.placement,
     )
     .is_ok()
-}
-
-fn classical_search(
-    eng: &mut Engine,
-    wl: WlId,
-    cq: CqId,
-    a: &Assignment,
-    cands: Vec<Candidate>,
-    allow_borrowing: bool,
-) -> Option<Vec<Candidate>> {
-    let node = eng.cqs[cq as usize].node;
-    let mut removed = Vec::new();
-    for mut c in cands {
-        // A ClusterQueue that stopped borrowing after earlier removals has nothing left to reclaim.
-        if c.cq != cq
-            && !c.evicting
-            && !a
-                .preempt_frs
-                .iter()
-                .any(|&fr| eng.tree.is_borrowing(c.node, fr))
-        {
-            continue;
-        }
-        take_out(eng, &mut c);
-        removed.push(c);
-        if fits(eng, node, wl, a, allow_borrowing) {
-            return Some(removed);
-        }
-    }
-    restore(eng, &mut removed);
-    None
 }
 
 fn fair_search(
@@ -600,7 +566,7 @@ fn fair_search(
 }
 
 /// Takes a candidate's quota and nodes out of the live state.
-fn take_out(eng: &mut Engine, c: &mut Candidate) {
+pub(crate) fn take_out(eng: &mut Engine, c: &mut Candidate) {
     eng.tree.remove_amounts(c.node, &c.usage);
     c.held = Some(eng.inventory.take(c.id));
 }
@@ -613,7 +579,7 @@ fn put_back(eng: &mut Engine, c: &mut Candidate) {
     }
 }
 
-fn restore(eng: &mut Engine, removed: &mut [Candidate]) {
+pub(crate) fn restore(eng: &mut Engine, removed: &mut [Candidate]) {
     for c in removed.iter_mut().rev() {
         put_back(eng, c);
     }

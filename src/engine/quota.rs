@@ -58,6 +58,9 @@ impl Limits {
 pub struct Node {
     pub parent: Option<NodeId>,
     pub children: Vec<NodeId>,
+    /// Levels below it (0 for a ClusterQueue, 1 for a cohort of ClusterQueues):
+    /// Kueue's node height, what borrowing "depth" is measured in.
+    pub height: u32,
     pub limits: Limits,
     /// Own nominal plus what the children lend up (Kueue's SubtreeQuota).
     pub subtree_quota: FrVec,
@@ -101,8 +104,16 @@ impl QuotaTree {
                     sq.add(fr, q - self.guaranteed(c, fr));
                 }
             }
+            let height = self
+                .node(id)
+                .children
+                .iter()
+                .map(|&c| self.node(c).height + 1)
+                .max()
+                .unwrap_or(0);
             self.nodes[id as usize].subtree_quota = sq;
             self.nodes[id as usize].usage = FrVec::default();
+            self.nodes[id as usize].height = height;
         }
     }
 
@@ -210,6 +221,21 @@ impl QuotaTree {
         for &(fr, v) in amounts {
             self.remove_usage(id, fr, v);
         }
+    }
+
+    pub fn height(&self, id: NodeId) -> u32 {
+        self.node(id).height
+    }
+
+    /// Unused guaranteed quota: what this node keeps from its parent (Kueue's LocalAvailable).
+    pub fn local_available(&self, id: NodeId, fr: FrId) -> i64 {
+        (self.guaranteed(id, fr) - self.node(id).usage.get(fr)).max(0)
+    }
+
+    /// Whether using `val` more would take the node beyond its subtree quota.
+    pub fn borrowing_with(&self, id: NodeId, fr: FrId, val: i64) -> bool {
+        let n = self.node(id);
+        n.usage.get(fr) + val > n.subtree_quota.get(fr)
     }
 
     /// Whether the node uses more than its own subtree quota (it borrows) for `fr`.

@@ -1,0 +1,317 @@
+//! Classical preemption through the cohort tree, as Kueue's `classical` package
+//! does it: victims come from the preemptor's own ClusterQueue and from ClusterQueues
+//! that borrow somewhere up the tree. A candidate whose lowest common ancestor with
+//! the preemptor is a cohort the request fits into (the preemptor's "hierarchical
+//! advantage") may be reclaimed whatever its priority; the others follow
+//! reclaimWithinCohort and borrowWithinCohort.
+
+use super::FastSet;
+use super::flavor::Assignment;
+use super::model::Policy;
+use super::preempt::{Candidate, candidate_order, fits, restore, take_out, try_candidate};
+use super::queue::WlId;
+use super::quota::{NodeId, QuotaTree};
+use super::resources::FrId;
+use super::state::{CqId, Engine};
+use super::{Millis, PreemptionReason};
+
+/// How a candidate may be taken (Kueue's preemption variants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    WithinCq,
+    /// The preemptor is closer to the quota the candidate uses: any priority goes.
+    Hierarchical,
+    /// Only while the preemptor then stays within its nominal quota.
+    WithoutBorrowing,
+    /// borrowWithinCohort: below the threshold, even while the preemptor borrows.
+    WhileBorrowing,
+}
+
+impl Variant {
+    pub(crate) fn reason(self) -> PreemptionReason {
+        match self {
+            Variant::WithinCq => PreemptionReason::InClusterQueue,
+            Variant::Hierarchical | Variant::WithoutBorrowing => {
+                PreemptionReason::InCohortReclamation
+            }
+            Variant::WhileBorrowing => PreemptionReason::InCohortReclaimWhileBorrowing,
+        }
+    }
+}
+
+/// Whether a request of `val` could be reclaimed somewhere below the root: the lowest
+/// node on the way up that `val` fits into is not the root (Kueue's
+/// FindHeightOfLowestSubtreeThatFits). A request within the ClusterQueue's own
+/// quota qualifies whenever it is in a cohort.
+pub(crate) fn may_reclaim_in_hierarchy(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -> bool {
+    let Some(mut t) = tree.parent(node) else {
+        return false;
+    };
+    if !tree.borrowing_with(node, fr, val) {
+        return true;
+    }
+    let mut remaining = val - tree.local_available(node, fr);
+    loop {
+        if !tree.borrowing_with(t, fr, remaining) {
+            return tree.parent(t).is_some();
+        }
+        remaining -= tree.local_available(t, fr);
+        match tree.parent(t) {
+            Some(p) => t = p,
+            None => return false,
+        }
+    }
+}
+
+/// How far up the cohort tree `val` more of `fr` has to borrow: 0 within the
+/// ClusterQueue's own quota, else the height of the lowest cohort it fits in (the
+/// root's when none). Kueue admits lower levels first (FindHeightOfLowestSubtreeThatFits).
+pub(crate) fn borrow_level(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -> u32 {
+    let Some(mut t) = tree.parent(node) else {
+        return 0;
+    };
+    if !tree.borrowing_with(node, fr, val) {
+        return 0;
+    }
+    let mut remaining = val - tree.local_available(node, fr);
+    loop {
+        if !tree.borrowing_with(t, fr, remaining) {
+            return tree.height(t);
+        }
+        remaining -= tree.local_available(t, fr);
+        match tree.parent(t) {
+            Some(p) => t = p,
+            None => return tree.height(t),
+        }
+    }
+}
+
+/// Whether `requests` fit the node's subtree quota, and what is left of them once
+/// the node's own guaranteed quota is used (Kueue's QuantitiesFitInQuota).
+fn fits_in_quota(
+    tree: &QuotaTree,
+    node: NodeId,
+    requests: &[(FrId, i64)],
+) -> (bool, Vec<(FrId, i64)>) {
+    let mut fits = true;
+    let mut rest = Vec::with_capacity(requests.len());
+    for &(fr, v) in requests {
+        if tree.borrowing_with(node, fr, v) {
+            fits = false;
+        }
+        rest.push((fr, (v - tree.local_available(node, fr)).max(0)));
+    }
+    (fits, rest)
+}
+
+fn within_nominal(tree: &QuotaTree, node: NodeId, frs: &[FrId]) -> bool {
+    frs.iter().all(|&fr| !tree.borrowing_with(node, fr, 0))
+}
+
+/// The candidates in Kueue's order, and whether any came from other ClusterQueues
+/// or with a hierarchical advantage, plus the earliest end of a protection that
+/// kept one out.
+struct Candidates {
+    ordered: Vec<Candidate>,
+    no_other: bool,
+    no_hierarchical: bool,
+    protected: Option<Millis>,
+}
+
+/// Finds victims for `wl` in `cq` with assignment `a`; returns them (still taken out
+/// of the tree) and whether the fit allowed borrowing, plus the protection end.
+pub(crate) fn search(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+) -> (Option<(Vec<Candidate>, bool)>, Option<Millis>) {
+    let c = collect(eng, wl, cq, a, excluded);
+    let spec = &eng.cqs[cq as usize].spec;
+    let node = eng.cqs[cq as usize].node;
+    let forbidden = spec.borrow_within_cohort.is_none();
+    let under_nominal = a
+        .preempt_frs
+        .iter()
+        .all(|&fr| eng.tree.usage(node, fr) < eng.tree.subtree_quota(node, fr));
+    // Kueue tries without borrowing first only where that keeps its old behaviour.
+    let attempts: &[bool] = if c.no_other || (forbidden && !under_nominal) {
+        &[true]
+    } else if forbidden && c.no_hierarchical {
+        &[false, true]
+    } else {
+        &[true, false]
+    };
+    for &borrow in attempts {
+        let mut removed = Vec::new();
+        for cand in &c.ordered {
+            if !valid(eng, cq, cand, borrow, &a.preempt_frs) {
+                continue;
+            }
+            let mut cand = cand.clone();
+            take_out(eng, &mut cand);
+            removed.push(cand);
+            if fits(eng, node, wl, a, borrow) {
+                return (Some((removed, borrow)), c.protected);
+            }
+        }
+        restore(eng, &mut removed);
+    }
+    (None, c.protected)
+}
+
+/// Whether a candidate still helps: its ClusterQueue, and every cohort between it
+/// and the common ancestor, still use more than their quota (after earlier removals).
+fn valid(eng: &Engine, cq: CqId, c: &Candidate, borrow: bool, frs: &[FrId]) -> bool {
+    if c.cq == cq {
+        return true;
+    }
+    if borrow && c.variant == Variant::WithoutBorrowing {
+        return false;
+    }
+    let tree = &eng.tree;
+    if within_nominal(tree, c.node, frs) {
+        return false;
+    }
+    let mut n = c.node;
+    while let Some(p) = tree.parent(n) {
+        if p == c.lca {
+            break;
+        }
+        if within_nominal(tree, p, frs) {
+            return false;
+        }
+        n = p;
+    }
+    true
+}
+
+fn collect(
+    eng: &Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+) -> Candidates {
+    let me = &eng.wl(wl).spec;
+    let (prio, created) = (me.priority, me.created);
+    let spec = &eng.cqs[cq as usize].spec;
+    let node = eng.cqs[cq as usize].node;
+    let frs = &a.preempt_frs;
+    let mut protected = None;
+    let mut same = Vec::new();
+    let within = spec.within_cq;
+    if within != Policy::Never {
+        let allowed = |p: i32, c: Millis| match within {
+            Policy::Never => false,
+            Policy::LowerPriority => p < prio,
+            Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
+            Policy::Any => true,
+        };
+        for &id in &eng.cqs[cq as usize].admitted {
+            same.extend(try_candidate(
+                eng,
+                id,
+                cq,
+                frs,
+                excluded,
+                &allowed,
+                &mut protected,
+                |_| (Variant::WithinCq, node),
+            ));
+        }
+    }
+    let (mut hier, mut prio_c) = (Vec::new(), Vec::new());
+    let tree = &eng.tree;
+    if tree.parent(node).is_some() && spec.reclaim != Policy::Never {
+        // The path from the parent to the root, and for each node whether the
+        // request has a hierarchical advantage at that level.
+        let mut path = Vec::new();
+        let mut advantage = Vec::new();
+        let (mut adv, mut rest) = fits_in_quota(tree, node, &a.usage);
+        let mut t = tree.parent(node);
+        while let Some(n) = t {
+            path.push(n);
+            advantage.push(adv);
+            let (f, r) = fits_in_quota(tree, n, &rest);
+            adv |= f;
+            rest = r;
+            t = tree.parent(n);
+        }
+        let reclaim = spec.reclaim;
+        let threshold = spec.borrow_within_cohort;
+        let allowed = |p: i32, _c: Millis| reclaim != Policy::LowerPriority || p < prio;
+        let root = eng.cqs[cq as usize].root;
+        for &o in eng
+            .root_members
+            .get(&root)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let other = &eng.cqs[o as usize];
+            if o == cq || other.deleted || within_nominal(tree, other.node, frs) {
+                continue;
+            }
+            // The lowest common ancestor, pruning subtrees within their quota.
+            let mut n = other.node;
+            let mut level = None;
+            while let Some(p) = tree.parent(n) {
+                if let Some(k) = path.iter().position(|&x| x == p) {
+                    level = Some(k);
+                    break;
+                }
+                if within_nominal(tree, p, frs) {
+                    break;
+                }
+                n = p;
+            }
+            let Some(k) = level else { continue };
+            let lca = path[k];
+            let adv = advantage[k];
+            let variant = |p: i32| {
+                if adv {
+                    Variant::Hierarchical
+                } else {
+                    match threshold {
+                        None => Variant::WithoutBorrowing,
+                        Some(th) if p >= prio || p > th => Variant::WithoutBorrowing,
+                        Some(_) => Variant::WhileBorrowing,
+                    }
+                }
+            };
+            let out = if adv { &mut hier } else { &mut prio_c };
+            for &id in &other.admitted {
+                out.extend(try_candidate(
+                    eng,
+                    id,
+                    o,
+                    frs,
+                    excluded,
+                    &allowed,
+                    &mut protected,
+                    |p| (variant(p), lca),
+                ));
+            }
+        }
+    }
+    let no_other = hier.is_empty() && prio_c.is_empty();
+    let no_hierarchical = hier.is_empty();
+    let mut ordered = Vec::with_capacity(same.len() + hier.len() + prio_c.len());
+    let mut lists = [hier, prio_c, same];
+    for l in lists.iter_mut() {
+        l.sort_by(|x, y| candidate_order(eng, cq, x, y));
+    }
+    // Already evicting first, in the same list order, then the rest.
+    for evicting in [true, false] {
+        for l in &lists {
+            ordered.extend(l.iter().filter(|c| c.evicting == evicting).cloned());
+        }
+    }
+    Candidates {
+        ordered,
+        no_other,
+        no_hierarchical,
+        protected,
+    }
+}
