@@ -122,6 +122,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     let client = client().await;
     ensure_crds(&client).await;
     ensure_kuota_system(&client).await;
+    let _conversion = super::CONVERSION_LOCK.lock().await;
     let lines = dry_run("manifests");
     for object in [
         "namespace/kuota-system",
@@ -168,6 +169,7 @@ async fn the_overlays_pass_server_side_validation() {
     .await;
     stand_in_crd(&client, "cert-manager.io", "Issuer", "issuers").await;
     stand_in_crd(&client, "cert-manager.io", "Certificate", "certificates").await;
+    let _conversion = super::CONVERSION_LOCK.lock().await;
     let monitoring = dry_run("manifests/overlays/monitoring");
     assert!(
         has(
