@@ -4,6 +4,7 @@
 //! shells (`sim` today; webhook and controller later). See docs/architecture.md.
 
 pub mod api;
+pub mod controller;
 pub mod crds;
 pub mod engine;
 pub mod integrations;

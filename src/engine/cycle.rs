@@ -195,8 +195,10 @@ impl Engine {
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None);
                 }
-                let cq = h.cq;
-                match self.decide(h, pass, st) {
+                let (cq, id) = (h.cq, h.id);
+                let outcome = self.decide(h, pass, st);
+                self.settle_reservation(id, &outcome, st);
+                match outcome {
                     Outcome::Admitted => {}
                     // The rest of this queue waits for the borrowing pass, keeping its order.
                     Outcome::Deferred => {
@@ -213,6 +215,31 @@ impl Engine {
                 .into_iter()
                 .filter(|c| !closed.contains(c))
                 .collect();
+        }
+    }
+
+    /// A preemptor whose victims are gone keeps its reservation while its head is
+    /// only deferred to the borrowing pass: otherwise its requeued victims, which
+    /// fit within nominal quota, would take the quota back in the first pass and it
+    /// would preempt again. Once decided otherwise, the reservation ends.
+    fn settle_reservation(&mut self, id: WlId, outcome: &Outcome, st: &mut CycleState) {
+        if st.charged.contains(&id) {
+            // Charged again by this very decision (it preempted).
+            return;
+        }
+        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
+            return;
+        };
+        let Some((c, usage)) = w.reservation.clone() else {
+            return;
+        };
+        if matches!(outcome, Outcome::Deferred) && matches!(w.state, WlState::Pending) {
+            let node = self.cqs[c as usize].node;
+            self.tree.add_amounts(node, &usage);
+            st.charged.insert(id);
+        } else {
+            self.preemptors.remove(&id);
+            self.wl_mut(id).reservation = None;
         }
     }
 
@@ -261,10 +288,9 @@ impl Engine {
                 continue;
             }
             if !st.charged.is_empty() && st.charged.remove(&id) {
-                // Its victims are gone: it now competes with its own reservation released.
+                // Its victims are gone: it now competes with its own reservation
+                // released (run_pass charges it again if the head is deferred).
                 self.discharge(id);
-                self.preemptors.remove(&id);
-                self.wl_mut(id).reservation = None;
             }
             if let Some(ns_msg) = self.namespace_verdict(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);

@@ -513,6 +513,16 @@ fn fair_search(
             return Some(removed);
         }
     }
+    // Whether the preemptor, once admitted, stays within its nominal quota in every
+    // resource that needs preemption.
+    let within_nominal = a.preempt_frs.iter().all(|&fr| {
+        let v = a
+            .usage
+            .iter()
+            .find(|(f, _)| *f == fr)
+            .map_or(0, |&(_, v)| v);
+        !eng.tree.borrowing_with(node, fr, v)
+    });
     for &strategy in strategies {
         let mut retry = Vec::new();
         loop {
@@ -531,6 +541,11 @@ fn fair_search(
             };
             let mut c = pool.remove(idx);
             let allowed = if target_cq == cq {
+                true
+            } else if within_nominal {
+                // Kueue (FairSharingPreemptWithinNominal): a preemptor staying within
+                // its nominal quota reclaims from the highest share without the strategies.
+                c.reason = PreemptionReason::InCohortReclamation;
                 true
             } else {
                 let target_old = weighted_share(eng, c.node, &[]);

@@ -16,7 +16,6 @@ pub mod object;
 pub mod patch;
 pub mod pod;
 pub mod ray;
-mod sha1;
 pub mod tas;
 
 pub use object::{JobObject, MetaView, SpecView, Str};
@@ -306,7 +305,10 @@ pub fn is_managed_owner_kind(api_version: &str, kind: &str) -> bool {
 /// `-` and 5 hex characters of SHA-1(`kind\ngroup\nname\nuid`).
 pub fn workload_name(owner_name: &str, owner_uid: &str, gvk: &GroupVersionKind) -> String {
     let hash_input = format!("{}\n{}\n{owner_name}\n{owner_uid}", gvk.kind, gvk.group);
-    let hash = sha1::hex_digest(hash_input.as_bytes());
+    let hash = {
+        use sha1::Digest;
+        format!("{:x}", sha1::Sha1::digest(hash_input.as_bytes()))
+    };
     let mut prefix = format!("{}-{owner_name}", gvk.kind.to_lowercase());
     let max_prefix = MAX_WORKLOAD_NAME_LENGTH - 1 - HASH_LENGTH;
     if prefix.len() > max_prefix {

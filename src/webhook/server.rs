@@ -811,6 +811,10 @@ pub struct ServeArgs {
     /// where no watch feeds the index).
     #[arg(long)]
     pub ready_without_index: bool,
+    /// Serve the webhook only: do not run the queue controller (which turns jobs into
+    /// Workloads, admits them and writes their status).
+    #[arg(long)]
+    pub no_controller: bool,
     /// Write <cert-dir>/ca.crt as the caBundle of kuota's webhook configurations and CRD
     /// conversion webhook, at start and every minute (docs/install.md).
     #[arg(long)]
@@ -861,20 +865,31 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     let health = Arc::new(super::health::WatchHealth::default());
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
-    let feed = match kube::Client::try_default().await {
+    let client = kube::Client::try_default().await;
+    let feed = match &client {
         Ok(client) => {
             let mut tasks = Vec::new();
             if args.inject_ca_bundle {
                 let ca = args.server.cert_dir.join(super::tls::CA_FILE);
                 tasks.push(crate::crds::inject::spawn(client.clone(), ca));
             }
-            tasks.extend(super::feed::spawn(client, index.clone(), health.clone()));
+            tasks.extend(super::feed::spawn(client.clone(), index.clone(), health.clone()));
             tasks
         }
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
             Vec::new()
         }
+    };
+    // The queue controller runs beside the webhook in the same process; it stops when
+    // the server does.
+    let controller = match (&client, args.no_controller) {
+        (Ok(client), false) => Some(tokio::spawn(crate::controller::run(
+            client.clone(),
+            crate::controller::ControllerConfig::default(),
+            std::future::pending(),
+        ))),
+        _ => None,
     };
     let state = Arc::new(WebhookState::new(
         index.clone(),
@@ -902,6 +917,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         task.abort();
     }
     for task in feed {
+        task.abort();
+    }
+    if let Some(task) = controller {
         task.abort();
     }
     result

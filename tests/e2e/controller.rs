@@ -1,1 +1,288 @@
-//! `kuota serve` as the queue controller: jobs held, admitted, preempted and finished.
+//! `kuota serve` as the queue controller: jobs held, admitted, left pending and finished,
+//! against the real API server and kube-controller-manager.
+//!
+//! The webhook is served by the test process and registered with kuota's own manifests
+//! (as in the webhook tests), and the controller runs in-process beside it, exactly as
+//! `kuota serve` composes them. The ClusterQueue, flavor and namespace are the test's own.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kuota::api::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use kuota::controller::{ControllerConfig, run};
+use kuota::policy::PolicySet;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::support::{client, ensure_crds, unique_name, wait_until};
+use crate::webhook::{Kuota, Registration, create_namespace, delete_namespaces};
+
+/// A ClusterQueue with `cpu` of nominal quota in a flavor of its own, and LocalQueue
+/// `lq` in `ns` pointing at it. Returns (flavor, cluster queue) names.
+async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
+    let (rf, cq) = (unique_name("rf"), unique_name("cq"));
+    let flavor: ResourceFlavor = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": rf},
+        "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
+    }))
+    .expect("flavor");
+    let queue: ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": cq},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
+            }]
+        }
+    }))
+    .expect("cluster queue");
+    let local: LocalQueue = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": ns},
+        "spec": {"clusterQueue": cq}
+    }))
+    .expect("local queue");
+    let pp = PostParams::default();
+    Api::<ResourceFlavor>::all(client.clone())
+        .create(&pp, &flavor)
+        .await
+        .expect("create ResourceFlavor");
+    Api::<ClusterQueue>::all(client.clone())
+        .create(&pp, &queue)
+        .await
+        .expect("create ClusterQueue");
+    Api::<LocalQueue>::namespaced(client.clone(), ns)
+        .create(&pp, &local)
+        .await
+        .expect("create LocalQueue");
+    (rf, cq)
+}
+
+/// A one-pod Job in LocalQueue `lq` requesting `cpu`, created NOT suspended: kuota's
+/// webhook is what holds it.
+fn job(ns: &str, name: &str, cpu: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"namespace": ns, "name": name,
+                     "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu}}
+                }]
+            }}
+        }
+    }))
+    .expect("job")
+}
+
+/// The Workload whose controller owner is Job `job`.
+async fn workload_of(client: &Client, ns: &str, job: &str) -> Option<Workload> {
+    let list = Api::<Workload>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    list.items.into_iter().find(|wl| {
+        wl.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Job" && o.name == job && o.controller == Some(true))
+    })
+}
+
+fn condition<'a>(wl: &'a Workload, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    wl.status
+        .as_ref()?
+        .condition(type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+async fn wait_for_workload(
+    client: &Client,
+    ns: &str,
+    job: &str,
+    what: &str,
+    check: impl Fn(&Workload) -> bool,
+) -> Workload {
+    let mut last = None;
+    for _ in 0..600 {
+        last = workload_of(client, ns, job).await;
+        if last.as_ref().is_some_and(&check) {
+            return last.expect("checked");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the Workload of Job {ns}/{job} never became {what} within 60 s; last seen: {:#?}",
+        last.map(|w| w.status)
+    );
+}
+
+/// Marks every Pod of Job `job` Succeeded, as a kubelet would once they ran.
+async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .expect("list pods");
+    for pod in &list.items {
+        let name = pod.metadata.name.clone().expect("named");
+        pods.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("mark pod {name} Succeeded: {e}"));
+    }
+    list.items.len()
+}
+
+#[tokio::test]
+async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_follows() {
+    let client = client().await;
+    ensure_crds(&client).await;
+    let ns = unique_name("ctl-admit");
+    create_namespace(&client, &ns, &[]).await;
+    let (rf, cq) = quota(&client, &ns, "1").await;
+
+    let mut webhook = Kuota::start(&client, PolicySet::default()).await;
+    let run_label = unique_name("run");
+    let registration =
+        Registration::create(&client, webhook.addr, &webhook.ca_pem, &[&ns], &run_label).await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let controller = tokio::spawn(run(client.clone(), ControllerConfig::default(), async {
+        let _ = stopped.await;
+    }));
+
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    // The webhook configuration takes about a second to be in force: retry until the
+    // Job comes back suspended (created unsuspended, so only kuota can have held it).
+    let first = "first";
+    let mut held = false;
+    for _ in 0..40 {
+        let created = jobs
+            .create(&PostParams::default(), &job(&ns, first, "600m"))
+            .await
+            .unwrap_or_else(|e| panic!("create Job {first}: {e}"));
+        if created.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
+            held = true;
+            break;
+        }
+        // Not yet in force: remove the Job (and any Pod it made) and try again.
+        let _ = jobs.delete(first, &DeleteParams::foreground()).await;
+        wait_until(Duration::from_secs(30), || {
+            let jobs = jobs.clone();
+            async move { jobs.get_opt(first).await.ok().flatten().is_none() }
+        })
+        .await
+        .expect("a deleted Job disappears");
+    }
+    assert!(held, "kuota's webhook never suspended a queue-labelled Job");
+
+    // Admitted: one Workload, owned by the Job, with the admission and both conditions.
+    let wl = wait_for_workload(&client, &ns, first, "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let name = wl.metadata.name.clone().expect("named");
+    assert!(
+        name.starts_with("job-first-"),
+        "Kueue's Workload name: {name}"
+    );
+    assert_eq!(condition(&wl, "QuotaReserved").map(|c| c.0), Some("True"));
+    let admission = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.clone())
+        .expect("admission");
+    assert_eq!(admission.cluster_queue, cq);
+    let assigned = serde_json::to_value(&admission.pod_set_assignments).expect("json");
+    assert_eq!(assigned[0]["flavors"]["cpu"], json!(rf), "{assigned}");
+
+    // Started: unsuspended with the flavor's node labels, and its Pod exists.
+    let started = wait_until(Duration::from_secs(30), || {
+        let (jobs, rf) = (jobs.clone(), rf.clone());
+        async move {
+            jobs.get(first).await.ok().is_some_and(|j| {
+                let spec = j.spec.unwrap_or_default();
+                let selector = spec.template.spec.and_then(|p| p.node_selector);
+                spec.suspend == Some(false)
+                    && selector.unwrap_or_default().get("kuota.dev/e2e-pool") == Some(&rf)
+            })
+        }
+    })
+    .await;
+    assert!(
+        started.is_some(),
+        "Job {first} was not unsuspended with the flavor's nodeSelector"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    wait_until(Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default().labels(&format!("job-name={first}")))
+                .await
+                .is_ok_and(|l| !l.items.is_empty())
+        }
+    })
+    .await
+    .expect("kube-controller-manager created no Pod for the admitted Job");
+
+    // Over quota: the second Job waits, and its Workload says why.
+    jobs.create(&PostParams::default(), &job(&ns, "second", "600m"))
+        .await
+        .expect("create Job second");
+    let pending = wait_for_workload(&client, &ns, "second", "pending with a reason", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let (_, reason, message) = condition(&pending, "QuotaReserved").expect("condition");
+    // Kueue's granular reason (UnadmittedWorkloadsObservability, on by default since 0.19).
+    assert_eq!(reason, "WaitingForQuota");
+    assert!(
+        message.contains("insufficient unused quota for cpu"),
+        "kuota's pending message: {message}"
+    );
+    assert_eq!(
+        jobs.get("second")
+            .await
+            .expect("get")
+            .spec
+            .and_then(|s| s.suspend),
+        Some(true)
+    );
+
+    // Finished: the Pod succeeds, the Job completes, the Workload is Finished and the
+    // quota it held goes to the second Job.
+    assert!(finish_pods(&client, &ns, first).await >= 1);
+    wait_for_workload(&client, &ns, first, "finished", |wl| {
+        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    wait_for_workload(&client, &ns, "second", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    registration.delete().await;
+    webhook.stop().await;
+    delete_namespaces(&client, &[&ns]).await;
+    let _ = Api::<ClusterQueue>::all(client.clone())
+        .delete(&cq, &Default::default())
+        .await;
+    let _ = Api::<ResourceFlavor>::all(client.clone())
+        .delete(&rf, &Default::default())
+        .await;
+}

@@ -1,0 +1,276 @@
+//! ClusterQueue and LocalQueue status: counts, flavor usage and the `Active` condition,
+//! written only when they changed, and at most once per queue per publishing interval.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+use tracing::debug;
+
+use super::workload::set_condition;
+use super::{Attempt, WriteError, Writer};
+use crate::api::constants::{CQ_REASON_READY, QUEUE_ACTIVE, WORKLOAD_FINISHED};
+use crate::api::quantity::format_milli;
+use crate::api::{Workload, quantity};
+use crate::controller::translate::decode;
+use crate::controller::watch::{Kind, Stores};
+use crate::engine::{ClusterQueueReport, Engine};
+
+/// What a queue's status says, without timestamps: written only when it changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueView {
+    pub pending: usize,
+    pub reserving: usize,
+    pub admitted: usize,
+    /// flavor -> resource -> milli-units.
+    pub usage: BTreeMap<String, BTreeMap<String, (i64, i64)>>,
+    pub active: (bool, String, String),
+}
+
+/// The ClusterQueue view of an engine report.
+pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
+    let mut usage: BTreeMap<String, BTreeMap<String, (i64, i64)>> = BTreeMap::new();
+    for ((flavor, resource), u) in &report.usage {
+        usage
+            .entry(flavor.clone())
+            .or_default()
+            .insert(resource.clone(), (u.total, u.borrowed));
+    }
+    let active = if report.active {
+        (
+            true,
+            CQ_REASON_READY.to_string(),
+            "Can admit new workloads".to_string(),
+        )
+    } else {
+        let why = report.inactive_reason.clone().unwrap_or_default();
+        (
+            false,
+            "Inactive".to_string(),
+            format!("Can't admit new workloads: {why}"),
+        )
+    };
+    QueueView {
+        pending: report.pending,
+        reserving: report.admitted,
+        admitted: report.admitted,
+        usage,
+        active,
+    }
+}
+
+/// The status merge patch for a view, keeping transition times of unchanged conditions.
+pub fn status_patch(view: &QueueView, current: &[Condition], local: bool, now: &Time) -> Value {
+    let mut conds = current.to_vec();
+    let (status, reason, message) = &view.active;
+    set_condition(
+        &mut conds,
+        QUEUE_ACTIVE,
+        *status,
+        reason,
+        message,
+        None,
+        now,
+    );
+    let flavors: Vec<Value> = view
+        .usage
+        .iter()
+        .map(|(flavor, resources)| {
+            let resources: Vec<Value> = resources
+                .iter()
+                .map(|(name, (total, borrowed))| {
+                    if local {
+                        json!({"name": name, "total": format_milli(*total)})
+                    } else {
+                        json!({"name": name, "total": format_milli(*total), "borrowed": format_milli(*borrowed)})
+                    }
+                })
+                .collect();
+            json!({"name": flavor, "resources": resources})
+        })
+        .collect();
+    json!({"status": {
+        "pendingWorkloads": view.pending,
+        "reservingWorkloads": view.reserving,
+        "admittedWorkloads": view.admitted,
+        "flavorsReservation": flavors,
+        "flavorsUsage": flavors,
+        "conditions": conds,
+    }})
+}
+
+/// LocalQueue views from the Workloads in the store: (namespace, queue) -> view.
+pub fn local_queue_views(workloads: &[Arc<DynamicObject>]) -> HashMap<(String, String), QueueView> {
+    let mut out: HashMap<(String, String), QueueView> = HashMap::new();
+    for obj in workloads {
+        let Ok(wl) = decode::<Workload>(Kind::Workload, obj) else {
+            continue;
+        };
+        let Some(queue) = wl.spec.queue_name.clone() else {
+            continue;
+        };
+        let status = wl.status.as_ref();
+        if status.is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED)) {
+            continue;
+        }
+        let ns = wl.metadata.namespace.clone().unwrap_or_default();
+        let view = out.entry((ns, queue)).or_insert_with(|| QueueView {
+            pending: 0,
+            reserving: 0,
+            admitted: 0,
+            usage: BTreeMap::new(),
+            active: (false, String::new(), String::new()),
+        });
+        let Some(adm) = status.and_then(|s| s.admission.as_ref()) else {
+            view.pending += 1;
+            continue;
+        };
+        view.reserving += 1;
+        view.admitted += 1;
+        for psa in &adm.pod_set_assignments {
+            for (resource, flavor) in &psa.flavors {
+                let used = psa
+                    .resource_usage
+                    .get(resource)
+                    .and_then(|q| quantity::parse_milli(q).ok())
+                    .unwrap_or(0);
+                let e = view
+                    .usage
+                    .entry(flavor.clone())
+                    .or_default()
+                    .entry(resource.clone())
+                    .or_default();
+                e.0 = e.0.saturating_add(used);
+            }
+        }
+    }
+    out
+}
+
+/// Publishes queue status, remembering what it last wrote per queue.
+pub struct QueueStatus {
+    writer: Arc<Writer>,
+    stores: Stores,
+    written_cq: HashMap<String, QueueView>,
+    written_lq: HashMap<(String, String), QueueView>,
+}
+
+impl QueueStatus {
+    pub fn new(writer: Arc<Writer>, stores: Stores) -> Self {
+        Self {
+            writer,
+            stores,
+            written_cq: HashMap::new(),
+            written_lq: HashMap::new(),
+        }
+    }
+
+    /// Writes the status of every queue whose view changed since its last write.
+    pub fn publish(&mut self, engine: &Engine) {
+        for cq in self.stores.cluster_queues.state() {
+            let name = cq.metadata.name.clone().unwrap_or_default();
+            let Some(report) = engine.cluster_queue_report(&name) else {
+                continue;
+            };
+            let view = cluster_queue_view(&report);
+            if self.written_cq.get(&name) == Some(&view) {
+                continue;
+            }
+            self.written_cq.insert(name.clone(), view.clone());
+            self.spawn_write(Kind::ClusterQueue, None, name, view, cq);
+        }
+        let mut views = local_queue_views(&self.stores.workloads.state());
+        for lq in self.stores.local_queues.state() {
+            let ns = lq.metadata.namespace.clone().unwrap_or_default();
+            let name = lq.metadata.name.clone().unwrap_or_default();
+            let mut view = views
+                .remove(&(ns.clone(), name.clone()))
+                .unwrap_or(QueueView {
+                    pending: 0,
+                    reserving: 0,
+                    admitted: 0,
+                    usage: BTreeMap::new(),
+                    active: (false, String::new(), String::new()),
+                });
+            let cq = lq
+                .data
+                .pointer("/spec/clusterQueue")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let exists = self
+                .stores
+                .cluster_queues
+                .get(&ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource()))
+                .is_some();
+            view.active = if exists {
+                (
+                    true,
+                    CQ_REASON_READY.into(),
+                    "Can submit new workloads to localQueue".into(),
+                )
+            } else {
+                (
+                    false,
+                    "ClusterQueueDoesNotExist".into(),
+                    format!("Can't submit new workloads to clusterQueue {cq}: it does not exist"),
+                )
+            };
+            let key = (ns.clone(), name.clone());
+            if self.written_lq.get(&key) == Some(&view) {
+                continue;
+            }
+            self.written_lq.insert(key, view.clone());
+            self.spawn_write(Kind::LocalQueue, Some(ns), name, view, lq);
+        }
+    }
+
+    fn spawn_write(
+        &self,
+        kind: Kind,
+        ns: Option<String>,
+        name: String,
+        view: QueueView,
+        obj: Arc<DynamicObject>,
+    ) {
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            let ar = kind.api_resource();
+            let api: Api<DynamicObject> = match &ns {
+                Some(ns) => Api::namespaced_with(writer.client.clone(), ns, &ar),
+                None => Api::all_with(writer.client.clone(), &ar),
+            };
+            let current: Vec<Condition> = obj
+                .data
+                .pointer("/status/conditions")
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+                .unwrap_or_default();
+            let local = kind == Kind::LocalQueue;
+            let result = writer
+                .retry(kind.name(), &name, |_| {
+                    let body = status_patch(&view, &current, local, &(writer.clock)());
+                    let api = api.clone();
+                    let name = name.clone();
+                    async move {
+                        match api
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await
+                        {
+                            Ok(_) => Ok(Attempt::Done(())),
+                            Err(source) => Err(WriteError::Api {
+                                kind: kind.name(),
+                                name,
+                                source,
+                            }),
+                        }
+                    }
+                })
+                .await;
+            if let Err(e) = result {
+                debug!(error = %e, "queue status not written");
+            }
+        });
+    }
+}

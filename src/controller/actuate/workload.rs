@@ -1,0 +1,458 @@
+//! Workload status writes: one merge patch per decision, preconditioned on the
+//! resourceVersion the patch was computed from, with Kueue's conditions, reasons and
+//! messages. The pure `*_patch` builders decide whether anything needs writing at all.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+
+use super::events::Recorder;
+use super::{Attempt, WriteError, Writer, is_not_found};
+use crate::api::constants::{
+    REASON_ADMITTED, REASON_EVICTED_BY_PREEMPTION, REASON_PENDING, REASON_QUOTA_RESERVED,
+    WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED,
+    WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
+};
+use crate::api::{Admission, Workload};
+use crate::controller::translate::decode;
+use crate::controller::watch::{Kind, Stores};
+use crate::engine::WorkloadKey;
+
+/// Kubernetes' limit on a condition message.
+const MAX_CONDITION_MESSAGE: usize = 32 * 1024;
+
+/// Field manager of every kuota write.
+pub const FIELD_MANAGER: &str = "kuota";
+
+/// Sets a condition like apimachinery's `SetStatusCondition`: the transition time moves
+/// only when the status changes. Returns whether anything changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: &Time,
+) -> bool {
+    let status = if status { "True" } else { "False" };
+    let mut message = message.to_string();
+    if message.len() > MAX_CONDITION_MESSAGE {
+        let mut cut = MAX_CONDITION_MESSAGE - 3;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        let changed = c.status != status
+            || c.reason != reason
+            || c.message != message
+            || c.observed_generation != generation;
+        if c.status != status {
+            c.last_transition_time = now.clone();
+        }
+        c.status = status.to_string();
+        c.reason = reason.to_string();
+        c.message = message;
+        c.observed_generation = generation;
+        return changed;
+    }
+    conditions.push(Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: now.clone(),
+    });
+    true
+}
+
+/// Kueue's `resetActiveCondition`: a true condition turns false with "Previously: ...".
+fn reset_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    reason: &str,
+    gen_: Option<i64>,
+    now: &Time,
+) {
+    let prev = conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .map(|c| c.message.clone());
+    if let Some(prev) = prev {
+        set_condition(
+            conditions,
+            type_,
+            false,
+            reason,
+            &format!("Previously: {prev}"),
+            gen_,
+            now,
+        );
+    }
+}
+
+fn conditions_of(wl: &Workload) -> Vec<Condition> {
+    wl.status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+fn is_true(wl: &Workload, type_: &str) -> bool {
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.is_condition_true(type_))
+}
+
+fn has_admission(wl: &Workload) -> bool {
+    wl.status.as_ref().is_some_and(|s| s.admission.is_some())
+}
+
+fn patch_body(wl: &Workload, status: Value) -> Value {
+    json!({
+        "metadata": {"resourceVersion": wl.metadata.resource_version},
+        "status": status,
+    })
+}
+
+/// The admission patch: `status.admission` with QuotaReserved and Admitted true, and
+/// Evicted/Preempted reset as Kueue's `SetQuotaReservation` does. `None` when the
+/// Workload already holds an admission or is finished (never admit twice).
+pub fn admit_patch(wl: &Workload, admission: &Admission, now: &Time) -> Option<Value> {
+    if has_admission(wl) || is_true(wl, WORKLOAD_FINISHED) {
+        return None;
+    }
+    let gen_ = wl.metadata.generation;
+    let mut conds = conditions_of(wl);
+    let cq = &admission.cluster_queue;
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        true,
+        REASON_QUOTA_RESERVED,
+        &format!("Quota reserved in ClusterQueue {cq}"),
+        gen_,
+        now,
+    );
+    reset_condition(
+        &mut conds,
+        WORKLOAD_EVICTED,
+        REASON_QUOTA_RESERVED,
+        gen_,
+        now,
+    );
+    reset_condition(
+        &mut conds,
+        WORKLOAD_PREEMPTED,
+        REASON_QUOTA_RESERVED,
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_ADMITTED,
+        true,
+        REASON_ADMITTED,
+        "The workload is admitted",
+        gen_,
+        now,
+    );
+    Some(patch_body(
+        wl,
+        json!({"admission": admission, "conditions": conds}),
+    ))
+}
+
+/// The pending patch: QuotaReserved false with the engine's reason and message. `None`
+/// when the Workload already says exactly that (an unchanged re-evaluation writes
+/// nothing), holds an admission, or is finished.
+pub fn pending_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> Option<Value> {
+    if has_admission(wl) || is_true(wl, WORKLOAD_FINISHED) {
+        return None;
+    }
+    let mut conds = conditions_of(wl);
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        false,
+        reason,
+        message,
+        wl.metadata.generation,
+        now,
+    )
+    .then(|| patch_body(wl, json!({"conditions": conds})))
+}
+
+/// The eviction patch: Evicted true (reason `Preempted` for a preemption), and for a
+/// preemption Preempted true with Kueue's preemption reason. `None` when not admitted
+/// or already evicted.
+pub fn evict_patch(
+    wl: &Workload,
+    evicted_reason: &str,
+    preempted_reason: Option<&str>,
+    message: &str,
+    now: &Time,
+) -> Option<Value> {
+    if !has_admission(wl) || is_true(wl, WORKLOAD_EVICTED) || is_true(wl, WORKLOAD_FINISHED) {
+        return None;
+    }
+    let gen_ = wl.metadata.generation;
+    let mut conds = conditions_of(wl);
+    set_condition(
+        &mut conds,
+        WORKLOAD_EVICTED,
+        true,
+        evicted_reason,
+        message,
+        gen_,
+        now,
+    );
+    if let Some(reason) = preempted_reason {
+        set_condition(
+            &mut conds,
+            WORKLOAD_PREEMPTED,
+            true,
+            reason,
+            message,
+            gen_,
+            now,
+        );
+    }
+    Some(patch_body(wl, json!({"conditions": conds})))
+}
+
+/// The requeue patch once an evicted workload's pods are gone: the admission is cleared,
+/// QuotaReserved and Admitted turn false, Requeued true (Kueue's
+/// `UnsetQuotaReservationWithCondition` plus `SetRequeuedCondition`).
+pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
+    if !has_admission(wl) || !is_true(wl, WORKLOAD_EVICTED) {
+        return None;
+    }
+    let gen_ = wl.metadata.generation;
+    let evicted = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(WORKLOAD_EVICTED))
+        .map(|c| (c.reason.clone(), c.message.clone()))
+        .unwrap_or_default();
+    let mut conds = conditions_of(wl);
+    set_condition(
+        &mut conds,
+        WORKLOAD_QUOTA_RESERVED,
+        false,
+        REASON_PENDING,
+        &evicted.1,
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_ADMITTED,
+        false,
+        REASON_PENDING,
+        "The workload has no reservation",
+        gen_,
+        now,
+    );
+    set_condition(
+        &mut conds,
+        WORKLOAD_REQUEUED,
+        true,
+        &evicted.0,
+        &evicted.1,
+        gen_,
+        now,
+    );
+    Some(patch_body(
+        wl,
+        json!({"admission": null, "conditions": conds}),
+    ))
+}
+
+/// The finish patch: Finished true with the job's reason and message.
+pub fn finish_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> Option<Value> {
+    if is_true(wl, WORKLOAD_FINISHED) {
+        return None;
+    }
+    let mut conds = conditions_of(wl);
+    set_condition(
+        &mut conds,
+        WORKLOAD_FINISHED,
+        true,
+        reason,
+        message,
+        wl.metadata.generation,
+        now,
+    );
+    Some(patch_body(wl, json!({"conditions": conds})))
+}
+
+/// Writes Workload status for the engine task and the job reconciler.
+pub struct WorkloadWriter<'a> {
+    pub writer: &'a Writer,
+    pub stores: &'a Stores,
+    pub recorder: &'a Recorder,
+}
+
+/// Whether a write happened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    Yes,
+    Unchanged,
+}
+
+impl WorkloadWriter<'_> {
+    /// Writes the patch `build` computes from the current Workload, re-reading on conflict.
+    pub async fn write(
+        &self,
+        key: &WorkloadKey,
+        build: impl Fn(&Workload, &Time) -> Option<Value>,
+    ) -> Result<Written, WriteError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.writer.client.clone(),
+            &key.namespace,
+            &Kind::Workload.api_resource(),
+        );
+        let name = key.to_string();
+        self.writer
+            .retry("Workload", &name, |fresh| {
+                let api = api.clone();
+                let build = &build;
+                let name = name.clone();
+                async move {
+                    let obj = if fresh {
+                        match api.get_opt(&key.name).await {
+                            Ok(o) => o,
+                            Err(source) => {
+                                return Err(WriteError::Api {
+                                    kind: "Workload",
+                                    name,
+                                    source,
+                                });
+                            }
+                        }
+                    } else {
+                        let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
+                            .within(&key.namespace);
+                        self.stores.workloads.get(&r).map(|o| (*o).clone())
+                    };
+                    let Some(obj) = obj else {
+                        return if fresh {
+                            Err(WriteError::Gone {
+                                kind: "Workload",
+                                name,
+                            })
+                        } else {
+                            Ok(Attempt::Refetch)
+                        };
+                    };
+                    let wl: Workload = decode(Kind::Workload, &obj)?;
+                    let Some(body) = build(&wl, &(self.writer.clock)()) else {
+                        return Ok(Attempt::Done(Written::Unchanged));
+                    };
+                    let pp = PatchParams {
+                        field_manager: Some(FIELD_MANAGER.to_string()),
+                        ..PatchParams::default()
+                    };
+                    match api.patch_status(&key.name, &pp, &Patch::Merge(&body)).await {
+                        Ok(_) => Ok(Attempt::Done(Written::Yes)),
+                        Err(e) if is_not_found(&e) => Err(WriteError::Gone {
+                            kind: "Workload",
+                            name,
+                        }),
+                        Err(source) => Err(WriteError::Api {
+                            kind: "Workload",
+                            name,
+                            source,
+                        }),
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Admits: one status patch, then the QuotaReserved and Admitted Events.
+    pub async fn admit(&self, key: &WorkloadKey, admission: &Admission) -> Result<(), WriteError> {
+        let written = self
+            .write(key, |wl, now| admit_patch(wl, admission, now))
+            .await?;
+        if written == Written::Unchanged {
+            // Already admitted or finished: this admission did not land.
+            return Err(WriteError::Gone {
+                kind: "Workload",
+                name: key.to_string(),
+            });
+        }
+        let cq = &admission.cluster_queue;
+        self.recorder.workload_normal(
+            key,
+            REASON_QUOTA_RESERVED,
+            &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
+        );
+        self.recorder.workload_normal(
+            key,
+            REASON_ADMITTED,
+            &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
+        );
+        Ok(())
+    }
+
+    /// Pending: written (with a Warning Event) only when reason or message changed.
+    pub async fn pending(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        if self
+            .write(key, |wl, now| pending_patch(wl, reason, message, now))
+            .await?
+            == Written::Yes
+        {
+            self.recorder.workload_warning(key, reason, message);
+        }
+        Ok(())
+    }
+
+    /// Preempted: Evicted and Preempted conditions and a `Preempted` Event.
+    pub async fn preempt(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        let build = |wl: &Workload, now: &Time| {
+            evict_patch(wl, REASON_EVICTED_BY_PREEMPTION, Some(reason), message, now)
+        };
+        if self.write(key, build).await? == Written::Yes {
+            self.recorder.workload_normal(key, "Preempted", message);
+        }
+        Ok(())
+    }
+
+    /// Evicted for another reason (stop policy, deactivation, node loss).
+    pub async fn evict(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        if self
+            .write(key, |wl, now| evict_patch(wl, reason, None, message, now))
+            .await?
+            == Written::Yes
+        {
+            self.recorder
+                .workload_normal(key, &format!("EvictedDueTo{reason}"), message);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+//! Workload status writes: the pure patch builders, and the exact requests an admission
+//! makes against a mocked API server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::client::Body;
+use kube::Client;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::controller::actuate::Writer;
+use crate::controller::watch;
+
+fn workload(status: Value) -> Workload {
+    serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-a-1b2c3", "namespace": "team", "resourceVersion": "41",
+                     "generation": 1},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1,
+                 "template": {"spec": {"containers": []}}}]},
+        "status": status,
+    }))
+    .expect("workload")
+}
+
+fn admission() -> Admission {
+    serde_json::from_value(json!({
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"},
+                               "resourceUsage": {"cpu": "1"}, "count": 1}],
+    }))
+    .expect("admission")
+}
+
+fn now() -> Time {
+    Time("2026-11-24T00:00:00Z".parse().expect("timestamp"))
+}
+
+#[test]
+fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
+    let body = admit_patch(&workload(json!({})), &admission(), &now()).expect("a patch");
+    assert_eq!(body["metadata"]["resourceVersion"], "41");
+    assert_eq!(body["status"]["admission"]["clusterQueue"], "cq");
+    let conds = body["status"]["conditions"].as_array().expect("conditions");
+    let status_of = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c["type"] == t)
+            .map(|c| (c["status"].clone(), c["reason"].clone()))
+    };
+    assert_eq!(
+        status_of("QuotaReserved"),
+        Some((json!("True"), json!("QuotaReserved")))
+    );
+    assert_eq!(status_of("Admitted"), Some((json!("True"), json!("Admitted"))));
+
+    let admitted = workload(body["status"].clone());
+    assert_eq!(admit_patch(&admitted, &admission(), &now()), None);
+}
+
+#[test]
+fn an_unchanged_pending_reason_writes_nothing_and_a_new_one_writes_once() {
+    let first = pending_patch(&workload(json!({})), "WaitingForQuota", "short by 1 cpu", &now())
+        .expect("first pending write");
+    let pending = workload(first["status"].clone());
+    assert_eq!(
+        pending_patch(&pending, "WaitingForQuota", "short by 1 cpu", &now()),
+        None,
+        "an unchanged re-evaluation must not write"
+    );
+    assert!(pending_patch(&pending, "WaitingForQuota", "short by 2 cpu", &now()).is_some());
+}
+
+/// Serves the mock side: the fresh GET of the Workload, then the status patch, whose
+/// request is returned for the test to inspect.
+async fn serve(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+) -> (Request<Value>, String) {
+    let (get, send) = handle.next_request().await.expect("a GET");
+    assert_eq!(get.method(), Method::GET);
+    let get_uri = get.uri().to_string();
+    let body = serde_json::to_vec(&workload(json!({}))).expect("json");
+    send.send_response(Response::builder().body(Body::from(body)).expect("response"));
+
+    let (patch, send) = handle.next_request().await.expect("a PATCH");
+    let (parts, body) = patch.into_parts();
+    let bytes = body.collect_bytes().await.expect("body");
+    let value: Value = serde_json::from_slice(&bytes).expect("json body");
+    let reply = serde_json::to_vec(&workload(value["status"].clone())).expect("json");
+    send.send_response(Response::builder().body(Body::from(reply)).expect("response"));
+    (Request::from_parts(parts, value), get_uri)
+}
+
+#[tokio::test]
+async fn admit_reads_the_workload_then_patches_its_status_once_as_kuota() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let writer = Writer::new(client, 1, 2).with_clock(Arc::new(now), Duration::ZERO);
+    // An empty store: the writer reads the Workload from the API server.
+    let (stores, _writers) = watch::stores();
+    let recorder = Recorder::disabled();
+    let w = WorkloadWriter {
+        writer: &writer,
+        stores: &stores,
+        recorder: &recorder,
+    };
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    let server = tokio::spawn(serve(handle));
+    w.admit(&key, &admission()).await.expect("admitted");
+    let (patch, get_uri) = server.await.expect("mock server");
+
+    assert_eq!(
+        get_uri,
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3"
+    );
+    assert_eq!(patch.method(), Method::PATCH);
+    assert_eq!(
+        patch.uri().to_string(),
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3/status?&fieldManager=kuota"
+    );
+    assert_eq!(
+        patch.headers()["content-type"],
+        "application/merge-patch+json"
+    );
+    let body = patch.body();
+    assert_eq!(body["metadata"], json!({"resourceVersion": "41"}));
+    assert_eq!(body["status"]["admission"], json!(admission()));
+    let types: Vec<&str> = body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert!(types.contains(&"QuotaReserved") && types.contains(&"Admitted"), "{types:?}");
+}

@@ -1,0 +1,210 @@
+//! The queue controller: watches the cluster, feeds one [`Engine`](crate::engine::Engine),
+//! and carries its decisions back to the API server with as few writes as possible.
+//!
+//! - `watch`: kube-rs watchers (with reflector stores) that turn cluster objects into inputs;
+//! - `translate`: pure conversion of watched objects into engine events;
+//! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
+//!   hands decisions to the actuators;
+//! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
+//!   deciding in a pure `plan` what one job needs next;
+//! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
+//!
+//! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
+
+pub mod actuate;
+pub mod engine_task;
+pub mod translate;
+pub mod watch;
+pub mod workload_sync;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tracing::{info, warn};
+
+use crate::engine::EngineConfig;
+use crate::integrations::JobIntegration;
+
+/// What the controller manages and how it schedules. `kuota serve` fills it from flags,
+/// or from Kueue's `Configuration` file (`--config`).
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Kueue's `integrations.frameworks` (`batch/job`, `jobset.x-k8s.io/jobset`,
+    /// `kubeflow.org/pytorchjob`, `ray.io/rayjob`, `ray.io/raycluster`). Unknown names are
+    /// logged and skipped; a framework whose CRD is not installed is skipped with one line.
+    pub integrations: Vec<String>,
+    /// Kueue's `manageJobsWithoutQueueName`: jobs without a queue name get Workloads too.
+    pub manage_jobs_without_queue_name: bool,
+    /// Scheduling settings: fair sharing, placement, preemption protection.
+    pub engine: EngineConfig,
+    /// At most one status write per ClusterQueue and LocalQueue per this interval.
+    pub queue_status_interval: Duration,
+    /// API writes in flight at once (Workload status, jobs, queue status).
+    pub write_concurrency: usize,
+    /// Attempts of one write before it fails for good (conflicts re-read fresh state,
+    /// 429 and 5xx back off).
+    pub write_attempts: u32,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            integrations: vec!["batch/job".to_string()],
+            manage_jobs_without_queue_name: false,
+            engine: EngineConfig::default(),
+            queue_status_interval: Duration::from_secs(1),
+            write_concurrency: 16,
+            write_attempts: 5,
+        }
+    }
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch or job-controller task ended abnormally.
+    #[error("controller task {task} failed: {source}")]
+    Task {
+        task: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// Kueue's framework name for each integration the controller can run.
+pub fn framework_name(integration: &dyn JobIntegration) -> Option<&'static str> {
+    match integration.kind().as_str() {
+        "Job" => Some("batch/job"),
+        "JobSet" => Some("jobset.x-k8s.io/jobset"),
+        "PyTorchJob" => Some("kubeflow.org/pytorchjob"),
+        "RayJob" => Some("ray.io/rayjob"),
+        "RayCluster" => Some("ray.io/raycluster"),
+        // Plain Pods need the pod-group gate machinery; not run by the controller yet.
+        _ => None,
+    }
+}
+
+/// The integrations named in `names`, and the names that matched none (to be logged).
+pub fn resolve_integrations(names: &[String]) -> (Vec<&'static dyn JobIntegration>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut unknown = Vec::new();
+    for name in names {
+        match crate::integrations::all()
+            .into_iter()
+            .find(|i| framework_name(*i) == Some(name.as_str()))
+        {
+            Some(i) => found.push(i),
+            None => unknown.push(name.clone()),
+        }
+    }
+    (found, unknown)
+}
+
+/// Runs the controller until `shutdown` resolves: watches, the engine task, one job
+/// controller per enabled integration whose CRD exists, and the actuators.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ControllerError> {
+    let (integrations, unknown) = resolve_integrations(&config.integrations);
+    for name in &unknown {
+        warn!(
+            framework = %name,
+            "integrations.frameworks: unknown or unsupported framework, skipped"
+        );
+    }
+    let mut enabled = Vec::new();
+    for integration in integrations {
+        if watch::integration_installed(&client, integration).await {
+            enabled.push(integration);
+        } else {
+            warn!(
+                kind = %integration.gvk().kind,
+                api_version = %integration.gvk().api_version(),
+                "the CRD of this integration is not installed: its jobs are not managed"
+            );
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4096);
+    let (stores, writers) = watch::stores();
+    let recorder = actuate::events::Recorder::new(client.clone());
+    let writer = Arc::new(actuate::Writer::new(
+        client.clone(),
+        config.write_concurrency,
+        config.write_attempts,
+    ));
+    let job_triggers = workload_sync::Triggers::new(&enabled);
+    let mut tasks = watch::spawn(
+        client.clone(),
+        writers,
+        tx.clone(),
+        job_triggers.clone(),
+        recorder.clone(),
+    );
+    for integration in &enabled {
+        tasks.push((
+            "job-controller",
+            tokio::spawn(workload_sync::run(
+                client.clone(),
+                *integration,
+                workload_sync::Ctx {
+                    stores: stores.clone(),
+                    writer: writer.clone(),
+                    recorder: recorder.clone(),
+                    engine: tx.clone(),
+                    manage_without_queue_name: config.manage_jobs_without_queue_name,
+                },
+                job_triggers.receiver(*integration),
+            )),
+        ));
+    }
+    info!(
+        integrations = ?enabled.iter().map(|i| i.kind()).collect::<Vec<_>>(),
+        "queue controller started"
+    );
+    let engine_task = engine_task::EngineTask::new(
+        config.engine.clone(),
+        rx,
+        tx,
+        watch::ENGINE_KINDS,
+        actuate::Actuators {
+            writer,
+            recorder,
+            stores,
+        },
+        config.queue_status_interval,
+    );
+    let result = engine_task.run(shutdown).await;
+    for (_, task) in &tasks {
+        task.abort();
+    }
+    for (name, task) in tasks {
+        match task.await {
+            Ok(()) => {}
+            Err(e) if e.is_cancelled() => {}
+            Err(source) => return Err(ControllerError::Task { task: name, source }),
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frameworks_resolve_by_kueue_name_and_unknown_ones_are_reported() {
+        let (found, unknown) = resolve_integrations(&[
+            "batch/job".to_string(),
+            "ray.io/rayjob".to_string(),
+            "example.com/widget".to_string(),
+            "pod".to_string(),
+        ]);
+        let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
+        assert_eq!(kinds, ["Job", "RayJob"]);
+        assert_eq!(unknown, ["example.com/widget", "pod"]);
+    }
+}

@@ -1,0 +1,362 @@
+//! The controller's watches: one kube-rs watcher per kind the engine reads, with
+//! reflector stores for the objects the actuators need fresh, turning every change into
+//! engine inputs (a re-list's vanished objects become deletes).
+
+use std::collections::BTreeSet;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::{Client, Resource};
+use tokio::sync::mpsc::Sender;
+use tracing::{debug, warn};
+
+use super::actuate::events::Recorder;
+use super::engine_task::Input;
+use super::translate;
+use super::workload_sync::Triggers;
+use crate::api;
+use crate::integrations::JobIntegration;
+
+/// A kind of object the engine reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    ResourceFlavor,
+    Cohort,
+    ClusterQueue,
+    LocalQueue,
+    Workload,
+    WorkloadPriorityClass,
+    PriorityClass,
+    Topology,
+    Namespace,
+    Node,
+}
+
+/// Every kind the engine must have listed before its first cycle: admitted Workloads
+/// are the truth, so nothing is admitted before all of them (and their queues) are known.
+pub const ENGINE_KINDS: &[Kind] = &[
+    Kind::ResourceFlavor,
+    Kind::Cohort,
+    Kind::ClusterQueue,
+    Kind::LocalQueue,
+    Kind::Workload,
+    Kind::WorkloadPriorityClass,
+    Kind::PriorityClass,
+    Kind::Topology,
+    Kind::Namespace,
+    Kind::Node,
+];
+
+impl Kind {
+    /// The API resource watched for this kind.
+    pub fn api_resource(self) -> ApiResource {
+        match self {
+            Kind::ResourceFlavor => ApiResource::erase::<api::ResourceFlavor>(&()),
+            Kind::Cohort => ApiResource::erase::<api::Cohort>(&()),
+            Kind::ClusterQueue => ApiResource::erase::<api::ClusterQueue>(&()),
+            Kind::LocalQueue => ApiResource::erase::<api::LocalQueue>(&()),
+            Kind::Workload => ApiResource::erase::<api::Workload>(&()),
+            Kind::WorkloadPriorityClass => ApiResource::erase::<api::WorkloadPriorityClass>(&()),
+            Kind::PriorityClass => {
+                ApiResource::erase::<k8s_openapi::api::scheduling::v1::PriorityClass>(&())
+            }
+            Kind::Topology => ApiResource::erase::<api::Topology>(&()),
+            Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            Kind::Node => ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
+        }
+    }
+
+    /// The kind's name, for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::ResourceFlavor => "ResourceFlavor",
+            Kind::Cohort => "Cohort",
+            Kind::ClusterQueue => "ClusterQueue",
+            Kind::LocalQueue => "LocalQueue",
+            Kind::Workload => "Workload",
+            Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::Topology => "Topology",
+            Kind::Namespace => "Namespace",
+            Kind::Node => "Node",
+        }
+    }
+}
+
+/// Reflector stores the actuators read: always the latest object the watch delivered.
+#[derive(Clone)]
+pub struct Stores {
+    pub workloads: Store<DynamicObject>,
+    pub flavors: Store<DynamicObject>,
+    pub cluster_queues: Store<DynamicObject>,
+    pub local_queues: Store<DynamicObject>,
+}
+
+/// The writing halves of [`Stores`], consumed by [`spawn`].
+pub struct Writers {
+    workloads: reflector::store::Writer<DynamicObject>,
+    flavors: reflector::store::Writer<DynamicObject>,
+    cluster_queues: reflector::store::Writer<DynamicObject>,
+    local_queues: reflector::store::Writer<DynamicObject>,
+}
+
+/// Empty stores and the writers that fill them.
+pub fn stores() -> (Stores, Writers) {
+    let w = |k: Kind| reflector::store::Writer::new(k.api_resource());
+    let writers = Writers {
+        workloads: w(Kind::Workload),
+        flavors: w(Kind::ResourceFlavor),
+        cluster_queues: w(Kind::ClusterQueue),
+        local_queues: w(Kind::LocalQueue),
+    };
+    let stores = Stores {
+        workloads: writers.workloads.as_reader(),
+        flavors: writers.flavors.as_reader(),
+        cluster_queues: writers.cluster_queues.as_reader(),
+        local_queues: writers.local_queues.as_reader(),
+    };
+    (stores, writers)
+}
+
+/// A spawned watch task, named for errors.
+pub type Task = (&'static str, tokio::task::JoinHandle<()>);
+
+/// Starts one watch per [`ENGINE_KINDS`] entry; they run until aborted.
+pub fn spawn(
+    client: Client,
+    writers: Writers,
+    tx: Sender<Input>,
+    triggers: Triggers,
+    recorder: Recorder,
+) -> Vec<Task> {
+    let Writers {
+        workloads,
+        flavors,
+        cluster_queues,
+        local_queues,
+    } = writers;
+    let mut writers = [
+        (Kind::Workload, Some(workloads)),
+        (Kind::ResourceFlavor, Some(flavors)),
+        (Kind::ClusterQueue, Some(cluster_queues)),
+        (Kind::LocalQueue, Some(local_queues)),
+    ];
+    ENGINE_KINDS
+        .iter()
+        .map(|&kind| {
+            let writer = writers
+                .iter_mut()
+                .find(|(k, _)| *k == kind)
+                .and_then(|(_, w)| w.take());
+            let watch = Watch {
+                kind,
+                tx: tx.clone(),
+                triggers: triggers.clone(),
+                recorder: recorder.clone(),
+            };
+            let task = tokio::spawn(watch.run(client.clone(), writer));
+            ("watch", task)
+        })
+        .collect()
+}
+
+/// Whether the API server serves the integration's kind (its CRD is installed).
+pub async fn integration_installed(client: &Client, integration: &dyn JobIntegration) -> bool {
+    let ar = job_api_resource(&integration.gvk());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => {
+            // Not a clear "not found": keep the integration; its watch retries with backoff.
+            warn!(kind = %ar.kind, error = %e, "could not check whether the CRD is installed");
+            true
+        }
+    }
+}
+
+/// The API resource of a job kind (plural by Kubernetes' convention).
+pub fn job_api_resource(gvk: &GroupVersionKind) -> ApiResource {
+    ApiResource::from_gvk(gvk)
+}
+
+/// One kind's watch: translates its events and forwards them to the engine task.
+struct Watch {
+    kind: Kind,
+    tx: Sender<Input>,
+    triggers: Triggers,
+    recorder: Recorder,
+}
+
+impl Watch {
+    async fn run(self, client: Client, writer: Option<reflector::store::Writer<DynamicObject>>) {
+        let ar = self.kind.api_resource();
+        let api: Api<DynamicObject> = Api::all_with(client, &ar);
+        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        let mut stream = match writer {
+            Some(w) => stream.reflect(w).boxed(),
+            None => stream.boxed(),
+        };
+        let mut relist = Relist::default();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    for input in relist.handle(self.kind, event, |o| self.upsert(o)) {
+                        if self.tx.send(input).await.is_err() {
+                            return; // the engine task ended
+                        }
+                    }
+                }
+                Err(e) => {
+                    warn!(kind = self.kind.name(), error = %e, "watch failed; retrying with backoff")
+                }
+            }
+        }
+    }
+
+    /// The engine events of one applied object; a bad object is logged and reported as an
+    /// Event on it, and sends nothing (what the engine knew of it stays as it was).
+    fn upsert(&self, obj: &DynamicObject) -> Vec<Input> {
+        if self.kind == Kind::Workload {
+            self.triggers.trigger_owner(obj);
+        }
+        match translate::upsert(self.kind, obj) {
+            Ok(events) => events.into_iter().map(Input::event).collect(),
+            Err(e) => {
+                warn!(error = %e, "ignoring an object kuota cannot read");
+                self.recorder.invalid_object(obj, &e.to_string());
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Tracks which objects a watch has seen, so that a re-list after a dropped watch turns
+/// the objects that vanished meanwhile into deletes.
+#[derive(Default)]
+struct Relist {
+    known: BTreeSet<(Option<String>, String)>,
+    seen: BTreeSet<(Option<String>, String)>,
+    synced: bool,
+}
+
+impl Relist {
+    fn handle(
+        &mut self,
+        kind: Kind,
+        event: WatchEvent<DynamicObject>,
+        mut upsert: impl FnMut(&DynamicObject) -> Vec<Input>,
+    ) -> Vec<Input> {
+        match event {
+            WatchEvent::Init => {
+                self.seen.clear();
+                Vec::new()
+            }
+            WatchEvent::InitApply(o) => {
+                self.seen.insert(key_of(&o));
+                upsert(&o)
+            }
+            WatchEvent::InitDone => {
+                let mut out = Vec::new();
+                for (ns, name) in self.known.difference(&self.seen) {
+                    debug!(
+                        kind = kind.name(),
+                        ?ns,
+                        name,
+                        "gone while the watch was down"
+                    );
+                    out.extend(
+                        translate::delete(kind, ns.as_deref(), name)
+                            .into_iter()
+                            .map(Input::event),
+                    );
+                }
+                self.known = std::mem::take(&mut self.seen);
+                if !self.synced {
+                    self.synced = true;
+                    out.push(Input::Synced(kind));
+                }
+                out
+            }
+            WatchEvent::Apply(o) => {
+                self.known.insert(key_of(&o));
+                upsert(&o)
+            }
+            WatchEvent::Delete(o) => {
+                let (ns, name) = key_of(&o);
+                self.known.remove(&(ns.clone(), name.clone()));
+                translate::delete(kind, ns.as_deref(), &name)
+                    .into_iter()
+                    .map(Input::event)
+                    .collect()
+            }
+        }
+    }
+}
+
+fn key_of(o: &DynamicObject) -> (Option<String>, String) {
+    (
+        o.meta().namespace.clone(),
+        o.meta().name.clone().unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Event;
+
+    fn flavor(name: &str) -> DynamicObject {
+        DynamicObject::new(name, &Kind::ResourceFlavor.api_resource())
+            .data(serde_json::json!({"spec": {}}))
+    }
+
+    fn names(inputs: &[Input]) -> Vec<String> {
+        inputs
+            .iter()
+            .map(|i| match i {
+                Input::Event(e) => match e.as_ref() {
+                    Event::ResourceFlavorUpserted(f) => {
+                        format!("up {}", f.metadata.name.clone().unwrap_or_default())
+                    }
+                    Event::ResourceFlavorDeleted(n) => format!("del {n}"),
+                    other => format!("{other:?}"),
+                },
+                Input::Synced(k) => format!("synced {}", k.name()),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_deletes_what_vanished_and_reports_synced_once() {
+        let mut r = Relist::default();
+        let up = |o: &DynamicObject| {
+            translate::upsert(Kind::ResourceFlavor, o)
+                .expect("valid")
+                .into_iter()
+                .map(Input::event)
+                .collect()
+        };
+        let k = Kind::ResourceFlavor;
+        let mut out = Vec::new();
+        out.extend(r.handle(k, WatchEvent::Init, up));
+        out.extend(r.handle(k, WatchEvent::InitApply(flavor("a")), up));
+        out.extend(r.handle(k, WatchEvent::InitApply(flavor("b")), up));
+        out.extend(r.handle(k, WatchEvent::InitDone, up));
+        assert_eq!(names(&out), ["up a", "up b", "synced ResourceFlavor"]);
+        // The watch drops; on the re-list "a" is gone and "c" is new.
+        let mut out = Vec::new();
+        out.extend(r.handle(k, WatchEvent::Init, up));
+        out.extend(r.handle(k, WatchEvent::InitApply(flavor("b")), up));
+        out.extend(r.handle(k, WatchEvent::InitApply(flavor("c")), up));
+        out.extend(r.handle(k, WatchEvent::InitDone, up));
+        assert_eq!(names(&out), ["up b", "up c", "del a"]);
+        let out = r.handle(k, WatchEvent::Delete(flavor("b")), up);
+        assert_eq!(names(&out), ["del b"]);
+    }
+}

@@ -1,0 +1,453 @@
+//! Job reconciliation (one kube-rs `Controller` per integration): each job gets its
+//! Workload, is started once the Workload is admitted, stopped and restored when it is
+//! evicted, and its Workload is finished when it completes. A pure [`plan`] picks the one
+//! step a job needs next; the job's and its Workload's next events bring the step after.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::Sender;
+use tracing::{debug, info, warn};
+
+use super::actuate::events::Recorder;
+use super::actuate::job::{self, JobPatchError};
+use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
+use super::actuate::{WriteError, Writer};
+use super::engine_task::Input;
+use super::translate::{TranslateError, decode};
+use super::watch::{Kind, Stores, job_api_resource};
+use crate::api::Workload;
+use crate::api::constants::{
+    QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
+};
+use crate::engine::{Event, WorkloadKey};
+use crate::integrations::{IntegrationError, JobIntegration, JobObject, RuleOptions};
+
+/// Why one reconciliation of a job failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("job {name}: {source}")]
+    Decode {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("job {name}: cannot build its Workload: {source}")]
+    Integration {
+        name: String,
+        #[source]
+        source: IntegrationError,
+    },
+    #[error(transparent)]
+    Patch(#[from] JobPatchError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Translate(#[from] TranslateError),
+    #[error("job {name}: {source}")]
+    Api {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What the job's state says, as far as admission cares.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobState {
+    pub suspended: bool,
+    /// `Some((succeeded, message))` once the job completed or failed.
+    pub finished: Option<(bool, String)>,
+    /// Pods still running or terminating.
+    pub active: i64,
+    /// `status.startTime` is set (the template cannot change until it is cleared).
+    pub started: bool,
+    /// The pod templates differ from what the Workload recorded.
+    pub needs_restore: bool,
+}
+
+/// The one step a job needs next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Nothing,
+    CreateWorkload,
+    Finish {
+        reason: &'static str,
+        message: String,
+    },
+    Start,
+    Stop,
+    ClearStartTime,
+    Restore,
+    /// Evicted and stopped, with no pods left: release the admission and requeue.
+    Requeue,
+}
+
+/// Picks the next step for a job and its Workload (none yet: `None`).
+pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
+    let Some(wl) = wl else {
+        return if job.finished.is_some() {
+            Step::Nothing
+        } else {
+            Step::CreateWorkload
+        };
+    };
+    let status = wl.status.as_ref();
+    if status.is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED)) {
+        return Step::Nothing;
+    }
+    if let Some((ok, message)) = &job.finished {
+        let reason = if *ok { REASON_SUCCEEDED } else { REASON_FAILED };
+        return Step::Finish {
+            reason,
+            message: message.clone(),
+        };
+    }
+    let admitted = status.is_some_and(|s| s.admission.is_some());
+    let evicted = status.is_some_and(|s| s.is_condition_true(WORKLOAD_EVICTED));
+    if admitted && !evicted {
+        return if job.suspended {
+            Step::Start
+        } else {
+            Step::Nothing
+        };
+    }
+    // Evicted, or never admitted: the job must not run, and must look as submitted.
+    if !job.suspended {
+        Step::Stop
+    } else if job.started {
+        Step::ClearStartTime
+    } else if job.needs_restore {
+        Step::Restore
+    } else if admitted && job.active == 0 {
+        Step::Requeue
+    } else {
+        Step::Nothing
+    }
+}
+
+/// Reads the admission-relevant state of a job of `kind` (finished conditions differ).
+pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
+    let status = job.get("status");
+    let conditions = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let cond = |t: &str| {
+        conditions.iter().find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(t)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
+    let message = |c: &Value| {
+        c.get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (ok_type, failed_type) = match kind {
+        "JobSet" => ("Completed", "Failed"),
+        "PyTorchJob" => ("Succeeded", "Failed"),
+        _ => ("Complete", "Failed"),
+    };
+    let mut finished = if cond(ok_type).is_some() {
+        Some((true, "Job finished successfully".to_string()))
+    } else {
+        cond(failed_type).map(|c| (false, message(c)))
+    };
+    if kind == "RayJob" {
+        finished = match status
+            .and_then(|s| s.get("jobStatus"))
+            .and_then(Value::as_str)
+        {
+            Some("SUCCEEDED") => Some((true, "Job finished successfully".to_string())),
+            Some("FAILED") => Some((false, "Job failed".to_string())),
+            _ => None,
+        };
+    }
+    let count = |k: &str| {
+        status
+            .and_then(|s| s.get(k))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    JobState {
+        suspended,
+        finished,
+        active: count("active") + count("terminating"),
+        started: status
+            .and_then(|s| s.get("startTime"))
+            .is_some_and(|t| !t.is_null()),
+        needs_restore: false,
+    }
+}
+
+/// An integration's (apiVersion, kind).
+type GvkKey = (String, String);
+/// A job to reconcile again, named by reference.
+type JobRef = ObjectRef<DynamicObject>;
+
+/// Routes Workload changes to the reconciler of the job that owns them.
+#[derive(Clone, Default)]
+pub struct Triggers {
+    senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
+    receivers: Arc<Mutex<HashMap<GvkKey, UnboundedReceiver<JobRef>>>>,
+}
+
+fn gvk_key(integration: &dyn JobIntegration) -> (String, String) {
+    let gvk = integration.gvk();
+    (gvk.api_version(), gvk.kind)
+}
+
+impl Triggers {
+    /// One channel per enabled integration.
+    pub fn new(integrations: &[&'static dyn JobIntegration]) -> Self {
+        let mut senders = HashMap::new();
+        let mut receivers = HashMap::new();
+        for i in integrations {
+            let (tx, rx) = unbounded();
+            senders.insert(gvk_key(*i), tx);
+            receivers.insert(gvk_key(*i), rx);
+        }
+        Self {
+            senders: Arc::new(senders),
+            receivers: Arc::new(Mutex::new(receivers)),
+        }
+    }
+
+    /// The trigger stream of an integration (taken once).
+    pub fn receiver(
+        &self,
+        integration: &dyn JobIntegration,
+    ) -> UnboundedReceiver<ObjectRef<DynamicObject>> {
+        let taken = self
+            .receivers
+            .lock()
+            .ok()
+            .and_then(|mut r| r.remove(&gvk_key(integration)));
+        taken.unwrap_or_else(|| unbounded().1)
+    }
+
+    /// Asks the reconciler of the Workload's owning job to look at that job again.
+    pub fn trigger_owner(&self, wl: &DynamicObject) {
+        let Some(ns) = wl.meta().namespace.as_deref() else {
+            return;
+        };
+        for owner in wl.meta().owner_references.iter().flatten() {
+            if owner.controller != Some(true) {
+                continue;
+            }
+            let key = (owner.api_version.clone(), owner.kind.clone());
+            if let Some(tx) = self.senders.get(&key) {
+                let gvk = kube::core::GroupVersionKind::try_from(&kube::core::TypeMeta {
+                    api_version: owner.api_version.clone(),
+                    kind: owner.kind.clone(),
+                });
+                if let Ok(gvk) = gvk {
+                    let r = ObjectRef::new_with(&owner.name, job_api_resource(&gvk)).within(ns);
+                    let _ = tx.unbounded_send(r);
+                }
+            }
+        }
+    }
+}
+
+/// What a job reconciler needs.
+#[derive(Clone)]
+pub struct Ctx {
+    pub stores: Stores,
+    pub writer: Arc<Writer>,
+    pub recorder: Recorder,
+    pub engine: Sender<Input>,
+    pub manage_without_queue_name: bool,
+}
+
+struct JobCtx {
+    integration: &'static dyn JobIntegration,
+    ctx: Ctx,
+}
+
+/// Runs the job controller of one integration until aborted.
+pub async fn run(
+    client: Client,
+    integration: &'static dyn JobIntegration,
+    ctx: Ctx,
+    triggers: UnboundedReceiver<ObjectRef<DynamicObject>>,
+) {
+    let ar = job_api_resource(&integration.gvk());
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut wc = watcher::Config::default();
+    if !ctx.manage_without_queue_name {
+        // Only queue-labelled jobs are managed: the cache holds nothing else.
+        wc = wc.labels(QUEUE_NAME_LABEL);
+    }
+    let jctx = Arc::new(JobCtx { integration, ctx });
+    Controller::new_with(api, wc, ar)
+        .reconcile_on(triggers)
+        .run(reconcile, error_policy, jctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                debug!(error = %e, "job reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(job: Arc<DynamicObject>, e: &SyncError, _: Arc<JobCtx>) -> Action {
+    warn!(job = %job.meta().name.clone().unwrap_or_default(), error = %e, "job reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
+    let JobCtx { integration, ctx } = &*jctx;
+    let integration = *integration;
+    let name = job.meta().name.clone().unwrap_or_default();
+    let ns = job.meta().namespace.clone().unwrap_or_default();
+    if job.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let value = serde_json::to_value(&*job).map_err(|source| SyncError::Decode {
+        name: name.clone(),
+        source,
+    })?;
+    let view = JobObject::from_value(&value).map_err(|source| SyncError::Decode {
+        name: name.clone(),
+        source,
+    })?;
+    let opts = RuleOptions {
+        manage_jobs_without_queue_name: ctx.manage_without_queue_name,
+        ..RuleOptions::default()
+    };
+    if !opts.is_managed(&view) {
+        return Ok(Action::await_change());
+    }
+    let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
+    let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource()).within(&ns);
+    let wl: Option<Workload> = match ctx.stores.workloads.get(&r) {
+        Some(o) => Some(decode(Kind::Workload, &o)?),
+        None => None,
+    };
+    let mut state = job_state(&integration.kind(), &value, integration.is_suspended(&view));
+    if let Some(wl) = &wl {
+        state.needs_restore = job::restore_patch(integration, &value, wl)?.is_some();
+    }
+    let step = plan(&state, wl.as_ref());
+    debug!(job = %name, namespace = %ns, ?step, "job reconcile");
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.writer.client.clone(),
+        &ns,
+        &job_api_resource(&integration.gvk()),
+    );
+    let patch_job = |p: Option<json_patch::Patch>| {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let Some(p) = p else { return Ok(()) };
+            api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(p))
+                .await
+                .map(|_| ())
+                .map_err(|source| SyncError::Api { name, source })
+        }
+    };
+    let wl_writer = WorkloadWriter {
+        writer: &ctx.writer,
+        stores: &ctx.stores,
+        recorder: &ctx.recorder,
+    };
+    match (step, wl) {
+        (Step::Nothing, _) => {}
+        (Step::CreateWorkload, _) => create_workload(ctx, integration, &value, &name, &ns).await?,
+        (Step::Finish { reason, message }, _) => {
+            wl_writer
+                .write(&key, |wl, now| finish_patch(wl, reason, &message, now))
+                .await?;
+        }
+        (Step::Start, Some(wl)) => {
+            patch_job(job::start_patch(
+                integration,
+                &value,
+                &wl,
+                &ctx.stores.flavors,
+            )?)
+            .await?;
+            info!(job = %name, namespace = %ns, "job started");
+        }
+        (Step::Stop, _) => patch_job(job::stop_patch(integration, &value)).await?,
+        (Step::ClearStartTime, _) => {
+            let body = json!({"status": {"startTime": null}});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map_err(|source| SyncError::Api {
+                    name: name.clone(),
+                    source,
+                })?;
+        }
+        (Step::Restore, Some(wl)) => {
+            patch_job(job::restore_patch(integration, &value, &wl)?).await?
+        }
+        (Step::Requeue, _) => {
+            wl_writer.write(&key, requeue_patch).await?;
+            let _ = ctx
+                .engine
+                .send(Input::event(Event::WorkloadEvicted(key)))
+                .await;
+        }
+        (Step::Start | Step::Restore, None) => {}
+    }
+    Ok(Action::await_change())
+}
+
+/// Creates the job's Workload (an existing one is fine: a reconcile raced the watch).
+async fn create_workload(
+    ctx: &Ctx,
+    integration: &dyn JobIntegration,
+    job: &Value,
+    name: &str,
+    ns: &str,
+) -> Result<(), SyncError> {
+    let wl = integration
+        .workload(job)
+        .map_err(|source| SyncError::Integration {
+            name: format!("{ns}/{name}"),
+            source,
+        })?;
+    let obj: DynamicObject = serde_json::to_value(&wl)
+        .and_then(serde_json::from_value)
+        .map_err(|source| SyncError::Decode {
+            name: name.to_string(),
+            source,
+        })?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.writer.client.clone(),
+        ns,
+        &Kind::Workload.api_resource(),
+    );
+    let pp = PostParams {
+        field_manager: Some("kuota".to_string()),
+        ..PostParams::default()
+    };
+    match api.create(&pp, &obj).await {
+        Ok(_) => {
+            info!(job = %name, namespace = %ns, workload = ?wl.metadata.name, "workload created");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(source) => Err(SyncError::Api {
+            name: name.to_string(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,90 @@
+//! The pure step planner: what a job needs next, given its state and its Workload.
+
+use serde_json::json;
+
+use super::*;
+
+fn workload(status: serde_json::Value) -> Workload {
+    serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-a-1b2c3", "namespace": "team"},
+        "spec": {"queueName": "lq", "podSets": []},
+        "status": status,
+    }))
+    .expect("workload")
+}
+
+fn cond(type_: &str, status: &str) -> serde_json::Value {
+    json!({"type": type_, "status": status, "reason": "R", "message": "",
+           "lastTransitionTime": "2026-11-24T00:00:00Z"})
+}
+
+fn admitted() -> serde_json::Value {
+    json!({"admission": {"clusterQueue": "cq", "podSetAssignments": []},
+           "conditions": [cond("QuotaReserved", "True"), cond("Admitted", "True")]})
+}
+
+#[test]
+fn a_job_without_a_workload_gets_one_unless_it_already_finished() {
+    let job = JobState {
+        suspended: true,
+        ..JobState::default()
+    };
+    assert_eq!(plan(&job, None), Step::CreateWorkload);
+    let done = JobState {
+        finished: Some((true, "done".into())),
+        ..job
+    };
+    assert_eq!(plan(&done, None), Step::Nothing);
+}
+
+#[test]
+fn an_admitted_suspended_job_starts_and_a_pending_running_one_stops() {
+    let suspended = JobState {
+        suspended: true,
+        ..JobState::default()
+    };
+    assert_eq!(plan(&suspended, Some(&workload(admitted()))), Step::Start);
+    let running = JobState::default();
+    assert_eq!(plan(&running, Some(&workload(admitted()))), Step::Nothing);
+    assert_eq!(plan(&running, Some(&workload(json!({})))), Step::Stop);
+}
+
+#[test]
+fn a_finished_job_finishes_its_workload_once() {
+    let job = JobState {
+        finished: Some((true, "Job finished successfully".into())),
+        ..JobState::default()
+    };
+    assert_eq!(
+        plan(&job, Some(&workload(admitted()))),
+        Step::Finish {
+            reason: REASON_SUCCEEDED,
+            message: "Job finished successfully".into()
+        }
+    );
+    let finished = workload(json!({"conditions": [cond("Finished", "True")]}));
+    assert_eq!(plan(&job, Some(&finished)), Step::Nothing);
+}
+
+#[test]
+fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
+    let mut status = admitted();
+    status["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(cond("Evicted", "True"));
+    let evicted = workload(status);
+    assert_eq!(plan(&JobState::default(), Some(&evicted)), Step::Stop);
+    let stopping = JobState {
+        suspended: true,
+        active: 1,
+        ..JobState::default()
+    };
+    assert_eq!(plan(&stopping, Some(&evicted)), Step::Nothing);
+    let stopped = JobState {
+        suspended: true,
+        ..JobState::default()
+    };
+    assert_eq!(plan(&stopped, Some(&evicted)), Step::Requeue);
+}
