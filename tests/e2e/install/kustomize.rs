@@ -136,6 +136,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
         "configmap/kuota-config",
         "service/kuota-webhook",
         "deployment.apps/kuota-webhook",
+        "deployment.apps/kuota-controller",
         "poddisruptionbudget.policy/kuota-webhook",
         "networkpolicy.networking.k8s.io/kuota-webhook",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/kuota-mutating-webhook",
@@ -178,7 +179,7 @@ async fn the_overlays_pass_server_side_validation() {
         ),
         "{monitoring:?}"
     );
-    assert_eq!(monitoring.len(), 24);
+    assert_eq!(monitoring.len(), 25);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
     assert!(
         has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
