@@ -873,7 +873,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
                 let ca = args.server.cert_dir.join(super::tls::CA_FILE);
                 tasks.push(crate::crds::inject::spawn(client.clone(), ca));
             }
-            tasks.extend(super::feed::spawn(client.clone(), index.clone(), health.clone()));
+            tasks.extend(super::feed::spawn(
+                client.clone(),
+                index.clone(),
+                health.clone(),
+            ));
             tasks
         }
         Err(e) => {

@@ -150,7 +150,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     }
     assert_eq!(
         lines.len(),
-        23,
+        24,
         "every object of the base:\n{}",
         lines.join("\n")
     );

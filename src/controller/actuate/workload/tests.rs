@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use http::{Method, Request, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::client::Body;
 use kube::Client;
+use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
@@ -55,7 +55,10 @@ fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
         status_of("QuotaReserved"),
         Some((json!("True"), json!("QuotaReserved")))
     );
-    assert_eq!(status_of("Admitted"), Some((json!("True"), json!("Admitted"))));
+    assert_eq!(
+        status_of("Admitted"),
+        Some((json!("True"), json!("Admitted")))
+    );
 
     let admitted = workload(body["status"].clone());
     assert_eq!(admit_patch(&admitted, &admission(), &now()), None);
@@ -63,8 +66,13 @@ fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
 
 #[test]
 fn an_unchanged_pending_reason_writes_nothing_and_a_new_one_writes_once() {
-    let first = pending_patch(&workload(json!({})), "WaitingForQuota", "short by 1 cpu", &now())
-        .expect("first pending write");
+    let first = pending_patch(
+        &workload(json!({})),
+        "WaitingForQuota",
+        "short by 1 cpu",
+        &now(),
+    )
+    .expect("first pending write");
     let pending = workload(first["status"].clone());
     assert_eq!(
         pending_patch(&pending, "WaitingForQuota", "short by 1 cpu", &now()),
@@ -83,14 +91,22 @@ async fn serve(
     assert_eq!(get.method(), Method::GET);
     let get_uri = get.uri().to_string();
     let body = serde_json::to_vec(&workload(json!({}))).expect("json");
-    send.send_response(Response::builder().body(Body::from(body)).expect("response"));
+    send.send_response(
+        Response::builder()
+            .body(Body::from(body))
+            .expect("response"),
+    );
 
     let (patch, send) = handle.next_request().await.expect("a PATCH");
     let (parts, body) = patch.into_parts();
     let bytes = body.collect_bytes().await.expect("body");
     let value: Value = serde_json::from_slice(&bytes).expect("json body");
     let reply = serde_json::to_vec(&workload(value["status"].clone())).expect("json");
-    send.send_response(Response::builder().body(Body::from(reply)).expect("response"));
+    send.send_response(
+        Response::builder()
+            .body(Body::from(reply))
+            .expect("response"),
+    );
     (Request::from_parts(parts, value), get_uri)
 }
 
@@ -134,5 +150,8 @@ async fn admit_reads_the_workload_then_patches_its_status_once_as_kuota() {
         .iter()
         .filter_map(|c| c["type"].as_str())
         .collect();
-    assert!(types.contains(&"QuotaReserved") && types.contains(&"Admitted"), "{types:?}");
+    assert!(
+        types.contains(&"QuotaReserved") && types.contains(&"Admitted"),
+        "{types:?}"
+    );
 }
