@@ -140,7 +140,7 @@ impl EngineTask {
             Input::AdmissionFailed(key) => {
                 // The engine holds the admission it decided: release it and queue the
                 // workload again (the status write never landed).
-                if let Err(e) = self.engine.apply(now_millis(), Event::WorkloadEvicted(key)) {
+                if let Err(e) = self.engine.apply(now_millis(), Event::AdmissionFailed(key)) {
                     warn!(error = %e, "releasing a failed admission");
                 }
             }

@@ -107,7 +107,9 @@ impl Engine {
         for (until, cq) in std::mem::take(&mut self.oracle.get_mut().wakeups) {
             self.wakeups.entry(until).or_default().insert(cq);
         }
-        std::mem::take(&mut self.outbox)
+        let mut decisions = std::mem::take(&mut self.outbox);
+        drop_superseded_pending(&mut decisions);
+        decisions
     }
 
     /// Looks again at the ClusterQueues whose workloads waited for a preemption
@@ -758,4 +760,29 @@ fn reason_text(r: super::PreemptionReason) -> &'static str {
             "reclamation within the cohort while borrowing"
         }
     }
+}
+
+/// Drops a `Pending` decision when a later decision of the same batch admits the workload
+/// or reports it pending again: the shell would only write a status that is stale before
+/// it lands (e.g. "ClusterQueue a doesn't exist" while a restart's objects arrive).
+fn drop_superseded_pending(decisions: &mut Vec<Decision>) {
+    let mut later = super::FastSet::default();
+    let mut keep = vec![true; decisions.len()];
+    for (i, d) in decisions.iter().enumerate().rev() {
+        match d {
+            Decision::Pending { workload, .. } if !later.insert(workload.clone()) => {
+                keep[i] = false;
+            }
+            Decision::Pending { .. } => {}
+            Decision::Admit { workload, .. } => {
+                later.insert(workload.clone());
+            }
+            _ => {}
+        }
+    }
+    let mut i = 0;
+    decisions.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
 }

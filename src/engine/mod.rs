@@ -101,6 +101,11 @@ pub enum Event {
     /// An evicted or preempted workload has stopped: its quota is released
     /// and it goes back to its queue.
     WorkloadEvicted(WorkloadKey),
+    /// An [`Decision::Admit`] whose status write did not land (the shell gave up on it):
+    /// the quota and nodes it granted are released and the workload is queued again. A
+    /// no-op for a workload that is not admitted, or whose admission already landed and
+    /// is being evicted.
+    AdmissionFailed(WorkloadKey),
     TopologyUpserted(api::Topology),
     TopologyDeleted(String),
     /// A Node appeared or changed (labels, allocatable, taints, readiness).

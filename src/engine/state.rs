@@ -138,6 +138,9 @@ pub struct Engine {
     pub(crate) selector_gen: u64,
     /// Restored workloads with pods on hosts not (yet) known to the inventory.
     pub(crate) unresolved_restores: BTreeSet<WlId>,
+    /// Admitted workloads seen before their ClusterQueue (watches deliver kinds in any
+    /// order on a restart): parked, not queued, and charged when the ClusterQueue arrives.
+    pub(crate) awaiting_cq: BTreeMap<WorkloadKey, api::Admission>,
     pub(crate) outbox: Vec<Decision>,
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
@@ -181,6 +184,7 @@ impl Engine {
             quota_gen: 0,
             selector_gen: 0,
             unresolved_restores: BTreeSet::new(),
+            awaiting_cq: BTreeMap::new(),
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
@@ -282,6 +286,7 @@ impl Engine {
                 c.spec = spec;
                 c.deleted = false;
                 self.rebuild();
+                self.restore_awaiting(&name)?;
                 if !was_draining && self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain {
                     self.drain(id, "ClusterQueueStopped", "The ClusterQueue is stopped");
                 }
@@ -353,8 +358,12 @@ impl Engine {
                 self.selector_gen += 1;
             }
             Event::WorkloadUpserted(wl) => self.upsert_workload(&wl)?,
-            Event::WorkloadFinished(key) => self.release(&key, true),
+            Event::WorkloadFinished(key) => {
+                self.awaiting_cq.remove(&key);
+                self.release(&key, true)
+            }
             Event::WorkloadDeleted(key) => {
+                self.awaiting_cq.remove(&key);
                 self.release(&key, true);
                 if let Some(id) = self.wl_index.remove(&key) {
                     self.dequeue(id);
@@ -364,6 +373,15 @@ impl Engine {
                 }
             }
             Event::WorkloadEvicted(key) => self.release(&key, false),
+            Event::AdmissionFailed(key) => {
+                let admitted = self
+                    .wl_index
+                    .get(&key)
+                    .is_some_and(|&id| matches!(self.wl(id).state, WlState::Admitted(_)));
+                if admitted {
+                    self.release(&key, false);
+                }
+            }
         }
         Ok(())
     }
@@ -393,7 +411,24 @@ impl Engine {
             let w = self.wls[id as usize]
                 .as_mut()
                 .expect("index points at a live slot");
+            let parked = self.awaiting_cq.contains_key(&spec.key);
             match &w.state {
+                WlState::Pending if parked => {
+                    // Still waiting for its ClusterQueue: keep it parked with the latest
+                    // admission, or queue it if the admission was cleared meanwhile.
+                    let admission = wl.status.as_ref().and_then(|s| s.admission.clone());
+                    let key = spec.key.clone();
+                    w.spec = spec;
+                    match admission {
+                        Some(adm) => {
+                            self.awaiting_cq.insert(key, adm);
+                        }
+                        None => {
+                            self.awaiting_cq.remove(&key);
+                            self.enqueue(id);
+                        }
+                    }
+                }
                 WlState::Pending => {
                     // Priority or activation may change while pending: re-key it.
                     self.dequeue(id);
@@ -444,30 +479,70 @@ impl Engine {
         let admission = wl.status.as_ref().and_then(|s| s.admission.clone());
         if let Some(adm) = admission {
             // Restart recovery: the API says it holds quota, so it does, even over quota.
-            if let Some(&cq) = self.cq_index.get(&adm.cluster_queue) {
-                let usage = super::model::admission_usage(&mut self.names, &adm)
-                    .map_err(|e| invalid("Workload", &name, e))?;
-                let (placement, complete) = self.restore_placement(id, &adm);
-                if !complete {
-                    self.unresolved_restores.insert(id);
-                }
-                let a = Admitted {
-                    cq,
-                    usage,
-                    placement,
-                    admission: Arc::new(adm),
-                    // The engine cannot know how long it ran before a restart; counting
-                    // from now can only protect it longer, never preempt it too early.
-                    since: self.now,
-                };
-                let node = self.cqs[cq as usize].node;
-                self.tree.add_amounts(node, &a.usage);
-                self.cqs[cq as usize].admitted.insert(id);
-                self.wl_mut(id).state = WlState::Admitted(a);
-                return Ok(());
+            if !self.restore_admitted(id, adm.clone(), &name)? {
+                let key = self.wl(id).spec.key.clone();
+                self.awaiting_cq.insert(key, adm);
             }
+            return Ok(());
         }
         self.enqueue(id);
+        Ok(())
+    }
+
+    /// Charges a restored admission to its ClusterQueue; `false` when that ClusterQueue
+    /// is not known yet (the caller parks the workload until it is).
+    fn restore_admitted(
+        &mut self,
+        id: WlId,
+        adm: api::Admission,
+        name: &str,
+    ) -> Result<bool, EngineError> {
+        let Some(&cq) = self.cq_index.get(&adm.cluster_queue) else {
+            return Ok(false);
+        };
+        let usage = super::model::admission_usage(&mut self.names, &adm)
+            .map_err(|e| invalid("Workload", name, e))?;
+        // Never in a queue and an admission at once (a parked workload is not queued,
+        // but a re-upsert may have queued it meanwhile).
+        self.dequeue(id);
+        let (placement, complete) = self.restore_placement(id, &adm);
+        if !complete {
+            self.unresolved_restores.insert(id);
+        }
+        let a = Admitted {
+            cq,
+            usage,
+            placement,
+            admission: Arc::new(adm),
+            // The engine cannot know how long it ran before a restart; counting
+            // from now can only protect it longer, never preempt it too early.
+            since: self.now,
+        };
+        let node = self.cqs[cq as usize].node;
+        self.tree.add_amounts(node, &a.usage);
+        self.cqs[cq as usize].admitted.insert(id);
+        self.wl_mut(id).state = WlState::Admitted(a);
+        Ok(true)
+    }
+
+    /// Charges the admitted workloads parked for ClusterQueue `cq_name`, now that it exists.
+    fn restore_awaiting(&mut self, cq_name: &str) -> Result<(), EngineError> {
+        if self.awaiting_cq.is_empty() {
+            return Ok(());
+        }
+        let ready: Vec<WorkloadKey> = self
+            .awaiting_cq
+            .iter()
+            .filter(|(_, adm)| adm.cluster_queue == cq_name)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in ready {
+            let (Some(adm), Some(&id)) = (self.awaiting_cq.remove(&key), self.wl_index.get(&key))
+            else {
+                continue;
+            };
+            self.restore_admitted(id, adm, &key.to_string())?;
+        }
         Ok(())
     }
 
@@ -527,6 +602,18 @@ impl Engine {
                 let w = self.wl_mut(id);
                 w.cq = Some(c);
                 w.qkey = Some(key);
+                // A reason about its queue (missing, stopped, inactive) no longer holds
+                // once it is queued: forget it, so the next evaluation reports afresh.
+                if w.pending.as_ref().is_some_and(|p| {
+                    matches!(
+                        p.reason,
+                        PendingReason::Inadmissible
+                            | PendingReason::Inactive
+                            | PendingReason::Stopped
+                    )
+                }) {
+                    w.pending = None;
+                }
             }
             Err((reason, message)) => {
                 self.unqueued.insert(id);
@@ -636,9 +723,10 @@ impl Engine {
     pub(crate) fn requeue_all(&mut self) {
         let pending: Vec<WlId> = (0..self.wls.len() as WlId)
             .filter(|&id| {
-                self.wls[id as usize]
-                    .as_ref()
-                    .is_some_and(|w| matches!(w.state, WlState::Pending))
+                self.wls[id as usize].as_ref().is_some_and(|w| {
+                    matches!(w.state, WlState::Pending)
+                        && !self.awaiting_cq.contains_key(&w.spec.key)
+                })
             })
             .collect();
         for id in pending {

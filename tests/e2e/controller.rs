@@ -286,3 +286,97 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
         .delete(&rf, &Default::default())
         .await;
 }
+
+/// Runs the controller in this process until the returned sender is used or dropped.
+fn start_controller(client: &Client) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let _ = run(client, ControllerConfig::default(), async {
+                let _ = stopped.await;
+            })
+            .await;
+        }
+    });
+    (stop, task)
+}
+
+#[tokio::test]
+async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
+    let client = client().await;
+    ensure_crds(&client).await;
+    let ns = unique_name("ctl-restart");
+    create_namespace(&client, &ns, &[]).await;
+    let (rf, cq) = quota(&client, &ns, "1").await;
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    // Created suspended with the queue name, as a user may: no webhook involved here.
+    let suspended = |name: &str| {
+        let mut j = job(&ns, name, "600m");
+        j.spec.get_or_insert_with(Default::default).suspend = Some(true);
+        j
+    };
+
+    let (stop, task) = start_controller(&client);
+    jobs.create(&PostParams::default(), &suspended("first"))
+        .await
+        .expect("create Job first");
+    let before = wait_for_workload(&client, &ns, "first", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+
+    // While kuota is down a second Job arrives; the restarted controller must count the
+    // first admission (it holds 600m of the 1 cpu) and keep the second waiting.
+    jobs.create(&PostParams::default(), &suspended("second"))
+        .await
+        .expect("create Job second");
+    let (stop, task) = start_controller(&client);
+    let pending = wait_for_workload(&client, &ns, "second", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        condition(&pending, "QuotaReserved").map(|c| c.1),
+        Some("WaitingForQuota")
+    );
+    let after = workload_of(&client, &ns, "first")
+        .await
+        .expect("first's Workload");
+    let reserved_at = |wl: &Workload| {
+        wl.status
+            .as_ref()
+            .and_then(|s| s.condition("QuotaReserved"))
+            .map(|c| c.last_transition_time.clone())
+    };
+    assert_eq!(
+        reserved_at(&after),
+        reserved_at(&before),
+        "the first admission was written again after the restart"
+    );
+    assert_eq!(
+        after.status.as_ref().and_then(|s| s.admission.clone()),
+        before.status.as_ref().and_then(|s| s.admission.clone())
+    );
+    let admitted = Api::<Workload>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list Workloads")
+        .items
+        .iter()
+        .filter(|wl| condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "True"))
+        .count();
+    assert_eq!(admitted, 1, "usage must equal the admitted Workloads' sum");
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    delete_namespaces(&client, &[&ns]).await;
+    let _ = Api::<ClusterQueue>::all(client.clone())
+        .delete(&cq, &Default::default())
+        .await;
+    let _ = Api::<ResourceFlavor>::all(client.clone())
+        .delete(&rf, &Default::default())
+        .await;
+}
