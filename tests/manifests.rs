@@ -34,6 +34,10 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for p in paths {
+        // Helm templates are not YAML until rendered (tests/e2e/install checks the chart).
+        if p.is_dir() && p.file_name().is_some_and(|n| n == "helm") {
+            continue;
+        }
         if p.is_dir() {
             yaml_files(&p, out);
         } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
@@ -116,6 +120,10 @@ fn parse_all() -> Parsed {
     for (file, doc) in &docs {
         let api_version = doc["apiVersion"].as_str().unwrap_or_default();
         let kind = doc["kind"].as_str().unwrap_or_default();
+        // kustomize's own files name no object.
+        if api_version.starts_with("kustomize.config.k8s.io/") {
+            continue;
+        }
         assert!(
             !api_version.is_empty() && !kind.is_empty(),
             "{}: apiVersion/kind missing",
@@ -145,6 +153,9 @@ fn parse_all() -> Parsed {
             }
             ("apps/v1", "Deployment") => p.deployments.push(typed(file, doc)),
             ("policy/v1", "PodDisruptionBudget") => drop(typed::<PodDisruptionBudget>(file, doc)),
+            ("networking.k8s.io/v1", "NetworkPolicy") => drop(typed::<
+                k8s_openapi::api::networking::v1::NetworkPolicy,
+            >(file, doc)),
             ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
                 p.mutating.push(typed(file, doc))
             }
@@ -453,7 +464,7 @@ fn deployment_runs_kuota_serve_hardened_with_probes_and_cert_secret() {
 }
 
 #[test]
-fn webhook_role_is_read_only() {
+fn webhook_role_is_read_only_but_for_its_own_ca_bundles() {
     let p = parse_all();
     let role = p
         .cluster_roles
@@ -461,7 +472,22 @@ fn webhook_role_is_read_only() {
         .find(|r| r.metadata.name.as_deref() == Some("kuota-webhook"))
         .expect("kuota-webhook ClusterRole");
     for rule in role.rules.clone().unwrap_or_default() {
+        let names = rule.resource_names.clone().unwrap_or_default();
         for verb in &rule.verbs {
+            if verb == "patch" {
+                // caBundle injection: only kuota's own CRDs and webhook configurations.
+                assert!(
+                    !names.is_empty(),
+                    "webhook role may patch only named objects: {rule:?}"
+                );
+                assert!(
+                    names
+                        .iter()
+                        .all(|n| n.ends_with(".kueue.x-k8s.io") || n.starts_with("kuota-")),
+                    "webhook role may patch only kuota's objects: {names:?}"
+                );
+                continue;
+            }
             assert!(
                 ["get", "list", "watch"].contains(&verb.as_str()),
                 "webhook role may not {verb}"
@@ -476,7 +502,7 @@ fn ca_bundle_patching_covers_every_webhook_in_the_real_manifests() {
     let _ = std::fs::remove_dir_all(&out);
     let ca_b64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
     let written =
-        certs::patch_manifest_dir(&root().join("manifests"), &out, ca_b64).expect("patch");
+        certs::patch_manifest_dir(&root().join("manifests/base"), &out, ca_b64).expect("patch");
     assert_eq!(written.len(), 2, "{written:?}");
     let mut seen = 0;
     for (file, doc) in documents(&out) {
@@ -503,7 +529,7 @@ fn ca_bundle_patching_covers_every_webhook_in_the_real_manifests() {
             .sum::<usize>();
     assert_eq!(seen, total);
     // And the kubectl form names both configurations.
-    let cmds = certs::kubectl_patches(&root().join("manifests"), ca_b64).expect("patches");
+    let cmds = certs::kubectl_patches(&root().join("manifests/base"), ca_b64).expect("patches");
     assert_eq!(cmds.len(), 2);
     assert!(cmds[0].starts_with(
         "kubectl patch mutatingwebhookconfiguration kuota-mutating-webhook --type=json"

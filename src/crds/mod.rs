@@ -12,6 +12,7 @@
 
 pub mod bounds;
 pub mod convert;
+pub mod inject;
 pub mod kueue;
 
 use k8s_openapi::ByteString;
@@ -364,12 +365,22 @@ pub fn render(conversion: Option<&ConversionWebhook>) -> Result<String, CrdError
     Ok(out)
 }
 
-/// Every CRD rendered with its file name, in order (what `manifests/crds/` holds).
+/// Every CRD rendered with its file name, in order, plus the `kustomization.yaml` listing
+/// them (what `manifests/crds/` holds).
 pub fn files(conversion: Option<&ConversionWebhook>) -> Result<Vec<(String, String)>, CrdError> {
-    all(conversion)?
+    let mut out = all(conversion)?
         .iter()
         .map(|crd| Ok((file_name(crd), to_yaml(crd)?)))
-        .collect()
+        .collect::<Result<Vec<_>, CrdError>>()?;
+    let mut kustomization = String::from(
+        "# The kueue.x-k8s.io CRDs kuota serves (generated: `kuota crds --out-dir manifests/crds`).\n\
+         apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
+    );
+    for (name, _) in &out {
+        kustomization.push_str(&format!("  - {name}\n"));
+    }
+    out.push(("kustomization.yaml".into(), kustomization));
+    Ok(out)
 }
 
 /// Writes one file per CRD into `dir` (`kuota crds --out-dir`), returning the paths.

@@ -88,7 +88,7 @@ pub struct CertsArgs {
     #[arg(long)]
     pub patch_out: Option<PathBuf>,
     /// Print `kubectl patch` commands that set the caBundle on the live configurations
-    /// (webhook names are read from --patch-manifests, default manifests/).
+    /// (webhook names are read from --patch-manifests, default manifests/base/).
     #[arg(long)]
     pub print_patch: bool,
 }
@@ -784,7 +784,7 @@ pub fn run(args: &CertsArgs, out: &mut dyn Write) -> Result<(), CertsError> {
         let dir = args
             .patch_manifests
             .clone()
-            .unwrap_or_else(|| PathBuf::from("manifests"));
+            .unwrap_or_else(|| PathBuf::from("manifests/base"));
         for command in kubectl_patches(&dir, &ca_b64)? {
             log(out, command)?;
         }

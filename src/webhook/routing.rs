@@ -1,6 +1,6 @@
 //! Whether the webhook configurations send kuota the Jobs it acts on.
 //!
-//! `manifests/*-webhook.yaml` send Jobs without a queue-name label only from namespaces
+//! `manifests/base/*-webhook.yaml` send Jobs without a queue-name label only from namespaces
 //! labelled `kuota.dev/managed=true`, so a kuota outage cannot block Jobs elsewhere
 //! (docs/webhook.md, "What a kuota outage blocks"). A namespace where kuota would act on
 //! such Jobs but that lacks the label silently loses that behaviour: no default LocalQueue,

@@ -837,6 +837,10 @@ pub struct ServeArgs {
     /// Workloads, admits them and writes their status).
     #[arg(long)]
     pub no_controller: bool,
+    /// Write <cert-dir>/ca.crt as the caBundle of kuota's webhook configurations and CRD
+    /// conversion webhook, at start and every minute (docs/install.md).
+    #[arg(long)]
+    pub inject_ca_bundle: bool,
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -885,7 +889,19 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     // either the index stays cold and /readyz says so, unless --ready-without-index.
     let client = kube::Client::try_default().await;
     let feed = match &client {
-        Ok(client) => super::feed::spawn(client.clone(), index.clone(), health.clone()),
+        Ok(client) => {
+            let mut tasks = Vec::new();
+            if args.inject_ca_bundle {
+                let ca = args.server.cert_dir.join(super::tls::CA_FILE);
+                tasks.push(crate::crds::inject::spawn(client.clone(), ca));
+            }
+            tasks.extend(super::feed::spawn(
+                client.clone(),
+                index.clone(),
+                health.clone(),
+            ));
+            tasks
+        }
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
             Vec::new()

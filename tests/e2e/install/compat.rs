@@ -22,8 +22,10 @@ async fn set_conversion(client: &Client, hook: Option<&ConversionWebhook>) {
     let conversion = match hook {
         Some(h) => {
             let mut c = serde_json::to_value(crds::conversion_spec(h)).expect("conversion JSON");
-            // A merge patch keeps keys it does not mention: drop any Service reference.
+            // A merge patch keeps keys it does not mention: drop any Service reference
+            // and any caBundle left from an earlier run.
             c["webhook"]["clientConfig"]["service"] = Value::Null;
+            c["webhook"]["clientConfig"]["caBundle"] = Value::Null;
             c
         }
         None => json!({"strategy": "None", "webhook": null}),
@@ -42,15 +44,20 @@ async fn set_conversion(client: &Client, hook: Option<&ConversionWebhook>) {
 
 #[tokio::test]
 async fn kueue_examples_apply_in_both_versions_and_read_back_in_the_other() {
+    let _conversion = super::CONVERSION_LOCK.lock().await;
     let client = client().await;
     ensure_crds(&client).await;
     let prefix = unique_name("compat");
     let ns = unique_name("compat-ns");
     namespace(&client, &ns).await;
     let hook = LocalWebhook::start().await;
-    let conversion =
-        ConversionWebhook::at_url(format!("{}/convert", hook.base_url), hook.ca_pem.clone());
+    // No caBundle in the CRDs: `kuota serve --inject-ca-bundle`'s injector writes it.
+    let mut conversion =
+        ConversionWebhook::at_url(format!("{}/convert", hook.base_url), Vec::new());
+    conversion.ca_bundle = None;
     set_conversion(&client, Some(&conversion)).await;
+    let injected = kuota::crds::inject::inject_crds(&client, &hook.ca_pem).await;
+    let again = kuota::crds::inject::inject_crds(&client, &hook.ca_pem).await;
 
     let v2 = render(V1BETA2_EXAMPLES, &prefix, &ns);
     let v1 = render(V1BETA1_EXAMPLES, &prefix, &ns);
@@ -59,6 +66,8 @@ async fn kueue_examples_apply_in_both_versions_and_read_back_in_the_other() {
         tokio::spawn(async move { examples(&client, &v2, &v1, &prefix).await })
     };
     let outcome = body.await;
+    let injected = injected.map(|i| i.patched.len());
+    let again = again.map(|i| i.patched.len());
     // Restore before asserting: the CRDs are shared with every other test.
     set_conversion(&client, None).await;
     delete_all(&client, &v1).await;
@@ -68,10 +77,20 @@ async fn kueue_examples_apply_in_both_versions_and_read_back_in_the_other() {
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }
+    assert_eq!(
+        injected.expect("inject caBundle"),
+        7,
+        "every CRD got the caBundle"
+    );
+    assert_eq!(
+        again.expect("inject again"),
+        0,
+        "a right caBundle is left alone"
+    );
 }
 
 async fn examples(client: &Client, v2: &[Value], v1: &[Value], prefix: &str) {
-    for obj in v2.iter().chain(v1) {
+    for obj in v2 {
         apply(client, obj).await.unwrap_or_else(|e| {
             panic!(
                 "{} {} {}: {e}",
@@ -79,7 +98,7 @@ async fn examples(client: &Client, v2: &[Value], v1: &[Value], prefix: &str) {
             )
         });
     }
-    // The API server picks up the new conversion settings asynchronously.
+    // The API server picks up the new conversion settings (and caBundle) asynchronously.
     let team_a = v2
         .iter()
         .find(|o| o["metadata"]["name"] == format!("{prefix}-team-a-cq"))
@@ -90,10 +109,24 @@ async fn examples(client: &Client, v2: &[Value], v1: &[Value], prefix: &str) {
             .is_ok_and(|o| o.data["spec"]["cohort"].is_string())
     })
     .await;
-    assert!(
-        converted.is_some(),
-        "v1beta2 ClusterQueue never read back through /convert as v1beta1"
-    );
+    if converted.is_none() {
+        let last = get_as(client, team_a, crds::convert::V1BETA1).await;
+        let crd = Api::<CustomResourceDefinition>::all(client.clone())
+            .get("clusterqueues.kueue.x-k8s.io")
+            .await
+            .map(|c| serde_json::to_string(&c.spec.conversion).unwrap_or_default());
+        panic!(
+            "v1beta2 ClusterQueue never read back through /convert as v1beta1: {last:?}; conversion: {crd:?}"
+        );
+    }
+    for obj in v1 {
+        apply(client, obj).await.unwrap_or_else(|e| {
+            panic!(
+                "{} {} {}: {e}",
+                obj["apiVersion"], obj["kind"], obj["metadata"]["name"]
+            )
+        });
+    }
 
     // v1beta2 → v1beta1: renamed fields and v1beta1 spellings.
     let old = get_as(client, team_a, crds::convert::V1BETA1)

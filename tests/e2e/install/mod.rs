@@ -5,3 +5,10 @@
 mod bad_input;
 mod compat;
 mod fixtures;
+mod kustomize;
+mod samples;
+
+/// Held by tests that change or apply the CRDs' `spec.conversion` (cluster-wide): the
+/// conversion test points it at a webhook in its own process, which a concurrent dry run of
+/// the committed CRDs (Service-based conversion) would conflict with.
+pub static CONVERSION_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -2,7 +2,7 @@
 //!
 //! Each test serves the webhook in-process ([`Kuota::start`]) with a fresh ECDSA P-256 CA,
 //! on 127.0.0.1, or on the address in `KUOTA_E2E_WEBHOOK_HOST` when the API server
-//! reaches this machine elsewhere (kind: the docker network's gateway), and registers kuota's own `manifests/*-webhook.yaml` with it
+//! reaches this machine elsewhere (kind: the docker network's gateway), and registers kuota's own `manifests/base/*-webhook.yaml` with it
 //! ([`Registration`]): `clientConfig.url` instead of the Service, the CA as `caBundle`,
 //! unique configuration names, job kinds scoped to the test's namespaces and Kueue kinds to
 //! objects carrying the test's label. The selectors and matchConditions of the manifests are
@@ -192,7 +192,7 @@ pub struct Registration {
 }
 
 fn manifest<T: serde::de::DeserializeOwned>(file: &str) -> T {
-    let path = format!("{}/manifests/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/manifests/base/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -232,7 +232,7 @@ fn scope(
 }
 
 impl Registration {
-    /// Registers manifests/mutating-webhook.yaml and manifests/validating-webhook.yaml for
+    /// Registers manifests/base/mutating-webhook.yaml and manifests/base/validating-webhook.yaml for
     /// a webhook at `addr` with `ca_pem`, scoped to `namespaces` and to cluster-scoped
     /// objects labelled `kuota.dev/e2e=<run_label>`; waits until they are in force.
     pub async fn create(
