@@ -4,8 +4,10 @@
 //! shells (`sim` today; webhook and controller later). See docs/architecture.md.
 
 pub mod api;
+pub mod config;
 pub mod engine;
 pub mod integrations;
+pub mod lease;
 pub mod placement;
 pub mod policy;
 pub mod sim;

@@ -125,6 +125,8 @@ impl ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error("--config: {0}")]
+    Config(#[from] crate::config::ConfigError),
     #[error("policies: {0}")]
     Policies(String),
     #[error("cannot start the async runtime: {0}")]
@@ -700,6 +702,9 @@ pub struct ServeArgs {
     /// where no watch feeds the index).
     #[arg(long)]
     pub ready_without_index: bool,
+    /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArgs,
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -744,10 +749,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .policies
         .as_ref()
         .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
-    let index = Arc::new(ClusterIndex::default());
+    let settings = crate::config::Settings::load(&args.config.files)?;
+    settings.report();
+    let index = Arc::new(ClusterIndex::new(super::IndexConfig {
+        managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
+    }));
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
-    let feed = match kube::Client::try_default().await {
+    let feed = match crate::config::client::client(settings.client).await {
         Ok(client) => super::feed::spawn(client, index.clone()),
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
@@ -757,7 +766,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     let state = Arc::new(WebhookState::new(
         index.clone(),
         policies,
-        WebhookConfig::default(),
+        WebhookConfig {
+            manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+            ..WebhookConfig::default()
+        },
     ));
     let ready: Readiness = if args.ready_without_index {
         warn!("--ready-without-index: reporting ready with a cold cluster index");
