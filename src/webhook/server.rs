@@ -756,13 +756,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     }));
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
-    let feed = match crate::config::client::client(settings.client).await {
-        Ok(client) => super::feed::spawn(client, index.clone()),
+    let client = match crate::config::client::client(settings.client).await {
+        Ok(client) => Some(client),
         Err(e) => {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
-            Vec::new()
+            None
         }
     };
+    let feed = client
+        .as_ref()
+        .map(|c| super::feed::spawn(c.clone(), index.clone()))
+        .unwrap_or_default();
     let state = Arc::new(WebhookState::new(
         index.clone(),
         policies,
