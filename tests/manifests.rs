@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuota::webhook::certs;
 use serde::Deserialize;
@@ -194,6 +195,65 @@ fn every_manifest_parses_into_api_types_without_unknown_fields() {
     assert!(cm.iter().any(|(_, d)| d["kind"] == "Certificate"));
 }
 
+/// What an outage of kuota can block (docs/webhook.md, "What a kuota outage blocks"): at
+/// most 3 s per call; job kinds and Pods never in kube-system or kuota-system; objects
+/// without a queue name only in namespaces labelled `kuota.dev/managed=true`.
+fn check_blast_radius(
+    name: &str,
+    timeout: Option<i32>,
+    ns: &Option<LabelSelector>,
+    obj: &Option<LabelSelector>,
+    rules: &Option<Vec<k8s_openapi::api::admissionregistration::v1::RuleWithOperations>>,
+) {
+    assert!(
+        timeout.is_some_and(|t| (1..=3).contains(&t)),
+        "{name}: timeoutSeconds"
+    );
+    let kueue_kind = rules
+        .iter()
+        .flatten()
+        .all(|r| r.api_groups.iter().flatten().all(|g| g == "kueue.x-k8s.io"));
+    if kueue_kind {
+        return;
+    }
+    let ns = ns
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: namespaceSelector"));
+    let excludes_system = ns.match_expressions.iter().flatten().any(|e| {
+        e.key == "kubernetes.io/metadata.name"
+            && e.operator == "NotIn"
+            && e.values.iter().flatten().any(|v| v == "kube-system")
+            && e.values.iter().flatten().any(|v| v == "kuota-system")
+    });
+    assert!(
+        excludes_system,
+        "{name}: must exclude kube-system and kuota-system"
+    );
+    let on_queue_label = |op: &str| {
+        obj.as_ref()
+            .and_then(|o| o.match_expressions.as_ref())
+            .is_some_and(|es| {
+                es.iter()
+                    .any(|e| e.key == "kueue.x-k8s.io/queue-name" && e.operator == op)
+            })
+    };
+    if on_queue_label("DoesNotExist") {
+        assert_eq!(
+            ns.match_labels
+                .as_ref()
+                .and_then(|l| l.get("kuota.dev/managed"))
+                .map(String::as_str),
+            Some("true"),
+            "{name}: unlabelled objects only in namespaces kuota manages"
+        );
+    } else {
+        assert!(
+            on_queue_label("Exists"),
+            "{name}: objectSelector on the queue-name label"
+        );
+    }
+}
+
 #[test]
 fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
     let p = parse_all();
@@ -231,7 +291,19 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
         );
         let path = svc.path.clone().expect("path");
         assert!(path.starts_with("/mutate-"), "{path}");
-        assert!(paths.insert(path), "duplicate path in {}", w.name);
+        // A job kind's labelled and unlabelled entries share the path.
+        assert!(
+            paths.insert(path) || w.name.contains("-unlabelled."),
+            "duplicate path in {}",
+            w.name
+        );
+        check_blast_radius(
+            &w.name,
+            w.timeout_seconds,
+            &w.namespace_selector,
+            &w.object_selector,
+            &w.rules,
+        );
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
         assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
@@ -259,7 +331,19 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
         );
         let path = svc.path.clone().expect("path");
         assert!(path.starts_with("/validate-"), "{path}");
-        assert!(paths.insert(path), "duplicate path in {}", w.name);
+        // A job kind's labelled and unlabelled entries share the path.
+        assert!(
+            paths.insert(path) || w.name.contains("-unlabelled."),
+            "duplicate path in {}",
+            w.name
+        );
+        check_blast_radius(
+            &w.name,
+            w.timeout_seconds,
+            &w.namespace_selector,
+            &w.object_selector,
+            &w.rules,
+        );
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
         assert_eq!(w.failure_policy.as_deref(), Some("Fail"));

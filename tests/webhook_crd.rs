@@ -30,10 +30,9 @@ async fn cluster_queue_defaults_v1beta2() {
         out["spec"]["preemption"],
         json!({"reclaimWithinCohort": "Never", "withinClusterQueue": "Never", "borrowWithinCohort": {"policy": "Never"}})
     );
-    assert_eq!(
-        out["metadata"]["finalizers"],
-        json!(["kueue.x-k8s.io/resource-in-use"])
-    );
+    // No `resource-in-use` finalizer from the webhook: the controller adds it together with
+    // the code that removes it, so a delete never hangs on it.
+    assert_eq!(out["metadata"]["finalizers"], Value::Null);
     // Untouched fields stay as they were (no typed round trip).
     assert_eq!(out["metadata"]["creationTimestamp"], Value::Null);
     let again = post(&state, path, &review(CQ_V2, "CREATE", Some(&out), None)).await;
@@ -216,8 +215,27 @@ async fn local_queue_topology_cohort_flavor_and_priority_class() {
     .await;
     assert_eq!(
         message(&resp),
-        "spec.levels: Invalid value: field is immutable"
+        "spec.levels: Invalid value: \"array\": levels are mutable only when \
+         kubernetes.io/hostname is the lowest level both before and after the change"
     );
+    // Kueue allows new levels above the hostname level.
+    let topo_levels = |levels: &[&str]| {
+        let levels: Vec<Value> = levels.iter().map(|l| json!({"nodeLabel": l})).collect();
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+        "metadata": {"name": "t"}, "spec": {"levels": levels}})
+    };
+    let resp = post(
+        &state,
+        "/validate-kueue-x-k8s-io-v1beta2-topology",
+        &review(
+            kind,
+            "UPDATE",
+            Some(&topo_levels(&["block", "rack", "kubernetes.io/hostname"])),
+            Some(&topo_levels(&["rack", "kubernetes.io/hostname"])),
+        ),
+    )
+    .await;
+    assert_eq!(resp["allowed"], true, "{resp}");
 
     let cohort = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
         "metadata": {"name": "root"}, "spec": {"parentName": "root"}});
@@ -248,7 +266,8 @@ async fn local_queue_topology_cohort_flavor_and_priority_class() {
     .await;
     assert_eq!(
         apply(&rf, &resp)["metadata"]["finalizers"],
-        json!(["other", "kueue.x-k8s.io/resource-in-use"])
+        json!(["other"]),
+        "finalizers left as they were"
     );
     let resp = post(
         &state,

@@ -335,19 +335,41 @@ async fn review_over_http1_keep_alive_and_http2() {
 }
 
 #[tokio::test]
-async fn oversized_body_gets_413_and_slow_handler_gets_json_504() {
+async fn oversized_body_gets_a_413_review_and_slow_handler_gets_json_504() {
     with_deadline(async {
-        let srv = start(|c| c.request_timeout = Duration::from_millis(200)).await;
+        const LIMIT: usize = 1024 * 1024;
+        let srv = start(|c| {
+            c.request_timeout = Duration::from_millis(500);
+            c.max_body_bytes = LIMIT;
+        })
+        .await;
+        // A review over the limit: answered as a review that denies with 413, under the
+        // request's own uid, so the API server shows the user the reason.
+        let mut big = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-413","object":{"x":""#.to_vec();
+        big.resize(LIMIT + 4096, b'x');
         let (mut h1, _) = H1::open(srv.addr, &srv.ca_pem).await;
-        let (status, _) = h1.post(REVIEW_PATH, vec![b' '; 4 * 1024 * 1024]).await;
-        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let (status, body) = h1.post(REVIEW_PATH, big.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let review: Value = serde_json::from_slice(&body).expect("review");
+        assert_eq!(review["kind"], "AdmissionReview");
+        assert_eq!(review["response"]["uid"], "u-413");
+        assert_eq!(review["response"]["allowed"], false);
+        assert_eq!(review["response"]["status"]["code"], 413);
 
-        // Just under the limit is still read (then refused by the handler as non-JSON).
+        // Over HTTP/2 too; just under the limit is still read (then refused by the
+        // handler as not JSON).
         let mut h2 = h2_connect(srv.addr, &srv.ca_pem).await;
-        let (status, _) = h2_post(&mut h2, REVIEW_PATH, vec![b'x'; 3 * 1024 * 1024 - 16]).await;
+        let (status, _) = h2_post(&mut h2, REVIEW_PATH, vec![b'x'; LIMIT - 16]).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        let (status, _) = h2_post(&mut h2, REVIEW_PATH, vec![b' '; 4 * 1024 * 1024]).await;
-        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let (status, body) = h2_post(&mut h2, REVIEW_PATH, big).await;
+        assert_eq!(status, StatusCode::OK);
+        let review: Value = serde_json::from_slice(&body).expect("review");
+        assert_eq!(review["response"]["status"]["code"], 413);
+        let (_, metrics) = http_get(srv.health, "/metrics").await;
+        assert!(
+            metrics.contains("kuota_webhook_oversize_reviews_total 2"),
+            "{metrics}"
+        );
 
         let (status, body) = h2_post(&mut h2, "/test/slow", "").await;
         assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);

@@ -1259,8 +1259,8 @@ cohorts:
         assert_ne!(a.without_timing().totals, c.without_timing().totals);
     }
 
-    /// Seeds 2-4 once hit an engine admit/preempt livelock
-    /// (/work/notes/engine-bugs.md); keep a spread of seeds clean.
+    /// Seeds 2-4 once hit an engine livelock (a workload admitted and preempted
+    /// again in the same cycle); keep a spread of seeds clean.
     #[test]
     fn demo_runs_clean_for_many_seeds() {
         for seed in 1..=8 {
@@ -1282,8 +1282,7 @@ cohorts:
     }
 
     /// The topology scenarios must drain: every workload finishes, no engine
-    /// anomaly (a placement change once made gpu-gangs livelock, see
-    /// /work/notes/sim-bugs.md).
+    /// anomaly (a placement change once made gpu-gangs livelock).
     #[test]
     fn topology_scenarios_run_clean() {
         for name in ["gpu-gangs", "kueue-tas"] {

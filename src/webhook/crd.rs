@@ -11,14 +11,13 @@
 //! patch only adds what is missing and never rewrites fields the types would normalize
 //! (timestamps, quantities, field order). The defaults are those of Kueue's CRD schemas and
 //! mutating webhooks: ClusterQueue `queueingStrategy`, `stopPolicy`, `flavorFungibility`,
-//! `preemption` and the `resource-in-use` finalizer; ResourceFlavor finalizer; LocalQueue
-//! `stopPolicy`; Workload pod set `name: main`, `count: 1`, `active: true` (and no
+//! `preemption`; LocalQueue `stopPolicy`; Workload pod set `name: main`, `count: 1`, `active: true` (and no
 //! `minCount` when partial admission is off).
 
 use super::WebhookState;
 use super::jobs::aggregate;
 use super::review::{AdmissionRequest, Operation, Verdict, from_value};
-use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2, RESOURCE_IN_USE_FINALIZER};
+use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2};
 use crate::api::validate::{self, FieldError};
 use crate::api::{
     ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Cohort, CohortSpec, CohortStatus,
@@ -373,9 +372,12 @@ pub fn mutate(state: &WebhookState, kind: CrdKind, req: &AdmissionRequest<'_, Va
                 &["spec", "preemption", "borrowWithinCohort", "policy"],
                 json!("Never"),
             );
-            d.finalizer(RESOURCE_IN_USE_FINALIZER);
         }
-        CrdKind::ResourceFlavor => d.finalizer(RESOURCE_IN_USE_FINALIZER),
+        // Kueue's webhook adds the `resource-in-use` finalizer to ClusterQueues and
+        // ResourceFlavors. kuota leaves that to the controller, which also removes it:
+        // a finalizer nobody removes makes `kubectl delete` hang forever. The route stays
+        // (Kueue's manifests call it) and answers without a patch.
+        CrdKind::ResourceFlavor => {}
         CrdKind::LocalQueue => d.ensure(&["spec", "stopPolicy"], json!("None")),
         CrdKind::Workload => {
             d.ensure(&["spec", "active"], json!(true));
@@ -470,49 +472,6 @@ impl Defaulter {
                 .push(PatchOperation::Remove(RemoveOperation { path }));
         }
     }
-
-    /// Adds a finalizer unless present or the object is being deleted.
-    fn finalizer(&mut self, f: &str) {
-        let meta = self.doc.get("metadata").filter(|m| m.is_object());
-        if meta
-            .and_then(|m| m.get("deletionTimestamp"))
-            .is_some_and(|t| !t.is_null())
-        {
-            return;
-        }
-        let list = meta
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Value::as_array);
-        if list.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(f))) {
-            return;
-        }
-        let (path, value) = match (meta.is_some(), list.is_some()) {
-            (true, true) => (pointer(["metadata", "finalizers", "-"]), json!(f)),
-            (true, false) => (pointer(["metadata", "finalizers"]), json!([f])),
-            (false, _) => (pointer(["metadata"]), json!({"finalizers": [f]})),
-        };
-        // Keep the working copy in step with the patch.
-        if let Value::Object(root) = &mut self.doc {
-            let m = root
-                .entry("metadata")
-                .and_modify(|m| {
-                    if !m.is_object() {
-                        *m = json!({});
-                    }
-                })
-                .or_insert_with(|| json!({}));
-            if let Value::Object(m) = m {
-                match m.get_mut("finalizers") {
-                    Some(Value::Array(a)) => a.push(json!(f)),
-                    _ => {
-                        m.insert("finalizers".into(), json!([f]));
-                    }
-                }
-            }
-        }
-        self.ops
-            .push(PatchOperation::Add(AddOperation { path, value }));
-    }
 }
 
 #[cfg(test)]
@@ -531,7 +490,6 @@ mod tests {
             &["spec", "preemption", "borrowWithinCohort", "policy"],
             json!("Never"),
         );
-        d.finalizer(RESOURCE_IN_USE_FINALIZER);
         let mut doc = obj.clone();
         json_patch::patch(&mut doc, &d.ops).expect("applies");
         assert_eq!(doc, d.doc);
@@ -544,7 +502,6 @@ mod tests {
             &["spec", "preemption", "reclaimWithinCohort"],
             json!("Never"),
         );
-        again.finalizer(RESOURCE_IN_USE_FINALIZER);
         assert!(again.ops.is_empty());
     }
 }

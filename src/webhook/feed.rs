@@ -1,232 +1,293 @@
 //! Feeds the [`ClusterIndex`] from the API server's watches: the index's only I/O.
 //!
 //! One kube-rs watcher per kind (Namespaces, LocalQueues, WorkloadPriorityClasses,
-//! ClusterQueues) turns list and watch events into [`IndexEvent`]s. A (re-)list starts
-//! with `Clear` for its kind, so objects deleted while the watch was down disappear;
-//! the index reports synced once every kind has delivered its first full list. The
-//! webhook never waits on these watches: until then it answers from what it has and
-//! `/readyz` fails (docs/webhook-server.md, "cold index").
+//! ClusterQueues) turns list and watch events into [`IndexEvent`]s. A (re-)list is held back
+//! by [`Relist`] until it is complete and then handed over as one [`IndexEvent::Replace`], so
+//! lookups keep answering from the previous complete set meanwhile, and objects deleted
+//! while the watch was down disappear. The index reports synced once every kind has
+//! delivered its first full list. The webhook never waits on these watches: until then it
+//! answers from what it has and `/readyz` fails (docs/webhook-server.md, "cold index").
+//!
+//! Objects are watched untyped and decoded one by one, so an object that does not decode is
+//! skipped and reported with its name and field ([`WatchHealth`]) instead of failing the
+//! whole watch with an anonymous error. Watch errors back off with kube-rs's
+//! `default_backoff` and are reported to [`WatchHealth`], which `/readyz` reads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
+use super::health::{WatchHealth, kind_name};
 use super::index::{ClusterIndex, IndexEvent, IndexKind};
 use crate::api::{ClusterQueue, LocalQueue, WorkloadPriorityClass};
 
 /// How many kinds must finish their first list before the index is synced.
 const KINDS: usize = 4;
 
-/// The index events one watcher event stands for. `first_list_done` is true when the
-/// event ends a list (the caller counts kinds towards "synced").
-pub fn translate<K>(
-    kind: IndexKind,
-    event: Event<K>,
-    to_event: impl Fn(K) -> IndexEvent,
-    to_delete: impl Fn(&K) -> IndexEvent,
-) -> (Vec<IndexEvent>, bool) {
-    match event {
-        Event::Init => (vec![IndexEvent::Clear(kind)], false),
-        Event::InitApply(o) | Event::Apply(o) => (vec![to_event(o)], false),
-        Event::Delete(o) => (vec![to_delete(&o)], false),
-        Event::InitDone => (vec![], true),
+/// An object a watch delivered that does not decode as its kind.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {object}: {source}")]
+pub struct UndecodableObject {
+    /// The kind, e.g. `LocalQueue`.
+    pub kind: &'static str,
+    /// `namespace/name`, or `name` for cluster-scoped kinds.
+    pub object: String,
+    /// The failing field and why.
+    #[source]
+    pub source: serde_path_to_error::Error<serde_json::Error>,
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub fn object_key(meta: &ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
     }
 }
 
-fn name_of<K: Resource>(o: &K) -> String {
-    o.meta().name.clone().unwrap_or_default()
+/// Decodes a watched object as `K`, naming the object and the field when it does not fit.
+pub fn decode<K: DeserializeOwned>(
+    kind: IndexKind,
+    obj: DynamicObject,
+) -> Result<K, UndecodableObject> {
+    let object = object_key(&obj.metadata);
+    let value = serde_json::to_value(obj).unwrap_or_default();
+    serde_path_to_error::deserialize(value).map_err(|source| UndecodableObject {
+        kind: kind_name(kind),
+        object,
+        source,
+    })
+}
+
+/// One kind's watch events, turned into index events. A list (`Init`, `InitApply`...,
+/// `InitDone`) is collected and released as one [`IndexEvent::Replace`] at `InitDone`.
+#[derive(Debug)]
+pub struct Relist {
+    kind: IndexKind,
+    pending: Option<Vec<IndexEvent>>,
+}
+
+impl Relist {
+    /// No list in progress.
+    pub fn new(kind: IndexKind) -> Self {
+        Self {
+            kind,
+            pending: None,
+        }
+    }
+
+    /// The index event to apply now, if any, and whether it completes a list. Objects are
+    /// already index events (`*Applied` for applies, `*Deleted` for deletes).
+    pub fn step(&mut self, event: Event<IndexEvent>) -> Option<(IndexEvent, bool)> {
+        match event {
+            Event::Init => {
+                self.pending = Some(Vec::new());
+                None
+            }
+            Event::InitApply(e) => match &mut self.pending {
+                Some(list) => {
+                    list.push(e);
+                    None
+                }
+                // kube-rs always starts a list with Init; apply directly if it ever does not.
+                None => Some((e, false)),
+            },
+            Event::InitDone => {
+                let list = self.pending.take().unwrap_or_default();
+                Some((IndexEvent::Replace(self.kind, list), true))
+            }
+            Event::Apply(e) | Event::Delete(e) => Some((e, false)),
+        }
+    }
+}
+
+/// How one kind's objects become index events.
+struct KindFeed {
+    kind: IndexKind,
+    applied: fn(DynamicObject) -> Result<IndexEvent, UndecodableObject>,
+    deleted: fn(&ObjectMeta) -> IndexEvent,
+}
+
+impl KindFeed {
+    /// The watcher event with its object turned into an index event; `None` when the
+    /// object does not decode (reported to `health` and left out).
+    fn convert(
+        &self,
+        event: Event<DynamicObject>,
+        health: &WatchHealth,
+    ) -> Option<Event<IndexEvent>> {
+        let applied = |o: DynamicObject| {
+            let key = object_key(&o.metadata);
+            match (self.applied)(o) {
+                Ok(e) => {
+                    health.record_decoded(self.kind, &key);
+                    Some(e)
+                }
+                Err(e) => {
+                    warn!(error = %e, "watched object does not decode; left out of the index");
+                    health.record_undecodable(self.kind, e.object.clone(), e.source.to_string());
+                    None
+                }
+            }
+        };
+        Some(match event {
+            Event::Init => {
+                health.relist_started(self.kind);
+                Event::Init
+            }
+            Event::InitDone => Event::InitDone,
+            Event::InitApply(o) => Event::InitApply(applied(o)?),
+            Event::Apply(o) => Event::Apply(applied(o)?),
+            Event::Delete(o) => {
+                health.record_decoded(self.kind, &object_key(&o.metadata));
+                Event::Delete((self.deleted)(&o.metadata))
+            }
+        })
+    }
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
 }
 
 /// Index event for an applied Namespace.
 pub fn namespace_applied(ns: Namespace) -> IndexEvent {
     IndexEvent::NamespaceApplied {
-        name: name_of(&ns),
+        name: name_of(&ns.metadata),
         labels: ns.metadata.labels.unwrap_or_default(),
     }
 }
 
-/// Index event for a deleted Namespace.
-pub fn namespace_deleted(ns: &Namespace) -> IndexEvent {
-    IndexEvent::NamespaceDeleted { name: name_of(ns) }
+/// Index event for a deleted LocalQueue.
+pub fn local_queue_deleted(meta: &ObjectMeta) -> IndexEvent {
+    IndexEvent::LocalQueueDeleted {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: name_of(meta),
+    }
 }
 
-/// Index event for a deleted LocalQueue.
-pub fn local_queue_deleted(lq: &LocalQueue) -> IndexEvent {
-    IndexEvent::LocalQueueDeleted {
-        namespace: lq.metadata.namespace.clone().unwrap_or_default(),
-        name: name_of(lq),
+fn feeds() -> [KindFeed; KINDS] {
+    [
+        KindFeed {
+            kind: IndexKind::Namespace,
+            applied: |o| decode(IndexKind::Namespace, o).map(namespace_applied),
+            deleted: |m| IndexEvent::NamespaceDeleted { name: name_of(m) },
+        },
+        KindFeed {
+            kind: IndexKind::LocalQueue,
+            applied: |o| {
+                decode(IndexKind::LocalQueue, o)
+                    .map(|lq| IndexEvent::LocalQueueApplied(Box::new(lq)))
+            },
+            deleted: local_queue_deleted,
+        },
+        KindFeed {
+            kind: IndexKind::PriorityClass,
+            applied: |o| {
+                decode(IndexKind::PriorityClass, o)
+                    .map(|pc| IndexEvent::PriorityClassApplied(Box::new(pc)))
+            },
+            deleted: |m| IndexEvent::PriorityClassDeleted { name: name_of(m) },
+        },
+        KindFeed {
+            kind: IndexKind::ClusterQueue,
+            applied: |o| {
+                decode(IndexKind::ClusterQueue, o)
+                    .map(|cq| IndexEvent::ClusterQueueApplied(Box::new(cq)))
+            },
+            deleted: |m| IndexEvent::ClusterQueueDeleted { name: name_of(m) },
+        },
+    ]
+}
+
+fn api_for(kind: IndexKind, client: &Client) -> Api<DynamicObject> {
+    fn erase<K: Resource<DynamicType = ()>>(client: &Client) -> Api<DynamicObject> {
+        Api::all_with(client.clone(), &ApiResource::erase::<K>(&()))
+    }
+    match kind {
+        IndexKind::Namespace => erase::<Namespace>(client),
+        IndexKind::LocalQueue => erase::<LocalQueue>(client),
+        IndexKind::PriorityClass => erase::<WorkloadPriorityClass>(client),
+        IndexKind::ClusterQueue => erase::<ClusterQueue>(client),
     }
 }
 
 /// Starts the four watches on `client`; they run until the returned tasks are aborted.
-pub fn spawn(client: Client, index: Arc<ClusterIndex>) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn(
+    client: Client,
+    index: Arc<ClusterIndex>,
+    health: Arc<WatchHealth>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let done = Arc::new(AtomicUsize::new(0));
-    vec![
-        tokio::spawn(run(
-            Api::<Namespace>::all(client.clone()),
-            IndexKind::Namespace,
-            index.clone(),
-            done.clone(),
-            namespace_applied,
-            namespace_deleted,
-        )),
-        tokio::spawn(run(
-            Api::<LocalQueue>::all(client.clone()),
-            IndexKind::LocalQueue,
-            index.clone(),
-            done.clone(),
-            |lq| IndexEvent::LocalQueueApplied(Box::new(lq)),
-            local_queue_deleted,
-        )),
-        tokio::spawn(run(
-            Api::<WorkloadPriorityClass>::all(client.clone()),
-            IndexKind::PriorityClass,
-            index.clone(),
-            done.clone(),
-            |pc| IndexEvent::PriorityClassApplied(Box::new(pc)),
-            |pc| IndexEvent::PriorityClassDeleted { name: name_of(pc) },
-        )),
-        tokio::spawn(run(
-            Api::<ClusterQueue>::all(client),
-            IndexKind::ClusterQueue,
-            index,
-            done,
-            |cq| IndexEvent::ClusterQueueApplied(Box::new(cq)),
-            |cq| IndexEvent::ClusterQueueDeleted { name: name_of(cq) },
-        )),
-    ]
+    feeds()
+        .into_iter()
+        .map(|feed| {
+            let api = api_for(feed.kind, &client);
+            tokio::spawn(run(api, feed, index.clone(), health.clone(), done.clone()))
+        })
+        .collect()
 }
 
-async fn run<K>(
-    api: Api<K>,
-    kind: IndexKind,
+async fn run(
+    api: Api<DynamicObject>,
+    feed: KindFeed,
     index: Arc<ClusterIndex>,
+    health: Arc<WatchHealth>,
     done: Arc<AtomicUsize>,
-    to_event: impl Fn(K) -> IndexEvent,
-    to_delete: impl Fn(&K) -> IndexEvent,
-) where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
+) {
+    let kind = feed.kind;
     let mut first = true;
-    // The watcher re-lists and retries by itself; errors are logged, never fatal,
-    // because a webhook that exits on an API hiccup would block every job creation.
-    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    let mut relist = Relist::new(kind);
+    // The watcher re-lists and retries by itself, backing off between failures; errors are
+    // reported, never fatal, because a webhook that exits on an API hiccup would block
+    // every job creation.
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => {
-                let (events, list_done) = translate(kind, event, &to_event, &to_delete);
-                for e in events {
-                    index.apply(e);
-                }
-                if list_done && first {
-                    first = false;
-                    info!(?kind, "initial list applied to the cluster index");
-                    if done.fetch_add(1, Ordering::AcqRel) + 1 == KINDS {
-                        index.apply(IndexEvent::Synced);
-                    }
-                }
-            }
+        let event = match item {
+            Ok(event) => event,
             Err(e) => {
-                warn!(?kind, error = %e, "watch failed; retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                warn!(kind = kind_name(kind), error = %e, "watch failed; retrying with backoff");
+                health.record_error(kind, e.to_string(), Instant::now());
+                continue;
+            }
+        };
+        // `Init` comes before the list request is even sent (a failing re-list yields Init,
+        // error, Init, error...), so only events carrying data prove the watch works.
+        if !matches!(event, Event::Init) {
+            health.record_ok(kind);
+        }
+        let Some(event) = feed.convert(event, &health) else {
+            continue;
+        };
+        let Some((e, list_done)) = relist.step(event) else {
+            continue;
+        };
+        index.apply(e);
+        if list_done && first {
+            first = false;
+            info!(
+                kind = kind_name(kind),
+                "initial list applied to the cluster index"
+            );
+            if done.fetch_add(1, Ordering::AcqRel) + 1 == KINDS {
+                index.apply(IndexEvent::Synced);
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::webhook::index::IndexConfig;
-
-    fn ns(name: &str, labels: &[(&str, &str)]) -> Namespace {
-        let mut n = Namespace::default();
-        n.metadata.name = Some(name.into());
-        n.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        n
-    }
-
-    fn lq(ns: &str, name: &str, cq: &str) -> LocalQueue {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"namespace": ns, "name": name}, "spec": {"clusterQueue": cq}
-        }))
-        .expect("valid LocalQueue")
-    }
-
-    #[test]
-    fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
-        let index = ClusterIndex::new(IndexConfig {
-            managed_jobs_namespace_selector: None,
-        });
-        let apply = |e: Event<LocalQueue>| {
-            let (evs, done) = translate(
-                IndexKind::LocalQueue,
-                e,
-                |lq| IndexEvent::LocalQueueApplied(Box::new(lq)),
-                local_queue_deleted,
-            );
-            for ev in evs {
-                index.apply(ev);
-            }
-            done
-        };
-        assert!(!apply(Event::Init));
-        assert!(!apply(Event::InitApply(lq("team", "default", "cq-a"))));
-        assert!(apply(Event::InitDone));
-        assert!(index.has_default_local_queue("team"));
-        // The watch breaks; the LocalQueue is deleted meanwhile; the re-list does not
-        // contain it, so it must be gone afterwards.
-        apply(Event::Init);
-        apply(Event::InitApply(lq("other", "default", "cq-b")));
-        apply(Event::InitDone);
-        assert!(!index.has_default_local_queue("team"));
-        assert_eq!(
-            index.cluster_queue_of("other", "default").as_deref(),
-            Some("cq-b")
-        );
-        // A plain delete removes it too.
-        apply(Event::Delete(lq("other", "default", "cq-b")));
-        assert!(!index.local_queue_exists("other", "default"));
-    }
-
-    #[test]
-    fn namespace_labels_reach_the_index() {
-        let index = ClusterIndex::new(IndexConfig::default());
-        let (evs, _) = translate(
-            IndexKind::Namespace,
-            Event::Apply(ns(
-                "kube-system",
-                &[("kubernetes.io/metadata.name", "kube-system")],
-            )),
-            namespace_applied,
-            namespace_deleted,
-        );
-        for e in evs {
-            index.apply(e);
-        }
-        let (evs, _) = translate(
-            IndexKind::Namespace,
-            Event::Apply(ns("team", &[("kubernetes.io/metadata.name", "team")])),
-            namespace_applied,
-            namespace_deleted,
-        );
-        for e in evs {
-            index.apply(e);
-        }
-        // Kueue's default managedJobsNamespaceSelector leaves kube-system alone.
-        assert!(!index.is_namespace_managed("kube-system"));
-        assert!(index.is_namespace_managed("team"));
-    }
-}
+mod tests;

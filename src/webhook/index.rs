@@ -11,6 +11,10 @@
 //! read lock is held, and events mutate the store and invalidate the cache while the write
 //! lock is held, so a stale answer computed just before an event is always invalidated by it.
 //!
+//! A re-list never shows through: the feed collects a kind's whole list and hands it over as
+//! one [`IndexEvent::Replace`], which swaps that kind's set under the write lock. Until then
+//! every lookup answers from the previous complete set, never from a half-filled one.
+//!
 //! Until [`IndexEvent::Synced`] arrives (the initial lists are done) the index is cold:
 //! [`ClusterIndex::is_synced`] is false, `/readyz` reports not ready, and the handlers skip
 //! any defaulting that needs the index (with a warning) rather than guess.
@@ -31,7 +35,7 @@ pub const DEFAULT_PRIORITY_CLASS_NAME: &str = "default";
 /// Label the API server sets on every namespace, holding its name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// Object kinds the index holds, for [`IndexEvent::Clear`].
+/// Object kinds the index holds, for [`IndexEvent::Replace`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexKind {
     /// Namespaces.
@@ -82,8 +86,9 @@ pub enum IndexEvent {
         /// Its name.
         name: String,
     },
-    /// Forget every object of a kind (a watch is about to re-list it).
-    Clear(IndexKind),
+    /// A complete (re-)list of one kind: the objects it holds (`*Applied` events of that
+    /// kind) replace every object of the kind at once. Events of other kinds are ignored.
+    Replace(IndexKind, Vec<IndexEvent>),
     /// Every watch has delivered its initial list: the index reflects the cluster.
     Synced,
 }
@@ -118,6 +123,47 @@ struct Store {
     local_queues: HashMap<String, BTreeMap<String, String>>,
     priority_classes: HashMap<String, i32>,
     cluster_queues: HashMap<String, Option<LabelSelector>>,
+}
+
+impl Store {
+    /// A store holding only the `kind` objects of a list.
+    fn from_list(kind: IndexKind, objects: Vec<IndexEvent>) -> Self {
+        let mut store = Store::default();
+        for e in objects {
+            match e {
+                IndexEvent::NamespaceApplied { name, labels } if kind == IndexKind::Namespace => {
+                    store.namespaces.insert(name, Arc::new(labels));
+                }
+                IndexEvent::LocalQueueApplied(lq) if kind == IndexKind::LocalQueue => {
+                    store.insert_local_queue(&lq);
+                }
+                IndexEvent::PriorityClassApplied(pc) if kind == IndexKind::PriorityClass => {
+                    let name = pc.metadata.name.clone().unwrap_or_default();
+                    store.priority_classes.insert(name, pc.value);
+                }
+                IndexEvent::ClusterQueueApplied(cq) if kind == IndexKind::ClusterQueue => {
+                    store.insert_cluster_queue(&cq);
+                }
+                _ => {}
+            }
+        }
+        store
+    }
+
+    fn insert_local_queue(&mut self, lq: &LocalQueue) {
+        let ns = lq.metadata.namespace.clone().unwrap_or_default();
+        let name = lq.metadata.name.clone().unwrap_or_default();
+        self.local_queues
+            .entry(ns)
+            .or_default()
+            .insert(name, lq.spec.cluster_queue.clone());
+    }
+
+    fn insert_cluster_queue(&mut self, cq: &ClusterQueue) {
+        let name = cq.metadata.name.clone().unwrap_or_default();
+        self.cluster_queues
+            .insert(name, cq.spec.namespace_selector.clone());
+    }
 }
 
 /// Questions whose answers are cached.
@@ -224,14 +270,9 @@ impl ClusterIndex {
                 store.namespaces.remove(&name);
             }
             IndexEvent::LocalQueueApplied(lq) => {
-                let ns = lq.metadata.namespace.clone().unwrap_or_default();
-                let name = lq.metadata.name.clone().unwrap_or_default();
-                invalidate(Question::DefaultLocalQueue, &ns);
-                store
-                    .local_queues
-                    .entry(ns)
-                    .or_default()
-                    .insert(name, lq.spec.cluster_queue);
+                let ns = lq.metadata.namespace.as_deref().unwrap_or_default();
+                invalidate(Question::DefaultLocalQueue, ns);
+                store.insert_local_queue(&lq);
             }
             IndexEvent::LocalQueueDeleted { namespace, name } => {
                 invalidate(Question::DefaultLocalQueue, &namespace);
@@ -251,21 +292,19 @@ impl ClusterIndex {
                 invalidate(Question::DefaultPriorityClass, "");
                 store.priority_classes.remove(&name);
             }
-            IndexEvent::ClusterQueueApplied(cq) => {
-                let name = cq.metadata.name.clone().unwrap_or_default();
-                store
-                    .cluster_queues
-                    .insert(name, cq.spec.namespace_selector.clone());
-            }
+            IndexEvent::ClusterQueueApplied(cq) => store.insert_cluster_queue(&cq),
             IndexEvent::ClusterQueueDeleted { name } => {
                 store.cluster_queues.remove(&name);
             }
-            IndexEvent::Clear(kind) => {
+            IndexEvent::Replace(kind, objects) => {
+                // Built outside the live maps, then swapped in: readers see the old set
+                // or the new one, never a mixture.
+                let fresh = Store::from_list(kind, objects);
                 match kind {
-                    IndexKind::Namespace => store.namespaces.clear(),
-                    IndexKind::LocalQueue => store.local_queues.clear(),
-                    IndexKind::PriorityClass => store.priority_classes.clear(),
-                    IndexKind::ClusterQueue => store.cluster_queues.clear(),
+                    IndexKind::Namespace => store.namespaces = fresh.namespaces,
+                    IndexKind::LocalQueue => store.local_queues = fresh.local_queues,
+                    IndexKind::PriorityClass => store.priority_classes = fresh.priority_classes,
+                    IndexKind::ClusterQueue => store.cluster_queues = fresh.cluster_queues,
                 }
                 self.derived.invalidate_all();
             }
@@ -287,6 +326,18 @@ impl ClusterIndex {
                 namespace.to_string(),
             )]))
         })
+    }
+
+    /// Every namespace seen, with its labels, sorted by name.
+    pub fn namespaces(&self) -> Vec<(String, Arc<Labels>)> {
+        let mut out: Vec<(String, Arc<Labels>)> = self
+            .read()
+            .namespaces
+            .iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Whether Kueue manages jobs in the namespace (`managedJobsNamespaceSelector`).
@@ -420,7 +471,7 @@ mod tests {
         )));
         assert!(idx.has_default_priority_class());
         assert_eq!(idx.priority_class_value("default"), Some(10));
-        idx.apply(IndexEvent::Clear(IndexKind::PriorityClass));
+        idx.apply(IndexEvent::Replace(IndexKind::PriorityClass, Vec::new()));
         assert!(!idx.has_default_priority_class());
 
         let mut cq = ClusterQueue::new("cq", Default::default());

@@ -6,7 +6,8 @@
 //! - `routes`: Kueue's paths, the axum [`router`] and the [`handle`] entry point;
 //! - `jobs`: mutation and validation of job kinds (through `integrations`), plus policies;
 //! - `crd`: defaulting and validation of Kueue's kinds (through `api::validate`);
-//! - `index`: the watch-fed [`ClusterIndex`] answering lookups without the API server.
+//! - `index`: the watch-fed [`ClusterIndex`] answering lookups without the API server;
+//! - `feed`: the watches that fill it, and `health`: how those watches are doing.
 //!
 //! `server`, `tls` and `certs` are the serving half: listeners, TLS with certificate hot
 //! reload, graceful shutdown, limits, and cert tooling. See docs/webhook-server.md.
@@ -14,10 +15,12 @@
 pub mod certs;
 pub mod crd;
 pub mod feed;
+pub mod health;
 pub mod index;
 pub mod jobs;
 pub mod review;
 pub mod routes;
+pub mod routing;
 pub mod server;
 pub mod tls;
 

@@ -394,9 +394,70 @@ pub fn encode(env: &Envelope, verdict: &Verdict) -> Vec<u8> {
     serde_json::to_vec(&out).unwrap_or_default()
 }
 
+/// How many leading bytes of an oversize body are searched for the request's uid.
+pub const UID_SEARCH_BYTES: usize = 64 * 1024;
+
+/// The answer to a review whose body is larger than `limit` bytes: an AdmissionReview that
+/// denies with a 413 Status, so the API server shows the user why, instead of an HTTP error
+/// it reports as a failed webhook call. `prefix` is the start of the body: the API server
+/// serializes `request.uid` before the objects, so it is found there without reading (or
+/// buffering) the rest.
+pub fn encode_oversize(prefix: &[u8], limit: usize) -> Vec<u8> {
+    let env = Envelope {
+        api_version: ADMISSION_V1,
+        uid: request_uid(prefix).unwrap_or_default(),
+    };
+    let verdict = Verdict::deny(
+        413,
+        "RequestEntityTooLarge",
+        format!(
+            "kuota: the admission review is larger than the webhook accepts ({limit} bytes; \
+             kuota serve --max-body-bytes)"
+        ),
+    );
+    encode(&env, &verdict)
+}
+
+/// The value of the first `"uid"` key after `"request"` in the start of a review body.
+fn request_uid(prefix: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(prefix)
+        .or_else(|e| std::str::from_utf8(&prefix[..e.valid_up_to()]))
+        .ok()?;
+    let after_request = &text[text.find("\"request\"")?..];
+    let after_key = &after_request[after_request.find("\"uid\"")? + 5..];
+    let value = after_key.trim_start().strip_prefix(':')?.trim_start();
+    let value = value.strip_prefix('"')?;
+    // Kubernetes uids are UUIDs: no escapes to handle.
+    Some(value[..value.find('"')?].to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversize_review_is_denied_with_413_under_its_own_uid() {
+        let body = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid" : "7f0c-11","kind":{"kind":"Job"},"object":{"metadata":{"uid":"other"}"#;
+        let out: serde_json::Value =
+            serde_json::from_slice(&encode_oversize(body, 100)).expect("json");
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(out["kind"], "AdmissionReview");
+        assert_eq!(out["response"]["uid"], "7f0c-11");
+        assert_eq!(out["response"]["allowed"], false);
+        assert_eq!(out["response"]["status"]["code"], 413);
+        assert!(
+            out["response"]["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("100 bytes")),
+            "{out}"
+        );
+        // A prefix cut inside a multi-byte character or before the uid still answers.
+        assert_eq!(
+            request_uid("{\"request\":{\"uid\":\"a\"}é".as_bytes()),
+            Some("a".into())
+        );
+        assert_eq!(request_uid(b"{\"request\":{\"ki"), None);
+    }
     use crate::integrations::JobObject;
 
     const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"batch","version":"v1","kind":"Job"},"operation":"CREATE","namespace":"ns","object":{"metadata":{"name":"j"},"spec":{"parallelism":2}},"dryRun":true}}"#;

@@ -2,7 +2,7 @@
 //! and a plain-HTTP listener for probes and metrics.
 //!
 //! ```text
-//!  :9443 TLS (rustls, h2 + http/1.1) --> [timeout 504] -> [413 body limit]
+//!  :9443 TLS (rustls, h2 + http/1.1) --> [timeout 504] -> [body limit: 413 review]
 //!                                        -> [queue for one of N permits] -> admission router
 //!  :8080 plain HTTP                   --> /healthz, /readyz, /metrics
 //! ```
@@ -49,20 +49,33 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder};
-use tower_http::limit::RequestBodyLimitLayer;
 use tracing::{debug, error, info, warn};
 
 use super::tls::{self, CertStore, PollOutcome};
 
-/// The API server never sends more than 3 MiB (its own request limit), so
-/// anything larger is not a review.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// An UPDATE review carries the object twice (new and old), each up to the API server's
+/// 3 MiB request limit, plus the envelope: 7 MiB, as controller-runtime allows. A 3 MiB
+/// limit refused the unsuspend of a Job that was accepted on create.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 
 /// Caller-supplied readiness (e.g. "the cluster index has synced").
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Extra Prometheus text appended to `/metrics` (e.g. the handlers' review counters).
 pub type MetricsText = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Caller-supplied problems `/readyz` lists: `failing` ones make the server not ready
+/// (e.g. a watch that keeps failing), `warnings` are only shown.
+pub type Diagnostics = Arc<dyn Fn() -> Diagnosis + Send + Sync>;
+
+/// What [`Diagnostics`] reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// Problems that make the server not ready, one line each.
+    pub failing: Vec<String>,
+    /// Problems worth showing that do not affect readiness.
+    pub warnings: Vec<String>,
+}
 
 /// Listener, TLS and limit settings. Also the clap arguments of `kuota serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -83,10 +96,10 @@ pub struct ServerConfig {
     #[arg(long, default_value = "720h", value_parser = parse_duration)]
     pub rotate_before: Duration,
     /// Per-request deadline, including the wait for a concurrency permit.
-    /// Keep it below the webhook configurations' timeoutSeconds.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// Keep it below the webhook configurations' timeoutSeconds (3 s in manifests/).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub request_timeout: Duration,
-    /// Largest accepted request body; larger ones get 413.
+    /// Largest accepted request body; larger ones are denied with a 413 Status.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// Requests handled at once; further requests queue for a slot.
@@ -128,7 +141,7 @@ pub enum ServerError {
     #[error("--config: {0}")]
     Config(#[from] crate::config::ConfigError),
     #[error("policies: {0}")]
-    Policies(String),
+    Policies(#[from] crate::policy::PolicyLoadError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]
@@ -150,6 +163,7 @@ pub struct WebhookServer {
     app: Router,
     ready: Readiness,
     extra_metrics: Option<MetricsText>,
+    diagnostics: Option<Diagnostics>,
 }
 
 /// State shared by the listeners, the reloader and the probes.
@@ -157,6 +171,8 @@ struct Shared {
     certs: Arc<CertStore>,
     ready: Readiness,
     extra_metrics: Option<MetricsText>,
+    diagnostics: Option<Diagnostics>,
+    oversize: Arc<AtomicU64>,
     draining: AtomicBool,
     open_connections: AtomicU64,
     rotate_before: Duration,
@@ -190,7 +206,14 @@ impl WebhookServer {
             app,
             ready,
             extra_metrics: None,
+            diagnostics: None,
         })
+    }
+
+    /// Lists `diagnostics()` in `/readyz`; its failing problems make the server not ready.
+    pub fn with_diagnostics(mut self, diagnostics: Diagnostics) -> Self {
+        self.diagnostics = Some(diagnostics);
+        self
     }
 
     /// Appends `metrics()` to the health listener's `/metrics`.
@@ -227,17 +250,21 @@ impl WebhookServer {
             app,
             ready,
             extra_metrics,
+            diagnostics,
         } = self;
+        let oversize = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(Shared {
             certs: certs.clone(),
             ready,
             extra_metrics,
+            diagnostics,
+            oversize: oversize.clone(),
             draining: AtomicBool::new(false),
             open_connections: AtomicU64::new(0),
             rotate_before: config.rotate_before,
         });
         let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(certs.clone())?));
-        let service = TowerToHyperService::new(harden(app, &config));
+        let service = TowerToHyperService::new(harden_counting(app, &config, oversize));
         let builders = Arc::new(ConnBuilders::new());
 
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -357,28 +384,105 @@ pub async fn shutdown_signal() {
 /// exact production stack with `tower::ServiceExt::oneshot` (any body type).
 pub type HardenedService<B> = BoxCloneSyncService<Request<B>, Response, Infallible>;
 
-/// Wraps `app` in: JSON 504 on timeout, 413 over `max_body_bytes`, and a
-/// queue of at most `max_concurrency` requests in the handlers.
+/// Wraps `app` in: JSON 504 on timeout, a 413 AdmissionReview over
+/// `max_body_bytes`, and a queue of at most `max_concurrency` requests in the handlers.
 pub fn harden<B>(app: Router, config: &ServerConfig) -> HardenedService<B>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    harden_counting(app, config, Arc::new(AtomicU64::new(0)))
+}
+
+/// [`harden`], counting oversize bodies in `oversize`.
+pub fn harden_counting<B>(
+    app: Router,
+    config: &ServerConfig,
+    oversize: Arc<AtomicU64>,
+) -> HardenedService<B>
 where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
     let timeout = config.request_timeout;
+    let limit = BodyLimit {
+        max: config.max_body_bytes,
+        oversize,
+    };
     let app = app
         // axum's extractors default to 2 MB; align them with our limit.
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        // Inside the permit, so at most `max_concurrency` bodies are buffered at once.
+        .layer(from_fn_with_state(limit, limit_body))
         .layer(from_fn_with_state(permits, queue_for_permit));
     let stack = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(move |err: BoxError| async move {
             request_error(err, timeout)
         }))
         .timeout(timeout)
-        // Rejects on Content-Length before reading, and caps streamed bodies.
-        .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
         .service(app);
     BoxCloneSyncService::new(stack)
+}
+
+#[derive(Clone)]
+struct BodyLimit {
+    max: usize,
+    oversize: Arc<AtomicU64>,
+}
+
+/// Reads the body up to the limit. An oversize one (by Content-Length, or once it streams
+/// past the limit) is not read further and gets an AdmissionReview denying with a 413
+/// Status, logged and counted, so the user sees the reason rather than "failed calling
+/// webhook".
+async fn limit_body(State(limit): State<BodyLimit>, req: Request, next: Next) -> Response {
+    use futures::StreamExt;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (parts, body) = req.into_parts();
+    let too_big = |n: u64| n > limit.max as u64;
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::with_capacity(declared.map_or(0, |n| n.min(limit.max as u64) as usize));
+    let mut oversize = declared.is_some_and(too_big);
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                return json_error(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
+            }
+        };
+        buf.extend_from_slice(&chunk);
+        if oversize && buf.len() >= super::review::UID_SEARCH_BYTES {
+            break;
+        }
+        if too_big(buf.len() as u64) {
+            oversize = true;
+            break;
+        }
+    }
+    if oversize {
+        limit.oversize.fetch_add(1, Ordering::Relaxed);
+        warn!(
+            path = %parts.uri.path(),
+            limit = limit.max,
+            content_length = declared,
+            "admission review body over the limit; denied with 413"
+        );
+        let body = super::review::encode_oversize(&buf, limit.max);
+        // The rest of the body is not read: close the connection rather than reuse it.
+        return (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CONNECTION, "close"),
+            ],
+            body,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(buf))).await
 }
 
 /// Waits for a concurrency slot. Runs inside the timeout, so queueing time
@@ -632,12 +736,15 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     let index_synced = (shared.ready)();
     // The store cannot exist without a loaded pair; an expired one is not ready.
     let cert_valid = !shared.certs.info().remaining(SystemTime::now()).is_zero();
-    let ready = !draining && index_synced && cert_valid;
+    let diagnosis = shared.diagnostics.as_ref().map(|d| d()).unwrap_or_default();
+    let ready = !draining && index_synced && cert_valid && diagnosis.failing.is_empty();
     let body = serde_json::json!({
         "ready": ready,
         "indexSynced": index_synced,
         "certificateLoaded": cert_valid,
         "draining": draining,
+        "failing": diagnosis.failing,
+        "warnings": diagnosis.warnings,
     });
     let status = if ready {
         StatusCode::OK
@@ -670,12 +777,16 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
          kuota_webhook_cert_reload_errors_total {}\n\
          # HELP kuota_webhook_open_connections TLS connections currently open.\n\
          # TYPE kuota_webhook_open_connections gauge\n\
-         kuota_webhook_open_connections {}\n",
+         kuota_webhook_open_connections {}\n\
+         # HELP kuota_webhook_oversize_reviews_total Review bodies over --max-body-bytes, denied with 413.\n\
+         # TYPE kuota_webhook_oversize_reviews_total counter\n\
+         kuota_webhook_oversize_reviews_total {}\n",
         tls::unix_seconds(info.not_after),
         u8::from(shared.certs.rotation_due()),
         shared.certs.reloads(),
         shared.certs.reload_errors(),
         shared.open_connections.load(Ordering::Relaxed),
+        shared.oversize.load(Ordering::Relaxed),
     );
     if let Some(extra) = &shared.extra_metrics {
         text.push_str(&extra());
@@ -740,9 +851,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     use crate::policy::PolicyHandle;
 
     let policies = match &args.policies {
-        Some(dir) => {
-            PolicyHandle::load_dir(dir).map_err(|e| ServerError::Policies(e.to_string()))?
-        }
+        Some(dir) => PolicyHandle::load_dir(dir)?,
         None => PolicyHandle::empty(),
     };
     let policy_watch = args
@@ -754,6 +863,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     let index = Arc::new(ClusterIndex::new(super::IndexConfig {
         managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
     }));
+    let health = Arc::new(super::health::WatchHealth::default());
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
     let client = match crate::config::client::client(settings.client).await {
@@ -765,7 +875,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     };
     let feed = client
         .as_ref()
-        .map(|c| super::feed::spawn(c.clone(), index.clone()))
+        .map(|c| super::feed::spawn(c.clone(), index.clone(), health.clone()))
         .unwrap_or_default();
     let state = Arc::new(WebhookState::new(
         index.clone(),
@@ -775,11 +885,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
             ..WebhookConfig::default()
         },
     ));
+    let (ready, diagnostics) = index_readiness(state.clone(), health);
     let ready: Readiness = if args.ready_without_index {
         warn!("--ready-without-index: reporting ready with a cold cluster index");
         Arc::new(|| true)
     } else {
-        Arc::new(move || index.is_synced())
+        ready
     };
     let metrics: MetricsText = {
         let state = state.clone();
@@ -787,7 +898,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     };
     let server = WebhookServer::bind(args.server, super::router(state), ready)
         .await?
-        .with_metrics(metrics);
+        .with_metrics(metrics)
+        .with_diagnostics(diagnostics);
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
     let result = server.run(shutdown_signal()).await;
     if let Some(task) = policy_watch {
@@ -799,12 +911,53 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     result
 }
 
+/// Why a duration flag does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("invalid duration {0:?}: expected a number")]
+    ExpectedNumber(String),
+    #[error("invalid duration {0:?}: number too large")]
+    TooLarge(String),
+    #[error("invalid duration {0:?}: missing unit (ms, s, m, h, d)")]
+    MissingUnit(String),
+    #[error("invalid duration {input:?}: unknown unit {unit:?}")]
+    UnknownUnit { input: String, unit: String },
+}
+
+/// Readiness from the handlers' state: ready once the index has synced, unless a watch
+/// keeps failing (listed by kind in `/readyz`). Undecodable objects and namespaces whose
+/// unlabelled Jobs the webhook configurations do not route to kuota are listed as warnings.
+pub fn index_readiness(
+    state: Arc<super::WebhookState>,
+    health: Arc<super::health::WatchHealth>,
+) -> (Readiness, Diagnostics) {
+    let index = state.index.clone();
+    let ready: Readiness = Arc::new(move || index.is_synced());
+    let diagnostics: Diagnostics = Arc::new(move || {
+        let mut warnings = health.undecodable();
+        if state.index.is_synced() {
+            warnings.extend(super::routing::unrouted_namespaces(
+                &state.index,
+                &state.policies.current(),
+                &state.config,
+            ));
+        }
+        Diagnosis {
+            failing: health.failing(Instant::now()),
+            warnings,
+        }
+    });
+    (ready, diagnostics)
+}
+
 /// Parses durations like `720h`, `30m`, `5s`, `250ms`, `90d`, or sums such
 /// as `1h30m` (a subset of Go's syntax, which Kubernetes users know).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     if s == "0" {
         return Ok(Duration::ZERO);
@@ -816,11 +969,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         if digits == 0 {
-            return Err(format!("invalid duration {s:?}: expected a number"));
+            return Err(DurationError::ExpectedNumber(s.to_string()));
         }
         let value: u64 = rest[..digits]
             .parse()
-            .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
+            .map_err(|_| DurationError::TooLarge(s.to_string()))?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -833,12 +986,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(value.saturating_mul(60)),
             "h" => Duration::from_secs(value.saturating_mul(3600)),
             "d" => Duration::from_secs(value.saturating_mul(86_400)),
-            "" => {
-                return Err(format!(
-                    "invalid duration {s:?}: missing unit (ms, s, m, h, d)"
-                ));
+            "" => return Err(DurationError::MissingUnit(s.to_string())),
+            other => {
+                return Err(DurationError::UnknownUnit {
+                    input: s.to_string(),
+                    unit: other.to_string(),
+                });
             }
-            other => return Err(format!("invalid duration {s:?}: unknown unit {other:?}")),
         };
         total = total.saturating_add(part);
     }
@@ -878,7 +1032,8 @@ mod tests {
         assert_eq!(c.listen, SocketAddr::from(([0, 0, 0, 0], 9443)));
         assert_eq!(c.health_listen, SocketAddr::from(([0, 0, 0, 0], 8080)));
         assert_eq!(c.cert_dir, PathBuf::from("/certs"));
-        assert_eq!(c.max_body_bytes, 3 * 1024 * 1024);
+        assert_eq!(c.max_body_bytes, 7 * 1024 * 1024);
+        assert_eq!(c.request_timeout, Duration::from_secs(2));
         assert_eq!(c.rotate_before, Duration::from_secs(720 * 3600));
         let cli = Cli::try_parse_from([
             "kuota",

@@ -115,11 +115,26 @@ pub fn validate_local_queue_update(new: &LocalQueue, old: &LocalQueue) -> Vec<Fi
     errs
 }
 
-/// Validates a Topology update: its own rules, and `spec.levels` is immutable.
+/// Validates a Topology update: its own rules, and, like Kueue's CRD rule, `spec.levels`
+/// may change only while `kubernetes.io/hostname` is the lowest level before and after
+/// (nodes are then still placed by hostname, so admitted workloads keep their meaning).
 pub fn validate_topology_update(new: &Topology, old: &Topology) -> Vec<FieldError> {
     let mut errs = super::validate_topology(new);
-    if new.spec.levels != old.spec.levels {
-        errs.push(immutable_omit(&Path::new("spec").child("levels")));
+    let hostname_lowest = |t: &Topology| {
+        t.spec
+            .levels
+            .last()
+            .is_some_and(|l| l.node_label == crate::api::constants::HOSTNAME_LABEL)
+    };
+    if new.spec.levels != old.spec.levels && !(hostname_lowest(new) && hostname_lowest(old)) {
+        // Kueue states this rule in CEL; the API server renders such errors with the
+        // value's type ("array").
+        errs.push(FieldError::invalid(
+            &Path::new("spec").child("levels"),
+            "array",
+            "levels are mutable only when kubernetes.io/hostname is the lowest level both \
+             before and after the change",
+        ));
     }
     errs
 }
@@ -213,7 +228,26 @@ status:
         t2.spec.levels[0].node_label = "block".into();
         assert_eq!(
             msgs(&validate_topology_update(&t2, &t)),
-            ["spec.levels: Invalid value: field is immutable"]
+            [
+                "spec.levels: Invalid value: \"array\": levels are mutable only when \
+                 kubernetes.io/hostname is the lowest level both before and after the change"
+            ]
         );
+        // With the hostname lowest on both sides, levels above it may change.
+        let with_host = |levels: &str| -> Topology {
+            serde_yaml::from_str(&format!(
+                "metadata: {{name: t}}\nspec: {{levels: {levels}}}"
+            ))
+            .expect("valid")
+        };
+        let old = with_host("[{nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]");
+        let new = with_host(
+            "[{nodeLabel: block}, {nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]",
+        );
+        assert!(validate_topology_update(&new, &old).is_empty());
+        // Dropping the hostname level is a change that loses it: refused.
+        let no_host = with_host("[{nodeLabel: block}, {nodeLabel: rack}]");
+        assert_eq!(msgs(&validate_topology_update(&no_host, &old)).len(), 1);
+        assert_eq!(msgs(&validate_topology_update(&old, &no_host)).len(), 1);
     }
 }

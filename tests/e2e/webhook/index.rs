@@ -15,7 +15,7 @@ async fn watches_fill_the_webhook_index_with_every_local_queue() {
     let client = client().await;
     ensure_crds(&client).await;
     let index = Arc::new(ClusterIndex::default());
-    let tasks = feed::spawn(client.clone(), index.clone());
+    let tasks = feed::spawn(client.clone(), index.clone(), Default::default());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !index.is_synced() {
         assert!(
