@@ -6,8 +6,10 @@
 pub mod api;
 pub mod controller;
 pub mod crds;
+pub mod config;
 pub mod engine;
 pub mod integrations;
+pub mod lease;
 pub mod placement;
 pub mod policy;
 pub mod sim;

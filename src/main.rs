@@ -24,7 +24,8 @@ struct Cli {
 enum Command {
     /// Run the simulator on a scenario (default: the built-in demo) and print a report.
     Simulate(SimulateArgs),
-    /// Load and validate Kueue manifests (and generator.yaml, nodes.yaml and trace files); exit non-zero on any error.
+    /// Load and validate Kueue manifests (and generator.yaml, nodes.yaml, trace files and
+    /// `kuota serve --config` files); exit non-zero on any error.
     Check {
         /// Manifest files to check.
         #[arg(required = true)]
@@ -396,7 +397,29 @@ fn load_scenario(args: &SimulateArgs) -> Result<Scenario, String> {
 fn check(paths: &[PathBuf]) -> ExitCode {
     let mut files = Vec::new();
     let mut errors = 0usize;
-    for p in paths {
+    // Kueue/kuota configuration files (`kuota serve --config`) are checked as such.
+    let (configs, paths_rest): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        paths.iter().partition(|p| kuota::config::is_config_file(p));
+    for p in configs {
+        match kuota::config::Settings::load(std::slice::from_ref(p)) {
+            Ok(settings) => {
+                for field in &settings.ignored {
+                    eprintln!("{}: warning: {field}: accepted, not used by kuota", p.display());
+                }
+                for name in &settings.unsupported_frameworks {
+                    eprintln!(
+                        "{}: warning: integrations.frameworks: {name:?} is a Kueue framework kuota does not run",
+                        p.display()
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                errors += 1;
+            }
+        }
+    }
+    for p in paths_rest {
         match SourceFile::read(p) {
             Ok(f) => files.push(f),
             Err(e) => {

@@ -135,6 +135,8 @@ impl ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error("--config: {0}")]
+    Config(#[from] crate::config::ConfigError),
     #[error("policies: {0}")]
     Policies(#[from] crate::policy::PolicyLoadError),
     #[error("cannot start the async runtime: {0}")]
@@ -841,6 +843,9 @@ pub struct ServeArgs {
     /// conversion webhook, at start and every minute (docs/install.md).
     #[arg(long)]
     pub inject_ca_bundle: bool,
+    /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArgs,
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -883,13 +888,23 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .policies
         .as_ref()
         .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
-    let index = Arc::new(ClusterIndex::default());
+    let settings = crate::config::Settings::load(&args.config.files)?;
+    settings.report();
+    let index = Arc::new(ClusterIndex::new(super::IndexConfig {
+        managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
+    }));
     let health = Arc::new(super::health::WatchHealth::default());
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
-    let client = kube::Client::try_default().await;
+    let client = match crate::config::client::client(settings.client).await {
+        Ok(client) => Some(client),
+        Err(e) => {
+            warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
+            None
+        }
+    };
     let feed = match &client {
-        Ok(client) => {
+        Some(client) => {
             let mut tasks = Vec::new();
             if args.inject_ca_bundle {
                 let ca = args.server.cert_dir.join(super::tls::CA_FILE);
@@ -902,25 +917,41 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
             ));
             tasks
         }
-        Err(e) => {
-            warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
-            Vec::new()
-        }
+        None => Vec::new(),
     };
-    // The queue controller runs beside the webhook in the same process; it stops when
-    // the server does.
-    let controller = match (&client, args.no_controller) {
-        (Ok(client), false) => Some(tokio::spawn(crate::controller::run(
-            client.clone(),
-            crate::controller::ControllerConfig::default(),
-            std::future::pending(),
-        ))),
+    // The queue controller schedules only on the replica holding the Lease, a fresh one
+    // on every term (rebuilt from the API server); every replica serves the webhook.
+    let scheduling = match (&client, args.no_controller) {
+        (Some(client), false) => {
+            let config = crate::controller::ControllerConfig {
+                integrations: settings.frameworks.clone(),
+                manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+                engine: settings.engine.clone(),
+                ..crate::controller::ControllerConfig::default()
+            };
+            let controller_client = client.clone();
+            Some(crate::lease::Scheduling::start(
+                client.clone(),
+                &settings.leader_election,
+                move |shutdown| {
+                    let (client, config) = (controller_client.clone(), config.clone());
+                    async move {
+                        if let Err(e) = crate::controller::run(client, config, shutdown).await {
+                            error!(error = %e, "the queue controller stopped");
+                        }
+                    }
+                },
+            ))
+        }
         _ => None,
     };
     let state = Arc::new(WebhookState::new(
         index.clone(),
         policies,
-        WebhookConfig::default(),
+        WebhookConfig {
+            manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+            ..WebhookConfig::default()
+        },
     ));
     let (ready, diagnostics) = index_readiness(state.clone(), health);
     let ready: Readiness = if args.ready_without_index {
@@ -942,8 +973,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     for task in feed {
         task.abort();
     }
-    if let Some(task) = controller {
-        task.abort();
+    if let Some(scheduling) = scheduling {
+        // Stop writing, then release the Lease so another replica takes over at once.
+        scheduling.stop().await;
     }
     result
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# kuota against a real API server (Kueue's baseline shape), by hand, not in CI.
+#
+#   K8S=/path/to/k8s/cluster benches/cluster/run.sh [-- bench args, e.g. --jobs 10000]
+#
+# K8S is a `cluster` script that starts a throwaway control plane (kube-apiserver, etcd,
+# kube-controller-manager; see docs/performance.md) and honours KUOTA_K8S_DIR and
+# KUOTA_K8S_APISERVER_ARGS. The API server is (re)started with an audit log of writes so
+# the benchmark can count kuota's writes; the log is deleted at the end.
+# KUOTA_BIN=... skips the release build of kuota.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+K8S=${K8S:?set K8S to the control plane script (cluster up/down/env)}
+export KUOTA_K8S_DIR=${KUOTA_K8S_DIR:-${TMPDIR:-/tmp}/kuota-k8s-bench}
+AUDIT_LOG="$KUOTA_K8S_DIR/logs/audit.jsonl"
+mkdir -p "$KUOTA_K8S_DIR/logs"
+cp benches/cluster/audit-policy.yaml "$KUOTA_K8S_DIR/audit-policy.yaml"
+export KUOTA_K8S_APISERVER_ARGS="--audit-policy-file=$KUOTA_K8S_DIR/audit-policy.yaml --audit-log-path=$AUDIT_LOG --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=800 --max-mutating-requests-inflight=400 ${KUOTA_K8S_APISERVER_ARGS:-}"
+
+# A fresh API server so it picks up the audit flags.
+"$K8S" down >/dev/null 2>&1 || true
+rm -f "$AUDIT_LOG"
+eval "$("$K8S" up)"
+trap 'rm -f "$AUDIT_LOG"' EXIT
+
+if [[ -z "${KUOTA_BIN:-}" ]]; then
+  cargo build --release --bin kuota
+  KUOTA_BIN="${CARGO_TARGET_DIR:-target}/release/kuota"
+fi
+[[ "${1:-}" == "--" ]] && shift
+cargo bench --bench cluster -- --kuota "$KUOTA_BIN" --audit-log "$AUDIT_LOG" "$@"

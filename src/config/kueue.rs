@@ -1,0 +1,197 @@
+//! Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta1`) as a strict serde schema.
+//!
+//! Field names follow Kueue's apis/config/v1beta1. Every struct denies unknown fields, so a
+//! typo is an error naming its path. Sections kuota does not act on are kept as raw values
+//! ([`Ignored`]): they are accepted (a Kueue file applies unchanged) and reported once as
+//! ignored, but their contents are not checked, since Kueue's own loader owns them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Deserialize;
+
+/// The API version of the Kueue document kuota reads.
+pub const API_VERSION: &str = "config.kueue.x-k8s.io/v1beta1";
+/// The kind of the Kueue document kuota reads.
+pub const KIND: &str = "Configuration";
+
+/// A section kuota accepts but does not act on.
+pub type Ignored = serde_json::Value;
+
+/// Kueue's `Configuration` (the inline `ControllerManager` fields are listed directly).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Configuration {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    /// Kueue's own namespace: the default namespace of the leader-election Lease and a
+    /// member of the default `managedJobsNamespaceSelector`'s exclusions.
+    pub namespace: Option<String>,
+    // ControllerManager (inline in Kueue's type).
+    pub webhook: Option<Ignored>,
+    pub leader_election: Option<LeaderElection>,
+    pub metrics: Option<Ignored>,
+    pub health: Option<Ignored>,
+    pub pprof_bind_address: Option<Ignored>,
+    pub controller: Option<Ignored>,
+    pub tls: Option<Ignored>,
+    // Configuration's own fields.
+    #[serde(default)]
+    pub manage_jobs_without_queue_name: bool,
+    pub managed_jobs_namespace_selector: Option<LabelSelector>,
+    pub internal_cert_management: Option<Ignored>,
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    pub client_connection: Option<ClientConnection>,
+    pub integrations: Option<Integrations>,
+    pub queue_visibility: Option<Ignored>,
+    pub multi_kueue: Option<Ignored>,
+    pub fair_sharing: Option<FairSharing>,
+    pub admission_fair_sharing: Option<Ignored>,
+    pub resources: Option<Ignored>,
+    pub feature_gates: Option<BTreeMap<String, bool>>,
+    pub object_retention_policies: Option<Ignored>,
+}
+
+impl Configuration {
+    /// Paths of the sections present in the file that kuota accepts and does not act on.
+    pub fn ignored_fields(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut note = |present: bool, path: &'static str| {
+            if present {
+                out.push(path);
+            }
+        };
+        note(self.webhook.is_some(), "webhook");
+        note(self.metrics.is_some(), "metrics");
+        note(self.health.is_some(), "health");
+        note(self.pprof_bind_address.is_some(), "pprofBindAddress");
+        note(self.controller.is_some(), "controller");
+        note(self.tls.is_some(), "tls");
+        note(
+            self.internal_cert_management.is_some(),
+            "internalCertManagement",
+        );
+        note(self.queue_visibility.is_some(), "queueVisibility");
+        note(self.multi_kueue.is_some(), "multiKueue");
+        note(
+            self.admission_fair_sharing.is_some(),
+            "admissionFairSharing",
+        );
+        note(self.resources.is_some(), "resources");
+        note(self.feature_gates.is_some(), "featureGates");
+        note(
+            self.object_retention_policies.is_some(),
+            "objectRetentionPolicies",
+        );
+        if let Some(w) = &self.wait_for_pods_ready {
+            note(w.block_admission.is_some(), "waitForPodsReady.blockAdmission");
+            note(
+                w.recovery_timeout.is_some(),
+                "waitForPodsReady.recoveryTimeout",
+            );
+        }
+        if let Some(i) = &self.integrations {
+            note(
+                i.external_frameworks.is_some(),
+                "integrations.externalFrameworks",
+            );
+            note(i.pod_options.is_some(), "integrations.podOptions");
+            note(i.label_keys_to_copy.is_some(), "integrations.labelKeysToCopy");
+        }
+        out
+    }
+}
+
+/// component-base's `LeaderElectionConfiguration`, as Kueue embeds it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeaderElection {
+    pub leader_elect: Option<bool>,
+    pub lease_duration: Option<String>,
+    pub renew_deadline: Option<String>,
+    pub retry_period: Option<String>,
+    /// Only `leases` is meaningful today; kuota always uses a Lease.
+    pub resource_lock: Option<String>,
+    pub resource_name: Option<String>,
+    pub resource_namespace: Option<String>,
+}
+
+/// Kueue's `waitForPodsReady`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitForPodsReady {
+    #[serde(default)]
+    pub enable: bool,
+    pub timeout: Option<String>,
+    pub block_admission: Option<bool>,
+    pub requeuing_strategy: Option<RequeuingStrategy>,
+    pub recovery_timeout: Option<String>,
+}
+
+/// Kueue's `waitForPodsReady.requeuingStrategy`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequeuingStrategy {
+    pub timestamp: Option<String>,
+    pub backoff_limit_count: Option<i32>,
+    pub backoff_base_seconds: Option<i32>,
+    pub backoff_max_seconds: Option<i32>,
+}
+
+/// Kueue's `clientConnection`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClientConnection {
+    pub qps: Option<f32>,
+    pub burst: Option<i32>,
+}
+
+/// Kueue's `integrations`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Integrations {
+    pub frameworks: Option<Vec<String>>,
+    pub external_frameworks: Option<Ignored>,
+    pub pod_options: Option<Ignored>,
+    pub label_keys_to_copy: Option<Ignored>,
+}
+
+/// Kueue's `fairSharing`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FairSharing {
+    #[serde(default)]
+    pub enable: bool,
+    pub preemption_strategies: Option<Vec<String>>,
+}
+
+/// Every framework name Kueue's v1beta1 `integrations.frameworks` accepts.
+pub const KUEUE_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "ray.io/rayservice",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/jaxjob",
+    "trainer.kubeflow.org/trainjob",
+    "workload.codeflare.dev/appwrapper",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "sparkoperator.k8s.io/sparkapplication",
+];
+
+/// The frameworks kuota's controller runs (a subset of [`KUEUE_FRAMEWORKS`]).
+pub const KUOTA_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+];

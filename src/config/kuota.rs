@@ -1,0 +1,37 @@
+//! kuota's own settings (`config.kuota.dev/v1alpha1`, kind `KuotaConfiguration`).
+//!
+//! They live in a document of their own, never inside Kueue's `Configuration`, so a Kueue
+//! configuration file stays exactly what Kueue's strict loader accepts.
+
+use serde::Deserialize;
+
+/// The API version of kuota's configuration document.
+pub const API_VERSION: &str = "config.kuota.dev/v1alpha1";
+/// The kind of kuota's configuration document.
+pub const KIND: &str = "KuotaConfiguration";
+
+/// kuota's additions to Kueue's configuration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KuotaConfiguration {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub preemption_protection: Option<PreemptionProtection>,
+    pub placement: Option<Placement>,
+}
+
+/// Workloads that have run for less than `minRuntime` are not preemption victims.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PreemptionProtection {
+    /// A duration such as `5m` (`0s`, the default, keeps Kueue's behaviour).
+    pub min_runtime: Option<String>,
+}
+
+/// How topology-aware placement chooses domains.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Placement {
+    /// `kuota` (default), `kueue-bestfit` or `first-fit`.
+    pub strategy: Option<String>,
+}

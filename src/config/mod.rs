@@ -1,0 +1,553 @@
+//! `kuota serve --config`: Kueue's `Configuration` file, plus kuota's own settings.
+//!
+//! A configuration file holds YAML documents of two kinds, each at most once:
+//! - Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta1`), unchanged from a Kueue
+//!   install ([`kueue`]);
+//! - kuota's `KuotaConfiguration` (`config.kuota.dev/v1alpha1`), for what Kueue has no field
+//!   for ([`kuota`]).
+//!
+//! Loading is strict: an unknown field is an error naming its path, a bad value an error
+//! naming the field and the reason. Kueue sections kuota does not act on are accepted and
+//! listed in [`Settings::ignored`] so `kuota serve` can report them once. [`Settings`] is the
+//! result: what the engine, the controller, the client and leader election need, with
+//! Kueue's defaults filled in. See docs/configuration.md.
+
+pub mod client;
+pub mod kueue;
+pub mod kuota;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path as FsPath, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use serde::de::DeserializeOwned;
+
+use crate::api::validate::{FieldError, IS_NEGATIVE_MSG, Path};
+use crate::engine::{EngineConfig, FairPreemptionStrategy};
+use crate::placement::Strategy;
+use crate::webhook::server::parse_duration;
+
+/// Namespace kuota runs in when the Configuration names none (its install's namespace).
+pub const DEFAULT_NAMESPACE: &str = "kuota-system";
+/// Name of the leader-election Lease when `leaderElection.resourceName` is unset.
+pub const DEFAULT_LEASE_NAME: &str = "kuota-controller";
+/// The label every namespace carries with its own name.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// `kuota serve --config FILE` (repeatable): the files [`Settings::load`] reads.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ConfigArgs {
+    /// A file with Kueue's Configuration (config.kueue.x-k8s.io/v1beta1) and/or kuota's
+    /// KuotaConfiguration (config.kuota.dev/v1alpha1). Repeatable; each kind at most once.
+    #[arg(long = "config", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Why a configuration file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: document {doc}: not YAML: {source}")]
+    Yaml {
+        file: String,
+        doc: usize,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} nor {} {}", kueue::API_VERSION, kueue::KIND, kuota::API_VERSION, kuota::KIND)]
+    UnknownDocument {
+        file: String,
+        doc: usize,
+        api_version: String,
+        kind: String,
+    },
+    #[error("{file}: a second {kind} document (each kind may appear once)")]
+    Duplicate { file: String, kind: &'static str },
+    /// An unknown field or a value of the wrong type, at `path`.
+    #[error("{file}: {kind} {path}: {source}")]
+    Decode {
+        file: String,
+        kind: &'static str,
+        path: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// Values that decode but are not allowed (every problem found, never empty).
+    #[error("{file}: {}", join(errors))]
+    Invalid {
+        file: String,
+        errors: Vec<FieldError>,
+    },
+}
+
+fn join(errors: &[FieldError]) -> String {
+    let parts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    parts.join("; ")
+}
+
+/// Kueue's `clientConnection`: the client's sustained requests per second and burst.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClientLimits {
+    pub qps: f32,
+    pub burst: u32,
+}
+
+/// Leader election on a `coordination.k8s.io` Lease (Kueue's `leaderElection`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// `leaderElect`: off means this replica schedules without a Lease (one replica only).
+    pub enabled: bool,
+    pub lease_name: String,
+    pub namespace: String,
+    /// A holder that stops renewing loses the Lease after this long.
+    pub lease_duration: Duration,
+    /// The holder renews this long after its last renewal at the latest.
+    pub renew_deadline: Duration,
+    /// Pause before retrying after an API error.
+    pub retry_period: Duration,
+}
+
+/// Kueue's `waitForPodsReady.requeuingStrategy`, defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requeuing {
+    /// Requeue by `Creation` or `Eviction` time.
+    pub timestamp: String,
+    /// Requeues before the workload is deactivated (`None`: no limit).
+    pub backoff_limit_count: Option<u32>,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+}
+
+/// Kueue's `waitForPodsReady` when enabled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodsReady {
+    pub timeout: Duration,
+    pub requeuing: Requeuing,
+}
+
+/// A loaded configuration: Kueue's defaults, the file's values and kuota's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Scheduling: fair sharing, placement strategy, preemption protection.
+    pub engine: EngineConfig,
+    /// Enabled `integrations.frameworks` that kuota runs, in the file's order.
+    pub frameworks: Vec<String>,
+    /// Enabled frameworks Kueue knows and kuota does not run (reported, not managed).
+    pub unsupported_frameworks: Vec<String>,
+    pub manage_jobs_without_queue_name: bool,
+    pub managed_jobs_namespace_selector: LabelSelector,
+    /// `None` when `waitForPodsReady.enable` is false.
+    pub wait_for_pods_ready: Option<PodsReady>,
+    pub client: ClientLimits,
+    pub leader_election: LeaderElection,
+    /// Field paths present in the file that kuota accepts and does not act on.
+    pub ignored: Vec<String>,
+}
+
+impl Default for Settings {
+    /// Kueue's defaults for an empty Configuration, kuota's for an empty KuotaConfiguration.
+    fn default() -> Self {
+        Self::from_documents(
+            &kueue::Configuration::default(),
+            &kuota::KuotaConfiguration::default(),
+        )
+        .expect("the default configuration is valid")
+    }
+}
+
+impl Settings {
+    /// Loads and merges the documents of `files` (each kind at most once over all files).
+    pub fn load(files: &[PathBuf]) -> Result<Self, ConfigError> {
+        let mut docs = Documents::default();
+        for file in files {
+            let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Read {
+                file: file.clone(),
+                source,
+            })?;
+            docs.add(&file.display().to_string(), &text)?;
+        }
+        docs.settings()
+    }
+
+    /// Logs, once, what the file asks for that kuota accepts but does not act on.
+    pub fn report(&self) {
+        for field in &self.ignored {
+            tracing::info!(field = %field, "configuration: accepted, not used by kuota");
+        }
+        for name in &self.unsupported_frameworks {
+            tracing::warn!(framework = %name, "configuration: integrations.frameworks names a Kueue framework kuota does not run; its jobs are left alone");
+        }
+        if let Some(w) = &self.wait_for_pods_ready {
+            tracing::warn!(timeout = ?w.timeout, "configuration: waitForPodsReady is validated but not enforced by this version of kuota");
+        }
+    }
+
+    /// Parses one file's text (`file` names it in errors).
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        let mut docs = Documents::default();
+        docs.add(file, text)?;
+        docs.settings()
+    }
+
+    /// Maps the two documents, validating every value.
+    pub fn from_documents(
+        cfg: &kueue::Configuration,
+        own: &kuota::KuotaConfiguration,
+    ) -> Result<Self, Vec<FieldError>> {
+        let mut errs = Vec::new();
+        let namespace = cfg
+            .namespace
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        let (frameworks, unsupported_frameworks) = frameworks(cfg.integrations.as_ref(), &mut errs);
+        let settings = Self {
+            engine: EngineConfig {
+                fair_sharing: fair_sharing(cfg.fair_sharing.as_ref(), &mut errs),
+                placement: placement(own.placement.as_ref(), &mut errs),
+                preemption_min_runtime: min_runtime(own.preemption_protection.as_ref(), &mut errs),
+            },
+            frameworks,
+            unsupported_frameworks,
+            manage_jobs_without_queue_name: cfg.manage_jobs_without_queue_name,
+            managed_jobs_namespace_selector: cfg
+                .managed_jobs_namespace_selector
+                .clone()
+                .unwrap_or_else(|| default_namespace_selector(&namespace)),
+            wait_for_pods_ready: pods_ready(cfg.wait_for_pods_ready.as_ref(), &mut errs),
+            client: client_limits(cfg.client_connection.as_ref(), &mut errs),
+            leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),
+            ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
+        };
+        if errs.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errs)
+        }
+    }
+}
+
+/// The documents found so far, and the file the settings are reported against.
+#[derive(Default)]
+struct Documents {
+    kueue: Option<kueue::Configuration>,
+    kuota: Option<kuota::KuotaConfiguration>,
+    files: Vec<String>,
+}
+
+impl Documents {
+    fn add(&mut self, file: &str, text: &str) -> Result<(), ConfigError> {
+        use serde::Deserialize;
+        self.files.push(file.to_string());
+        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let doc_no = i + 1;
+            let value = serde_yaml::Value::deserialize(doc).map_err(|source| ConfigError::Yaml {
+                file: file.to_string(),
+                doc: doc_no,
+                source,
+            })?;
+            if value.is_null() {
+                continue; // an empty document, e.g. after a trailing `---`
+            }
+            let field = |k: &str| value.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            match (field("apiVersion").as_str(), field("kind").as_str()) {
+                (kueue::API_VERSION, kueue::KIND) => {
+                    let c = decode(file, kueue::KIND, value)?;
+                    if self.kueue.replace(c).is_some() {
+                        return Err(duplicate(file, kueue::KIND));
+                    }
+                }
+                (kuota::API_VERSION, kuota::KIND) => {
+                    let c = decode(file, kuota::KIND, value)?;
+                    if self.kuota.replace(c).is_some() {
+                        return Err(duplicate(file, kuota::KIND));
+                    }
+                }
+                (api_version, kind) => {
+                    return Err(ConfigError::UnknownDocument {
+                        file: file.to_string(),
+                        doc: doc_no,
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn settings(self) -> Result<Settings, ConfigError> {
+        Settings::from_documents(
+            &self.kueue.unwrap_or_default(),
+            &self.kuota.unwrap_or_default(),
+        )
+        .map_err(|errors| ConfigError::Invalid {
+            file: self.files.join(", "),
+            errors,
+        })
+    }
+}
+
+fn duplicate(file: &str, kind: &'static str) -> ConfigError {
+    ConfigError::Duplicate {
+        file: file.to_string(),
+        kind,
+    }
+}
+
+/// Decodes one document strictly, keeping the path of the first offending field.
+fn decode<T: DeserializeOwned>(
+    file: &str,
+    kind: &'static str,
+    value: serde_yaml::Value,
+) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| ConfigError::Decode {
+        file: file.to_string(),
+        kind,
+        path: e.path().to_string(),
+        source: e.into_inner(),
+    })
+}
+
+/// Kueue's default: every namespace but kube-system and kuota's own.
+fn default_namespace_selector(namespace: &str) -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.to_string(),
+            operator: "NotIn".to_string(),
+            values: Some(vec!["kube-system".to_string(), namespace.to_string()]),
+        }]),
+        match_labels: None,
+    }
+}
+
+fn frameworks(
+    integrations: Option<&kueue::Integrations>,
+    errs: &mut Vec<FieldError>,
+) -> (Vec<String>, Vec<String>) {
+    let path = Path::new("integrations").child("frameworks");
+    let names: Vec<String> = match integrations.and_then(|i| i.frameworks.clone()) {
+        Some(list) if !list.is_empty() => list,
+        // Kueue's default when the list is empty or absent.
+        _ => vec!["batch/job".to_string()],
+    };
+    let mut supported = Vec::new();
+    let mut unsupported = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if !kueue::KUEUE_FRAMEWORKS.contains(&name.as_str()) {
+            errs.push(FieldError::not_supported(
+                &path.index(i),
+                name,
+                kueue::KUEUE_FRAMEWORKS,
+            ));
+        } else if names[..i].contains(name) {
+            errs.push(FieldError::duplicate(&path.index(i), name));
+        } else if kueue::KUOTA_FRAMEWORKS.contains(&name.as_str()) {
+            supported.push(name.clone());
+        } else {
+            unsupported.push(name.clone());
+        }
+    }
+    (supported, unsupported)
+}
+
+fn fair_sharing(
+    fs: Option<&kueue::FairSharing>,
+    errs: &mut Vec<FieldError>,
+) -> Option<Vec<FairPreemptionStrategy>> {
+    use FairPreemptionStrategy::{LessThanInitialShare, LessThanOrEqualToFinalShare};
+    let fs = fs.filter(|fs| fs.enable)?;
+    let path = Path::new("fairSharing").child("preemptionStrategies");
+    let Some(names) = fs.preemption_strategies.as_ref().filter(|s| !s.is_empty()) else {
+        return Some(vec![LessThanOrEqualToFinalShare, LessThanInitialShare]);
+    };
+    // Kueue accepts exactly these three sequences.
+    let strategies = match names.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["LessThanOrEqualToFinalShare"] => vec![LessThanOrEqualToFinalShare],
+        ["LessThanInitialShare"] => vec![LessThanInitialShare],
+        ["LessThanOrEqualToFinalShare", "LessThanInitialShare"] => {
+            vec![LessThanOrEqualToFinalShare, LessThanInitialShare]
+        }
+        _ => {
+            errs.push(FieldError::not_supported(
+                &path,
+                &names.join(","),
+                &[
+                    "LessThanOrEqualToFinalShare",
+                    "LessThanInitialShare",
+                    "LessThanOrEqualToFinalShare,LessThanInitialShare",
+                ],
+            ));
+            return None;
+        }
+    };
+    Some(strategies)
+}
+
+fn placement(p: Option<&kuota::Placement>, errs: &mut Vec<FieldError>) -> Strategy {
+    let Some(name) = p.and_then(|p| p.strategy.as_deref()) else {
+        return Strategy::default();
+    };
+    match name {
+        "kuota" => Strategy::Kuota,
+        "kueue-bestfit" => Strategy::KueueBestFit,
+        "first-fit" => Strategy::FirstFit,
+        other => {
+            errs.push(FieldError::not_supported(
+                &Path::new("placement").child("strategy"),
+                other,
+                &["kuota", "kueue-bestfit", "first-fit"],
+            ));
+            Strategy::default()
+        }
+    }
+}
+
+fn min_runtime(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<FieldError>) -> i64 {
+    let path = Path::new("preemptionProtection").child("minRuntime");
+    let d = duration(p.and_then(|p| p.min_runtime.as_deref()), &path, errs);
+    d.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Parses an optional Go-style duration (`15s`, `1m30s`), recording an error at `path`.
+fn duration(text: Option<&str>, path: &Path, errs: &mut Vec<FieldError>) -> Option<Duration> {
+    let text = text?;
+    if text.trim_start().starts_with('-') {
+        errs.push(FieldError::invalid(path, text, IS_NEGATIVE_MSG));
+        return None;
+    }
+    match parse_duration(text) {
+        Ok(d) => Some(d),
+        Err(reason) => {
+            errs.push(FieldError::invalid(path, text, reason.to_string()));
+            None
+        }
+    }
+}
+
+fn pods_ready(w: Option<&kueue::WaitForPodsReady>, errs: &mut Vec<FieldError>) -> Option<PodsReady> {
+    let w = w.filter(|w| w.enable)?;
+    let path = Path::new("waitForPodsReady");
+    let timeout = match duration(w.timeout.as_deref(), &path.child("timeout"), errs) {
+        Some(d) if d.is_zero() => {
+            errs.push(FieldError::required(&path.child("timeout"), "must be specified"));
+            d
+        }
+        Some(d) => d,
+        None => Duration::from_secs(5 * 60),
+    };
+    let rpath = path.child("requeuingStrategy");
+    let rs = w.requeuing_strategy.as_ref();
+    let timestamp = rs
+        .and_then(|r| r.timestamp.clone())
+        .unwrap_or_else(|| "Eviction".to_string());
+    if timestamp != "Eviction" && timestamp != "Creation" {
+        errs.push(FieldError::not_supported(
+            &rpath.child("timestamp"),
+            &timestamp,
+            &["Creation", "Eviction"],
+        ));
+    }
+    let mut non_negative = |field: &str, v: Option<i32>, default: i32| -> u32 {
+        let v = v.unwrap_or(default);
+        u32::try_from(v).unwrap_or_else(|_| {
+            errs.push(FieldError::invalid_num(&rpath.child(field), v, IS_NEGATIVE_MSG));
+            0
+        })
+    };
+    let limit = rs.and_then(|r| r.backoff_limit_count);
+    let backoff_limit_count = limit.map(|l| non_negative("backoffLimitCount", Some(l), 0));
+    let base = non_negative("backoffBaseSeconds", rs.and_then(|r| r.backoff_base_seconds), 60);
+    let max = non_negative("backoffMaxSeconds", rs.and_then(|r| r.backoff_max_seconds), 3600);
+    Some(PodsReady {
+        timeout,
+        requeuing: Requeuing {
+            timestamp,
+            backoff_limit_count,
+            backoff_base: Duration::from_secs(base.into()),
+            backoff_max: Duration::from_secs(max.into()),
+        },
+    })
+}
+
+fn client_limits(c: Option<&kueue::ClientConnection>, errs: &mut Vec<FieldError>) -> ClientLimits {
+    let path = Path::new("clientConnection");
+    // Kueue's defaults; as in Kueue, an explicit 0 also means "default".
+    let qps = c.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(300.0);
+    let burst = c.and_then(|c| c.burst).filter(|b| *b != 0).unwrap_or(500);
+    if !qps.is_finite() || qps < 0.0 {
+        errs.push(FieldError::invalid_num(&path.child("qps"), qps, "must be a positive number"));
+    }
+    let burst = u32::try_from(burst).unwrap_or_else(|_| {
+        errs.push(FieldError::invalid_num(&path.child("burst"), burst, IS_NEGATIVE_MSG));
+        1
+    });
+    ClientLimits { qps, burst }
+}
+
+fn leader_election(
+    le: Option<&kueue::LeaderElection>,
+    namespace: &str,
+    errs: &mut Vec<FieldError>,
+) -> LeaderElection {
+    let path = Path::new("leaderElection");
+    let get = |f: fn(&kueue::LeaderElection) -> Option<&String>| le.and_then(f).map(String::as_str);
+    let mut dur = |field: &str, text: Option<&str>, default: u64| {
+        duration(text, &path.child(field), errs).unwrap_or(Duration::from_secs(default))
+    };
+    let lease_duration = dur("leaseDuration", get(|l| l.lease_duration.as_ref()), 15);
+    let renew_deadline = dur("renewDeadline", get(|l| l.renew_deadline.as_ref()), 10);
+    let retry_period = dur("retryPeriod", get(|l| l.retry_period.as_ref()), 2);
+    // The Lease counts whole seconds, and the holder must renew before it lapses.
+    if lease_duration < Duration::from_secs(1) {
+        errs.push(FieldError::invalid_omit(
+            &path.child("leaseDuration"),
+            "must be at least 1s",
+        ));
+    }
+    if renew_deadline.is_zero() || renew_deadline >= lease_duration {
+        errs.push(FieldError::invalid_omit(
+            &path.child("renewDeadline"),
+            "must be greater than 0 and less than leaseDuration",
+        ));
+    }
+    if retry_period.is_zero() {
+        errs.push(FieldError::invalid_omit(&path.child("retryPeriod"), "must be greater than 0"));
+    }
+    if let Some(lock) = get(|l| l.resource_lock.as_ref())
+        && lock != "leases"
+    {
+        errs.push(FieldError::not_supported(&path.child("resourceLock"), lock, &["leases"]));
+    }
+    LeaderElection {
+        enabled: le.and_then(|l| l.leader_elect).unwrap_or(true),
+        lease_name: get(|l| l.resource_name.as_ref())
+            .unwrap_or(DEFAULT_LEASE_NAME)
+            .to_string(),
+        namespace: get(|l| l.resource_namespace.as_ref())
+            .unwrap_or(namespace)
+            .to_string(),
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    }
+}
+
+/// Whether `path` holds a configuration document (for `kuota check`): the first
+/// document's apiVersion is Kueue's or kuota's configuration group.
+pub fn is_config_file(path: &FsPath) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    text.lines().any(|l| {
+        let l = l.trim();
+        l.starts_with("apiVersion:")
+            && (l.contains(kueue::API_VERSION) || l.contains(kuota::API_VERSION))
+    })
+}
