@@ -95,21 +95,19 @@ async fn invalid_cluster_queue_lists_every_problem() {
     assert!(m.starts_with('['), "{m}");
     assert!(m.contains("spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: Invalid value: \"5\": must be less than or equal to the nominalQuota"), "{m}");
     assert!(m.contains("must be nil when cohort is empty"), "{m}");
-    // A field kuota's types do not know is not the webhook's to refuse: the API server
-    // prunes (or, with kubectl's strict field validation, refuses by name) what the CRD
-    // schema lacks, and a newer Kueue's CRDs may carry fields this kuota predates. The
-    // review decodes leniently and the object is judged on what kuota knows.
-    let newer = cq(
-        "kueue.x-k8s.io/v1beta2",
-        json!({"resourceGroups": [], "aFieldFromANewerKueue": {"on": true}}),
-    );
+    // Unknown fields are named.
+    let bad = cq("kueue.x-k8s.io/v1beta2", json!({"cohort": "x"}));
     let resp = post(
         &state,
         "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
-        &review(CQ_V2, "CREATE", Some(&newer), None),
+        &review(CQ_V2, "CREATE", Some(&bad), None),
     )
     .await;
-    assert_eq!(resp["allowed"], true, "{resp}");
+    assert_eq!(resp["status"]["code"], 400);
+    assert!(
+        message(&resp).starts_with("request.object.spec.cohort: unknown field `cohort`"),
+        "{resp}"
+    );
 }
 
 #[tokio::test]

@@ -28,8 +28,7 @@ pub fn decode<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T,
         source,
     };
     let value = serde_json::to_value(obj).map_err(named)?;
-    // Lenient: a field a newer Kueue added is ignored (and counted), never an error.
-    crate::api::lenient::from_value(kind.name(), value).map_err(|e| named(e.into_inner()))
+    serde_json::from_value(value).map_err(named)
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.

@@ -341,22 +341,7 @@ fn typed<T: DeserializeOwned + RoundTrip>(
     doc: serde_yaml::Deserializer<'_>,
     value: &serde_yaml::Value,
 ) -> Result<T, DecodeError> {
-    // Unknown keys are errors here (users wrote them), and a typo is reported as the
-    // unknown field it is, before any "missing field" it causes.
-    let mut ignored: Option<String> = None;
-    let mut note = |path: serde_ignored::Path<'_>| {
-        let path = path.to_string();
-        // Some envelopes leave the type meta to the loader, which already read it.
-        if !matches!(path.as_str(), "apiVersion" | "kind") {
-            ignored.get_or_insert(path);
-        }
-    };
-    let decoded: Result<T, _> =
-        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(doc, &mut note));
-    if let Some(path) = ignored {
-        return Err(DecodeError::msg(format!("{path}: unknown field")));
-    }
-    let t: T = decoded.map_err(|e| {
+    let t: T = serde_path_to_error::deserialize(doc).map_err(|e| {
         let inner = e.inner();
         let line = inner.location().map(|l| l.line());
         let msg = strip_location(&inner.to_string(), inner);
