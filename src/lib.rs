@@ -4,9 +4,9 @@
 //! shells (`sim` today; webhook and controller later). See docs/architecture.md.
 
 pub mod api;
+pub mod config;
 pub mod controller;
 pub mod crds;
-pub mod config;
 pub mod engine;
 pub mod integrations;
 pub mod lease;

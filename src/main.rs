@@ -404,7 +404,10 @@ fn check(paths: &[PathBuf]) -> ExitCode {
         match kuota::config::Settings::load(std::slice::from_ref(p)) {
             Ok(settings) => {
                 for field in &settings.ignored {
-                    eprintln!("{}: warning: {field}: accepted, not used by kuota", p.display());
+                    eprintln!(
+                        "{}: warning: {field}: accepted, not used by kuota",
+                        p.display()
+                    );
                 }
                 for name in &settings.unsupported_frameworks {
                     eprintln!(

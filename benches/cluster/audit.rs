@@ -37,21 +37,34 @@ struct ObjectRef {
 
 /// Writes by `user` (not impersonating) received within `[from, to)`, counted by
 /// `verb resource[/subresource]`.
-pub fn count_writes(log: &Path, user: &str, from: Timestamp, to: Timestamp) -> std::io::Result<BTreeMap<String, u64>> {
+pub fn count_writes(
+    log: &Path,
+    user: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> std::io::Result<BTreeMap<String, u64>> {
     let file = std::fs::File::open(log)?;
     let mut out = BTreeMap::new();
     for line in std::io::BufReader::new(file).lines() {
-        let Ok(e) = serde_json::from_str::<Event>(&line?) else { continue };
+        let Ok(e) = serde_json::from_str::<Event>(&line?) else {
+            continue;
+        };
         if e.stage != "ResponseComplete"
             || e.user.username != user
             || e.impersonated_user.is_some()
-            || !matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
+            || !matches!(
+                e.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
             || e.request_received_timestamp < from
             || e.request_received_timestamp >= to
         {
             continue;
         }
-        let obj = e.object_ref.unwrap_or(ObjectRef { resource: None, subresource: None });
+        let obj = e.object_ref.unwrap_or(ObjectRef {
+            resource: None,
+            subresource: None,
+        });
         let mut kind = obj.resource.unwrap_or_default();
         if let Some(sub) = obj.subresource {
             kind = format!("{kind}/{sub}");

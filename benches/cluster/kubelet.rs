@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Client;
 use serde_json::json;
 
 use crate::setup::{BENCH_LABEL, RUNTIME_LABEL};
@@ -18,12 +18,23 @@ pub async fn run(client: Client, run: String) {
     let pods: Api<Pod> = Api::all(client.clone());
     let cfg = watcher::Config::default().labels(&format!("{BENCH_LABEL}={run}"));
     let mut seen = HashSet::new();
-    let mut stream = watcher(pods, cfg).default_backoff().applied_objects().boxed();
+    let mut stream = watcher(pods, cfg)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     while let Some(event) = stream.next().await {
         let Ok(pod) = event else { continue };
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if pod.metadata.deletion_timestamp.is_some() || phase == "Succeeded" || phase == "Failed" || !seen.insert(uid) {
+        if pod.metadata.deletion_timestamp.is_some()
+            || phase == "Succeeded"
+            || phase == "Failed"
+            || !seen.insert(uid)
+        {
             continue;
         }
         let runtime_ms = pod
@@ -33,7 +44,8 @@ pub async fn run(client: Client, run: String) {
             .and_then(|l| l.get(RUNTIME_LABEL))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0u64);
-        let (Some(ns), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone()) else {
+        let (Some(ns), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+        else {
             continue;
         };
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -47,7 +59,9 @@ pub async fn run(client: Client, run: String) {
                     "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}]
             }});
             // A Pod deleted meanwhile (its Job was preempted) is fine to miss.
-            let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+            let _ = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await;
         });
     }
 }

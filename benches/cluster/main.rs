@@ -63,7 +63,9 @@ struct Args {
 async fn main() {
     let args = Args::parse();
     if !args.bench {
-        eprintln!("cluster bench: run with `cargo bench --bench cluster -- ...` (see docs/performance.md)");
+        eprintln!(
+            "cluster bench: run with `cargo bench --bench cluster -- ...` (see docs/performance.md)"
+        );
         return;
     }
     if let Err(e) = bench(args).await {
@@ -83,7 +85,11 @@ async fn clients() -> Result<(Client, Client), BoxError> {
 }
 
 /// Creates `jobs` with `concurrency` in flight; returns each Job's create instant.
-async fn create_jobs(client: &Client, jobs: Vec<(String, Job)>, concurrency: usize) -> Result<HashMap<String, Instant>, BoxError> {
+async fn create_jobs(
+    client: &Client,
+    jobs: Vec<(String, Job)>,
+    concurrency: usize,
+) -> Result<HashMap<String, Instant>, BoxError> {
     let created = Arc::new(Mutex::new(HashMap::new()));
     stream::iter(jobs)
         .map(|(ns, job)| {
@@ -93,14 +99,19 @@ async fn create_jobs(client: &Client, jobs: Vec<(String, Job)>, concurrency: usi
                 let name = job.metadata.name.clone().unwrap_or_default();
                 let at = Instant::now();
                 api.create(&PostParams::default(), &job).await?;
-                created.lock().expect("lock").insert(format!("{ns}/{name}"), at);
+                created
+                    .lock()
+                    .expect("lock")
+                    .insert(format!("{ns}/{name}"), at);
                 Ok::<_, kube::Error>(())
             }
         })
         .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
-    Ok(Arc::try_unwrap(created).map_err(|_| "create map still shared")?.into_inner()?)
+    Ok(Arc::try_unwrap(created)
+        .map_err(|_| "create map still shared")?
+        .into_inner()?)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -116,7 +127,13 @@ fn proc_stats(pid: u32) -> Option<(f64, f64)> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let hwm_kb: f64 = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let hwm_kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
     Some((ticks / 100.0, hwm_kb / 1024.0))
 }
 
@@ -135,7 +152,12 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let raw: Vec<_> = setup::plan(args.raw_jobs)
         .into_iter()
         .enumerate()
-        .map(|(i, (_, class))| (raw_ns.clone(), setup::job(&run, &format!("raw-{i}"), class, false)))
+        .map(|(i, (_, class))| {
+            (
+                raw_ns.clone(),
+                setup::job(&run, &format!("raw-{i}"), class, false),
+            )
+        })
         .collect();
     let t = Instant::now();
     create_jobs(&client, raw, args.concurrency).await?;
@@ -169,7 +191,12 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 
     let log = std::fs::File::create(dir.join("kuota.log"))?;
     let mut kuota = std::process::Command::new(&args.kuota)
-        .args(["serve", "--listen=127.0.0.1:0", "--health-listen=127.0.0.1:0", "--ready-without-index"])
+        .args([
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--health-listen=127.0.0.1:0",
+            "--ready-without-index",
+        ])
         .arg("--cert-dir")
         .arg(dir.join("certs"))
         .arg("--config")
@@ -181,7 +208,12 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 
     let unsuspended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let observer = tokio::spawn(observe(client.clone(), run.clone(), unsuspended.clone(), finished.clone()));
+    let observer = tokio::spawn(observe(
+        client.clone(),
+        run.clone(),
+        unsuspended.clone(),
+        finished.clone(),
+    ));
     let kubelet = tokio::spawn(kubelet::run(client.clone(), run.clone()));
 
     let t0 = Timestamp::now();
@@ -189,7 +221,12 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let jobs: Vec<_> = setup::plan(args.jobs)
         .into_iter()
         .enumerate()
-        .map(|(i, (cq, class))| (setup::namespace(&run, cq), setup::job(&run, &format!("{}-{i}", class.name), class, true)))
+        .map(|(i, (cq, class))| {
+            (
+                setup::namespace(&run, cq),
+                setup::job(&run, &format!("{}-{i}", class.name), class, true),
+            )
+        })
         .collect();
     let created = create_jobs(&client, jobs, args.concurrency).await?;
     let create_s = start.elapsed().as_secs_f64();
@@ -197,7 +234,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
     while Instant::now() < deadline && finished.lock().expect("lock").len() < args.jobs {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let (u, f) = (unsuspended.lock().expect("lock").len(), finished.lock().expect("lock").len());
+        let (u, f) = (
+            unsuspended.lock().expect("lock").len(),
+            finished.lock().expect("lock").len(),
+        );
         eprint!("\radmitted {u}/{}  finished {f}   ", args.jobs);
     }
     eprintln!();
@@ -210,7 +250,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         .map(|cq| {
             let mut big = setup::CLASSES[2];
             big.cpu = 500;
-            (setup::namespace(&run, cq), setup::job(&run, &format!("blocked-{cq}"), big, true))
+            (
+                setup::namespace(&run, cq),
+                setup::job(&run, &format!("blocked-{cq}"), big, true),
+            )
         })
         .collect();
     create_jobs(&client, blocked, args.concurrency).await?;
@@ -218,13 +261,23 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let t2 = Timestamp::now();
     let cqs: Api<kube::core::DynamicObject> = Api::all_with(
         client.clone(),
-        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "ClusterQueue")),
+        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "kueue.x-k8s.io",
+            "v1beta2",
+            "ClusterQueue",
+        )),
     );
     let touches = 5;
     for round in 0..touches {
         for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
-            let patch = json!({"metadata": {"annotations": {"bench.kuota.dev/touch": round.to_string()}}});
-            cqs.patch(&format!("{run}-cq-{cq}"), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            let patch =
+                json!({"metadata": {"annotations": {"bench.kuota.dev/touch": round.to_string()}}});
+            cqs.patch(
+                &format!("{run}-cq-{cq}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -232,7 +285,9 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let t3 = Timestamp::now();
 
     let stats = proc_stats(kuota.id());
-    let _ = std::process::Command::new("kill").args(["-TERM", &kuota.id().to_string()]).status();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &kuota.id().to_string()])
+        .status();
     let _ = kuota.wait();
     observer.abort();
     kubelet.abort();
@@ -241,40 +296,69 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let unsuspended = unsuspended.lock().expect("lock").clone();
     let mut latencies: Vec<f64> = unsuspended
         .iter()
-        .filter_map(|(k, at)| created.get(k).map(|c| at.saturating_duration_since(*c).as_secs_f64()))
+        .filter_map(|(k, at)| {
+            created
+                .get(k)
+                .map(|c| at.saturating_duration_since(*c).as_secs_f64())
+        })
         .collect();
     latencies.sort_by(f64::total_cmp);
-    let mut admitted_at: Vec<f64> = unsuspended.values().map(|at| at.saturating_duration_since(start).as_secs_f64()).collect();
+    let mut admitted_at: Vec<f64> = unsuspended
+        .values()
+        .map(|at| at.saturating_duration_since(start).as_secs_f64())
+        .collect();
     admitted_at.sort_by(f64::total_cmp);
     let n = admitted_at.len();
     let overall = n as f64 / admitted_at.last().copied().unwrap_or(f64::NAN);
     let (p10, p90) = (percentile(&admitted_at, 0.1), percentile(&admitted_at, 0.9));
     let sustained = (0.8 * n as f64) / (p90 - p10);
 
-    println!("\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n", args.jobs, args.kuota_qps, args.kuota_burst);
+    println!(
+        "\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
+        args.jobs, args.kuota_qps, args.kuota_burst
+    );
     println!("| measure | value |\n|---|---|");
-    println!("| raw Job-create rate (no webhook, no kuota, {} in flight) | {raw_rate:.1} Jobs/s |", args.concurrency);
+    println!(
+        "| raw Job-create rate (no webhook, no kuota, {} in flight) | {raw_rate:.1} Jobs/s |",
+        args.concurrency
+    );
     println!("| queued Jobs created in | {create_s:.1} s |");
     println!("| admitted (unsuspended) | {n} of {} |", args.jobs);
     println!("| finished | {} |", finished.lock().expect("lock").len());
     println!("| wall time, first create to last finish | {wall_s:.1} s |");
     println!("| admissions/s, overall | {overall:.1} |");
     println!("| admissions/s, sustained (10th to 90th percentile) | {sustained:.1} |");
-    println!("| create→unsuspend p50 / p99 | {:.2} s / {:.2} s |", percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+    println!(
+        "| create→unsuspend p50 / p99 | {:.2} s / {:.2} s |",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99)
+    );
     if let Some((cpu, rss)) = stats {
         println!("| kuota CPU | {cpu:.1} s |");
         println!("| kuota peak RSS | {rss:.1} MiB |");
     }
     if let Some(log) = &args.audit_log {
-        report_writes(log, &marker, n, (t0, t1), (t2, t3), overall.max(sustained), raw_rate)?;
+        report_writes(
+            log,
+            &marker,
+            n,
+            (t0, t1),
+            (t2, t3),
+            overall.max(sustained),
+            raw_rate,
+        )?;
     } else {
         println!("\n(no --audit-log: kuota's writes were not counted)");
     }
 
     // Clean up (best effort): namespaces take their Jobs and Workloads with them.
     for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
-        let _ = nss.delete(&setup::namespace(&run, cq), &DeleteParams::background()).await;
-        let _ = cqs.delete(&format!("{run}-cq-{cq}"), &DeleteParams::background()).await;
+        let _ = nss
+            .delete(&setup::namespace(&run, cq), &DeleteParams::background())
+            .await;
+        let _ = cqs
+            .delete(&format!("{run}-cq-{cq}"), &DeleteParams::background())
+            .await;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
@@ -289,22 +373,34 @@ fn report_writes(
     admissions_per_s: f64,
     raw_rate: f64,
 ) -> Result<(), BoxError> {
-    let user = audit::user_of_marker(log, marker)?.ok_or("the audit log has no write of the marker ConfigMap")?;
+    let user = audit::user_of_marker(log, marker)?
+        .ok_or("the audit log has no write of the marker ConfigMap")?;
     let writes = audit::count_writes(log, &user, main.0, main.1)?;
     let total: u64 = writes.values().sum();
     let per = total as f64 / admitted.max(1) as f64;
     println!("\n### kuota's API writes per admitted Job (audit log, user {user})\n");
     println!("| write | count | per admitted Job |\n|---|---|---|");
     for (kind, count) in &writes {
-        println!("| {kind} | {count} | {:.2} |", *count as f64 / admitted.max(1) as f64);
+        println!(
+            "| {kind} | {count} | {:.2} |",
+            *count as f64 / admitted.max(1) as f64
+        );
     }
     println!("| **total** | {total} | **{per:.2}** (target ≤ 3) |");
-    let idle_writes: u64 = audit::count_writes(log, &user, idle.0, idle.1)?.values().sum();
-    println!("\nkuota's writes during 150 unchanged re-evaluations (30 blocked Jobs, 5 ClusterQueue touches each): {idle_writes} (target 0)");
+    let idle_writes: u64 = audit::count_writes(log, &user, idle.0, idle.1)?
+        .values()
+        .sum();
+    println!(
+        "\nkuota's writes during 150 unchanged re-evaluations (30 blocked Jobs, 5 ClusterQueue touches each): {idle_writes} (target 0)"
+    );
     let bound = 0.8 * raw_rate / (1.0 + per);
     println!(
         "\nadmissions/s {admissions_per_s:.1} vs target 0.8 × raw create rate ÷ (1 + writes per admission) = {bound:.1}: {}",
-        if admissions_per_s >= bound { "met" } else { "NOT met" }
+        if admissions_per_s >= bound {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     Ok(())
 }
@@ -317,18 +413,37 @@ async fn observe(
     finished: Arc<Mutex<HashMap<String, Instant>>>,
 ) {
     let jobs: Api<Job> = Api::all(client);
-    let cfg = watcher::Config::default().labels(&format!("{}={run},kueue.x-k8s.io/queue-name", setup::BENCH_LABEL));
-    let mut stream = watcher(jobs, cfg).default_backoff().applied_objects().boxed();
+    let cfg = watcher::Config::default().labels(&format!(
+        "{}={run},kueue.x-k8s.io/queue-name",
+        setup::BENCH_LABEL
+    ));
+    let mut stream = watcher(jobs, cfg)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     while let Some(event) = stream.next().await {
         let Ok(job) = event else { continue };
-        let key = format!("{}/{}", job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
+        let key = format!(
+            "{}/{}",
+            job.metadata.namespace.clone().unwrap_or_default(),
+            job.metadata.name.clone().unwrap_or_default()
+        );
         let now = Instant::now();
         if job.spec.as_ref().and_then(|s| s.suspend) == Some(false) {
-            unsuspended.lock().expect("lock").entry(key.clone()).or_insert(now);
+            unsuspended
+                .lock()
+                .expect("lock")
+                .entry(key.clone())
+                .or_insert(now);
         }
-        let complete = job.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-            cs.iter().any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        });
+        let complete = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            });
         if complete {
             finished.lock().expect("lock").entry(key).or_insert(now);
         }

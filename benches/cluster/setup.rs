@@ -29,9 +29,27 @@ pub struct Class {
 }
 
 pub const CLASSES: [Class; 3] = [
-    Class { name: "small", share: 350, runtime_ms: 200, priority: 50, cpu: 1 },
-    Class { name: "medium", share: 100, runtime_ms: 500, priority: 100, cpu: 5 },
-    Class { name: "large", share: 50, runtime_ms: 1000, priority: 200, cpu: 20 },
+    Class {
+        name: "small",
+        share: 350,
+        runtime_ms: 200,
+        priority: 50,
+        cpu: 1,
+    },
+    Class {
+        name: "medium",
+        share: 100,
+        runtime_ms: 500,
+        priority: 100,
+        cpu: 5,
+    },
+    Class {
+        name: "large",
+        share: 50,
+        runtime_ms: 1000,
+        priority: 200,
+        cpu: 20,
+    },
 ];
 
 /// The namespace of ClusterQueue `cq` (one LocalQueue `lq` in each).
@@ -84,9 +102,15 @@ pub async fn crds(client: &Client) -> Result<(), kube::Error> {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &pp, &Patch::Apply(&crd)).await?;
         for _ in 0..300 {
-            let established = crds.get(&name).await?.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                cs.iter().any(|c| c.type_ == "Established" && c.status == "True")
-            });
+            let established = crds
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
             if established {
                 break;
             }
@@ -100,7 +124,10 @@ pub async fn crds(client: &Client) -> Result<(), kube::Error> {
 async fn apply(client: &Client, obj: serde_json::Value) -> Result<(), kube::Error> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
     let kind = obj["kind"].as_str().unwrap_or_default().to_string();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let ns = obj["metadata"]["namespace"].as_str().map(String::from);
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
     let gvk = kube::core::GroupVersionKind::gvk(group, version, &kind);
@@ -117,25 +144,39 @@ async fn apply(client: &Client, obj: serde_json::Value) -> Result<(), kube::Erro
 /// The baseline's queues: one flavor, 5 cohorts x 6 ClusterQueues, a LocalQueue each,
 /// and the classes' PriorityClasses.
 pub async fn queues(client: &Client, run: &str) -> Result<(), kube::Error> {
-    apply(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": format!("{run}-default")}, "spec": {}})).await?;
+    apply(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": format!("{run}-default")}, "spec": {}}),
+    )
+    .await?;
     let pcs: Api<PriorityClass> = Api::all(client.clone());
     for c in CLASSES {
         let pc: PriorityClass = serde_json::from_value(json!({
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": format!("{run}-{}", c.name)}, "value": c.priority}))
         .expect("valid PriorityClass");
-        pcs.patch(&format!("{run}-{}", c.name), &PatchParams::apply("kuota-bench").force(), &Patch::Apply(&pc))
-            .await?;
+        pcs.patch(
+            &format!("{run}-{}", c.name),
+            &PatchParams::apply("kuota-bench").force(),
+            &Patch::Apply(&pc),
+        )
+        .await?;
     }
     let nss: Api<Namespace> = Api::all(client.clone());
     for cq in 0..COHORTS * QUEUES_PER_COHORT {
         let cohort = format!("{run}-cohort-{}", cq / QUEUES_PER_COHORT);
         let ns = namespace(run, cq);
-        let nsobj: Namespace = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
+        let nsobj: Namespace =
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": ns, "labels": {BENCH_LABEL: run}}}))
-        .expect("valid Namespace");
-        nss.patch(&ns, &PatchParams::apply("kuota-bench").force(), &Patch::Apply(&nsobj)).await?;
+            .expect("valid Namespace");
+        nss.patch(
+            &ns,
+            &PatchParams::apply("kuota-bench").force(),
+            &Patch::Apply(&nsobj),
+        )
+        .await?;
         apply(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": format!("{run}-cq-{cq}")},
             "spec": {
@@ -146,9 +187,13 @@ pub async fn queues(client: &Client, run: &str) -> Result<(), kube::Error> {
                     "name": format!("{run}-default"),
                     "resources": [{"name": "cpu", "nominalQuota": "20", "borrowingLimit": "100"}]}]}]
             }})).await?;
-        apply(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        apply(
+            client,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": "lq", "namespace": ns},
-            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}})).await?;
+            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}}),
+        )
+        .await?;
     }
     Ok(())
 }

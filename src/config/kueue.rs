@@ -84,7 +84,10 @@ impl Configuration {
             "objectRetentionPolicies",
         );
         if let Some(w) = &self.wait_for_pods_ready {
-            note(w.block_admission.is_some(), "waitForPodsReady.blockAdmission");
+            note(
+                w.block_admission.is_some(),
+                "waitForPodsReady.blockAdmission",
+            );
             note(
                 w.recovery_timeout.is_some(),
                 "waitForPodsReady.recoveryTimeout",
@@ -96,7 +99,10 @@ impl Configuration {
                 "integrations.externalFrameworks",
             );
             note(i.pod_options.is_some(), "integrations.podOptions");
-            note(i.label_keys_to_copy.is_some(), "integrations.labelKeysToCopy");
+            note(
+                i.label_keys_to_copy.is_some(),
+                "integrations.labelKeysToCopy",
+            );
         }
         out
     }

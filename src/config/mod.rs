@@ -61,7 +61,13 @@ pub enum ConfigError {
         #[source]
         source: serde_yaml::Error,
     },
-    #[error("{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} nor {} {}", kueue::API_VERSION, kueue::KIND, kuota::API_VERSION, kuota::KIND)]
+    #[error(
+        "{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} nor {} {}",
+        kueue::API_VERSION,
+        kueue::KIND,
+        kuota::API_VERSION,
+        kuota::KIND
+    )]
     UnknownDocument {
         file: String,
         doc: usize,
@@ -247,15 +253,22 @@ impl Documents {
         self.files.push(file.to_string());
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let doc_no = i + 1;
-            let value = serde_yaml::Value::deserialize(doc).map_err(|source| ConfigError::Yaml {
-                file: file.to_string(),
-                doc: doc_no,
-                source,
-            })?;
+            let value =
+                serde_yaml::Value::deserialize(doc).map_err(|source| ConfigError::Yaml {
+                    file: file.to_string(),
+                    doc: doc_no,
+                    source,
+                })?;
             if value.is_null() {
                 continue; // an empty document, e.g. after a trailing `---`
             }
-            let field = |k: &str| value.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            let field = |k: &str| {
+                value
+                    .get(k)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
             match (field("apiVersion").as_str(), field("kind").as_str()) {
                 (kueue::API_VERSION, kueue::KIND) => {
                     let c = decode(file, kueue::KIND, value)?;
@@ -431,12 +444,18 @@ fn duration(text: Option<&str>, path: &Path, errs: &mut Vec<FieldError>) -> Opti
     }
 }
 
-fn pods_ready(w: Option<&kueue::WaitForPodsReady>, errs: &mut Vec<FieldError>) -> Option<PodsReady> {
+fn pods_ready(
+    w: Option<&kueue::WaitForPodsReady>,
+    errs: &mut Vec<FieldError>,
+) -> Option<PodsReady> {
     let w = w.filter(|w| w.enable)?;
     let path = Path::new("waitForPodsReady");
     let timeout = match duration(w.timeout.as_deref(), &path.child("timeout"), errs) {
         Some(d) if d.is_zero() => {
-            errs.push(FieldError::required(&path.child("timeout"), "must be specified"));
+            errs.push(FieldError::required(
+                &path.child("timeout"),
+                "must be specified",
+            ));
             d
         }
         Some(d) => d,
@@ -457,14 +476,26 @@ fn pods_ready(w: Option<&kueue::WaitForPodsReady>, errs: &mut Vec<FieldError>) -
     let mut non_negative = |field: &str, v: Option<i32>, default: i32| -> u32 {
         let v = v.unwrap_or(default);
         u32::try_from(v).unwrap_or_else(|_| {
-            errs.push(FieldError::invalid_num(&rpath.child(field), v, IS_NEGATIVE_MSG));
+            errs.push(FieldError::invalid_num(
+                &rpath.child(field),
+                v,
+                IS_NEGATIVE_MSG,
+            ));
             0
         })
     };
     let limit = rs.and_then(|r| r.backoff_limit_count);
     let backoff_limit_count = limit.map(|l| non_negative("backoffLimitCount", Some(l), 0));
-    let base = non_negative("backoffBaseSeconds", rs.and_then(|r| r.backoff_base_seconds), 60);
-    let max = non_negative("backoffMaxSeconds", rs.and_then(|r| r.backoff_max_seconds), 3600);
+    let base = non_negative(
+        "backoffBaseSeconds",
+        rs.and_then(|r| r.backoff_base_seconds),
+        60,
+    );
+    let max = non_negative(
+        "backoffMaxSeconds",
+        rs.and_then(|r| r.backoff_max_seconds),
+        3600,
+    );
     Some(PodsReady {
         timeout,
         requeuing: Requeuing {
@@ -482,10 +513,18 @@ fn client_limits(c: Option<&kueue::ClientConnection>, errs: &mut Vec<FieldError>
     let qps = c.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(300.0);
     let burst = c.and_then(|c| c.burst).filter(|b| *b != 0).unwrap_or(500);
     if !qps.is_finite() || qps < 0.0 {
-        errs.push(FieldError::invalid_num(&path.child("qps"), qps, "must be a positive number"));
+        errs.push(FieldError::invalid_num(
+            &path.child("qps"),
+            qps,
+            "must be a positive number",
+        ));
     }
     let burst = u32::try_from(burst).unwrap_or_else(|_| {
-        errs.push(FieldError::invalid_num(&path.child("burst"), burst, IS_NEGATIVE_MSG));
+        errs.push(FieldError::invalid_num(
+            &path.child("burst"),
+            burst,
+            IS_NEGATIVE_MSG,
+        ));
         1
     });
     ClientLimits { qps, burst }
@@ -518,12 +557,19 @@ fn leader_election(
         ));
     }
     if retry_period.is_zero() {
-        errs.push(FieldError::invalid_omit(&path.child("retryPeriod"), "must be greater than 0"));
+        errs.push(FieldError::invalid_omit(
+            &path.child("retryPeriod"),
+            "must be greater than 0",
+        ));
     }
     if let Some(lock) = get(|l| l.resource_lock.as_ref())
         && lock != "leases"
     {
-        errs.push(FieldError::not_supported(&path.child("resourceLock"), lock, &["leases"]));
+        errs.push(FieldError::not_supported(
+            &path.child("resourceLock"),
+            lock,
+            &["leases"],
+        ));
     }
     LeaderElection {
         enabled: le.and_then(|l| l.leader_elect).unwrap_or(true),

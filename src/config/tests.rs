@@ -29,7 +29,11 @@ fn an_empty_configuration_gets_kueues_defaults() {
     assert_eq!(s.frameworks, vec!["batch/job"]);
     assert!(s.unsupported_frameworks.is_empty());
     assert!(!s.manage_jobs_without_queue_name);
-    let expr = &s.managed_jobs_namespace_selector.match_expressions.as_ref().unwrap()[0];
+    let expr = &s
+        .managed_jobs_namespace_selector
+        .match_expressions
+        .as_ref()
+        .unwrap()[0];
     assert_eq!(expr.key, "kubernetes.io/metadata.name");
     assert_eq!(expr.operator, "NotIn");
     assert_eq!(
@@ -40,7 +44,13 @@ fn an_empty_configuration_gets_kueues_defaults() {
     assert_eq!(s.engine.placement, Strategy::Kuota);
     assert_eq!(s.engine.preemption_min_runtime, 0);
     assert!(s.wait_for_pods_ready.is_none());
-    assert_eq!(s.client, ClientLimits { qps: 300.0, burst: 500 });
+    assert_eq!(
+        s.client,
+        ClientLimits {
+            qps: 300.0,
+            burst: 500
+        }
+    );
     let le = &s.leader_election;
     assert!(le.enabled);
     assert_eq!(le.lease_name, DEFAULT_LEASE_NAME);
@@ -59,20 +69,31 @@ fn frameworks_split_into_run_and_not_run() {
     assert_eq!(s.frameworks, vec!["batch/job", "ray.io/rayjob"]);
     assert_eq!(s.unsupported_frameworks, vec!["kubeflow.org/mpijob"]);
     // An empty list means Kueue's default.
-    assert_eq!(ok("integrations:\n  frameworks: []\n").frameworks, vec!["batch/job"]);
+    assert_eq!(
+        ok("integrations:\n  frameworks: []\n").frameworks,
+        vec!["batch/job"]
+    );
 }
 
 #[test]
 fn unknown_and_duplicate_frameworks_are_errors_at_their_index() {
     let e = err("integrations:\n  frameworks: [batch/job, batch/jobs]\n");
-    assert!(e.contains("integrations.frameworks[1]: Unsupported value: \"batch/jobs\""), "{e}");
+    assert!(
+        e.contains("integrations.frameworks[1]: Unsupported value: \"batch/jobs\""),
+        "{e}"
+    );
     let e = err("integrations:\n  frameworks: [batch/job, batch/job]\n");
-    assert!(e.contains("integrations.frameworks[1]: Duplicate value: \"batch/job\""), "{e}");
+    assert!(
+        e.contains("integrations.frameworks[1]: Duplicate value: \"batch/job\""),
+        "{e}"
+    );
 }
 
 #[test]
 fn manage_jobs_and_namespace_selector() {
-    let s = ok("manageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector:\n  matchLabels: {team: a}\n");
+    let s = ok(
+        "manageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector:\n  matchLabels: {team: a}\n",
+    );
     assert!(s.manage_jobs_without_queue_name);
     let labels = s.managed_jobs_namespace_selector.match_labels.unwrap();
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
@@ -95,15 +116,31 @@ fn fair_sharing_strategies() {
     );
     let s = ok("fairSharing:\n  enable: true\n  preemptionStrategies: [LessThanInitialShare]\n");
     assert_eq!(s.engine.fair_sharing, Some(vec![LessThanInitialShare]));
-    assert!(ok("fairSharing:\n  enable: false\n").engine.fair_sharing.is_none());
-    let e = err("fairSharing:\n  enable: true\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n");
-    assert!(e.contains("fairSharing.preemptionStrategies: Unsupported value"), "{e}");
+    assert!(
+        ok("fairSharing:\n  enable: false\n")
+            .engine
+            .fair_sharing
+            .is_none()
+    );
+    let e = err(
+        "fairSharing:\n  enable: true\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n",
+    );
+    assert!(
+        e.contains("fairSharing.preemptionStrategies: Unsupported value"),
+        "{e}"
+    );
 }
 
 #[test]
 fn wait_for_pods_ready_defaults_and_values() {
-    assert!(ok("waitForPodsReady:\n  enable: false\n  timeout: 1m\n").wait_for_pods_ready.is_none());
-    let w = ok("waitForPodsReady:\n  enable: true\n").wait_for_pods_ready.unwrap();
+    assert!(
+        ok("waitForPodsReady:\n  enable: false\n  timeout: 1m\n")
+            .wait_for_pods_ready
+            .is_none()
+    );
+    let w = ok("waitForPodsReady:\n  enable: true\n")
+        .wait_for_pods_ready
+        .unwrap();
     assert_eq!(w.timeout, Duration::from_secs(300));
     assert_eq!(w.requeuing.timestamp, "Eviction");
     assert_eq!(w.requeuing.backoff_limit_count, None);
@@ -122,31 +159,62 @@ fn wait_for_pods_ready_defaults_and_values() {
 #[test]
 fn wait_for_pods_ready_bad_values() {
     let e = err("waitForPodsReady:\n  enable: true\n  timeout: 0s\n");
-    assert!(e.contains("waitForPodsReady.timeout: Required value"), "{e}");
+    assert!(
+        e.contains("waitForPodsReady.timeout: Required value"),
+        "{e}"
+    );
     let e = err("waitForPodsReady:\n  enable: true\n  timeout: -5m\n");
-    assert!(e.contains("waitForPodsReady.timeout: Invalid value: \"-5m\""), "{e}");
+    assert!(
+        e.contains("waitForPodsReady.timeout: Invalid value: \"-5m\""),
+        "{e}"
+    );
     let e = err("waitForPodsReady:\n  enable: true\n  timeout: soon\n");
-    assert!(e.contains("waitForPodsReady.timeout: Invalid value: \"soon\""), "{e}");
-    let e = err("waitForPodsReady:\n  enable: true\n  requeuingStrategy:\n    timestamp: Later\n    backoffBaseSeconds: -1\n");
-    assert!(e.contains("waitForPodsReady.requeuingStrategy.timestamp: Unsupported value: \"Later\""), "{e}");
-    assert!(e.contains("waitForPodsReady.requeuingStrategy.backoffBaseSeconds: Invalid value: -1"), "{e}");
+    assert!(
+        e.contains("waitForPodsReady.timeout: Invalid value: \"soon\""),
+        "{e}"
+    );
+    let e = err(
+        "waitForPodsReady:\n  enable: true\n  requeuingStrategy:\n    timestamp: Later\n    backoffBaseSeconds: -1\n",
+    );
+    assert!(
+        e.contains("waitForPodsReady.requeuingStrategy.timestamp: Unsupported value: \"Later\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("waitForPodsReady.requeuingStrategy.backoffBaseSeconds: Invalid value: -1"),
+        "{e}"
+    );
 }
 
 #[test]
 fn client_connection_values() {
     let s = ok("clientConnection:\n  qps: 50\n  burst: 100\n");
-    assert_eq!(s.client, ClientLimits { qps: 50.0, burst: 100 });
+    assert_eq!(
+        s.client,
+        ClientLimits {
+            qps: 50.0,
+            burst: 100
+        }
+    );
     let e = err("clientConnection:\n  qps: -1\n");
     assert!(e.contains("clientConnection.qps: Invalid value: -1"), "{e}");
     let e = err("clientConnection:\n  burst: -3\n");
-    assert!(e.contains("clientConnection.burst: Invalid value: -3"), "{e}");
+    assert!(
+        e.contains("clientConnection.burst: Invalid value: -3"),
+        "{e}"
+    );
     let e = err("clientConnection:\n  qps: fast\n");
-    assert!(e.contains("Configuration clientConnection.qps: invalid type"), "{e}");
+    assert!(
+        e.contains("Configuration clientConnection.qps: invalid type"),
+        "{e}"
+    );
 }
 
 #[test]
 fn leader_election_values() {
-    let s = ok("leaderElection:\n  leaderElect: false\n  leaseDuration: 6s\n  renewDeadline: 4s\n  retryPeriod: 1s\n  resourceName: my-lease\n  resourceNamespace: ops\n  resourceLock: leases\n");
+    let s = ok(
+        "leaderElection:\n  leaderElect: false\n  leaseDuration: 6s\n  renewDeadline: 4s\n  retryPeriod: 1s\n  resourceName: my-lease\n  resourceNamespace: ops\n  resourceLock: leases\n",
+    );
     let le = s.leader_election;
     assert!(!le.enabled);
     assert_eq!(le.lease_name, "my-lease");
@@ -155,31 +223,62 @@ fn leader_election_values() {
     assert_eq!(le.renew_deadline, Duration::from_secs(4));
     assert_eq!(le.retry_period, Duration::from_secs(1));
     let e = err("leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 5s\n");
-    assert!(e.contains("leaderElection.renewDeadline: Invalid value"), "{e}");
+    assert!(
+        e.contains("leaderElection.renewDeadline: Invalid value"),
+        "{e}"
+    );
     let e = err("leaderElection:\n  resourceLock: endpoints\n");
-    assert!(e.contains("leaderElection.resourceLock: Unsupported value: \"endpoints\""), "{e}");
+    assert!(
+        e.contains("leaderElection.resourceLock: Unsupported value: \"endpoints\""),
+        "{e}"
+    );
 }
 
 #[test]
 fn unknown_fields_are_errors_naming_the_path() {
     let e = err("fairSharing:\n  enable: true\n  preemptionStrategy: []\n");
-    assert!(e.contains("Configuration fairSharing.preemptionStrategy: unknown field `preemptionStrategy`"), "{e}");
+    assert!(
+        e.contains(
+            "Configuration fairSharing.preemptionStrategy: unknown field `preemptionStrategy`"
+        ),
+        "{e}"
+    );
     let e = err("manageJobsWithoutQueueNames: true\n");
-    assert!(e.contains("Configuration manageJobsWithoutQueueNames: unknown field"), "{e}");
+    assert!(
+        e.contains("Configuration manageJobsWithoutQueueNames: unknown field"),
+        "{e}"
+    );
     let e = err("waitForPodsReady:\n  requeuingStrategy:\n    backoffLimit: 1\n");
-    assert!(e.contains("waitForPodsReady.requeuingStrategy.backoffLimit: unknown field"), "{e}");
-    let e = Settings::parse("k.yaml", &format!("{OWN}preemptionProtection:\n  minRunTime: 5m\n"))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("k.yaml: KuotaConfiguration preemptionProtection.minRunTime: unknown field"), "{e}");
+    assert!(
+        e.contains("waitForPodsReady.requeuingStrategy.backoffLimit: unknown field"),
+        "{e}"
+    );
+    let e = Settings::parse(
+        "k.yaml",
+        &format!("{OWN}preemptionProtection:\n  minRunTime: 5m\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("k.yaml: KuotaConfiguration preemptionProtection.minRunTime: unknown field"),
+        "{e}"
+    );
 }
 
 #[test]
 fn kueue_sections_kuota_does_not_use_are_accepted_and_listed() {
-    let s = ok("webhook:\n  port: 9443\nmetrics:\n  bindAddress: :8443\ninternalCertManagement:\n  enable: false\nfeatureGates:\n  TopologyAwareScheduling: true\nintegrations:\n  frameworks: [batch/job]\n  podOptions: {}\n");
+    let s = ok(
+        "webhook:\n  port: 9443\nmetrics:\n  bindAddress: :8443\ninternalCertManagement:\n  enable: false\nfeatureGates:\n  TopologyAwareScheduling: true\nintegrations:\n  frameworks: [batch/job]\n  podOptions: {}\n",
+    );
     assert_eq!(
         s.ignored,
-        vec!["webhook", "metrics", "internalCertManagement", "featureGates", "integrations.podOptions"]
+        vec![
+            "webhook",
+            "metrics",
+            "internalCertManagement",
+            "featureGates",
+            "integrations.podOptions"
+        ]
     );
 }
 
@@ -193,33 +292,60 @@ fn kuota_additions_live_in_their_own_document() {
     assert_eq!(s.engine.preemption_min_runtime, 300_000);
     assert_eq!(s.engine.placement, Strategy::KueueBestFit);
     // kuota's document alone keeps Kueue's defaults for the rest.
-    let s = Settings::parse("own.yaml", &format!("{OWN}placement:\n  strategy: first-fit\n")).unwrap();
+    let s = Settings::parse(
+        "own.yaml",
+        &format!("{OWN}placement:\n  strategy: first-fit\n"),
+    )
+    .unwrap();
     assert_eq!(s.engine.placement, Strategy::FirstFit);
     assert_eq!(s.frameworks, vec!["batch/job"]);
     let e = Settings::parse("own.yaml", &format!("{OWN}placement:\n  strategy: best\n"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("placement.strategy: Unsupported value: \"best\""), "{e}");
-    let e = Settings::parse("own.yaml", &format!("{OWN}preemptionProtection:\n  minRuntime: \"5\"\n"))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("preemptionProtection.minRuntime: Invalid value: \"5\""), "{e}");
+    assert!(
+        e.contains("placement.strategy: Unsupported value: \"best\""),
+        "{e}"
+    );
+    let e = Settings::parse(
+        "own.yaml",
+        &format!("{OWN}preemptionProtection:\n  minRuntime: \"5\"\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("preemptionProtection.minRuntime: Invalid value: \"5\""),
+        "{e}"
+    );
 }
 
 #[test]
 fn documents_of_other_kinds_and_repeats_are_errors() {
-    let e = Settings::parse("x.yaml", "apiVersion: v1\nkind: ConfigMap\n").unwrap_err().to_string();
-    assert!(e.contains("x.yaml: document 1: apiVersion \"v1\" kind \"ConfigMap\""), "{e}");
-    let e = Settings::parse("x.yaml", &format!("{HEAD}---\n{HEAD}")).unwrap_err().to_string();
+    let e = Settings::parse("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("x.yaml: document 1: apiVersion \"v1\" kind \"ConfigMap\""),
+        "{e}"
+    );
+    let e = Settings::parse("x.yaml", &format!("{HEAD}---\n{HEAD}"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("a second Configuration document"), "{e}");
-    let e = Settings::parse("x.yaml", &format!("{HEAD}integrations: [\n")).unwrap_err().to_string();
+    let e = Settings::parse("x.yaml", &format!("{HEAD}integrations: [\n"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("x.yaml: document 1: not YAML"), "{e}");
 }
 
 #[test]
 fn every_problem_is_reported_at_once() {
     let e = err("clientConnection:\n  qps: -1\n  burst: -1\nintegrations:\n  frameworks: [nope]\n");
-    assert!(e.contains("clientConnection.qps") && e.contains("clientConnection.burst") && e.contains("integrations.frameworks[0]"), "{e}");
+    assert!(
+        e.contains("clientConnection.qps")
+            && e.contains("clientConnection.burst")
+            && e.contains("integrations.frameworks[0]"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -229,7 +355,11 @@ fn files_load_and_merge() {
     let a = dir.join("kueue.yaml");
     let b = dir.join("kuota.yaml");
     std::fs::write(&a, format!("{HEAD}clientConnection:\n  qps: 20\n")).unwrap();
-    std::fs::write(&b, format!("{OWN}preemptionProtection:\n  minRuntime: 1s\n")).unwrap();
+    std::fs::write(
+        &b,
+        format!("{OWN}preemptionProtection:\n  minRuntime: 1s\n"),
+    )
+    .unwrap();
     let s = Settings::load(&[a.clone(), b.clone()]).unwrap();
     assert_eq!(s.client.qps, 20.0);
     assert_eq!(s.engine.preemption_min_runtime, 1000);

@@ -41,7 +41,10 @@ impl Election {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if tokio::time::timeout(RELEASE_TIMEOUT, &mut self.task).await.is_err() {
+        if tokio::time::timeout(RELEASE_TIMEOUT, &mut self.task)
+            .await
+            .is_err()
+        {
             warn!("the leader Lease was not released in time; it will expire instead");
             self.task.abort();
         }
@@ -55,7 +58,11 @@ pub fn always_leader() -> (watch::Sender<bool>, watch::Receiver<bool>) {
 }
 
 /// Starts competing for the Lease of `cfg` as `identity`.
-pub fn spawn(client: Client, cfg: LeaderElection, identity: String) -> (watch::Receiver<bool>, Election) {
+pub fn spawn(
+    client: Client,
+    cfg: LeaderElection,
+    identity: String,
+) -> (watch::Receiver<bool>, Election) {
     let (tx, rx) = watch::channel(false);
     let (stop_tx, stop_rx) = oneshot::channel();
     let task = tokio::spawn(run(client, cfg, identity, tx, stop_rx));
@@ -106,12 +113,22 @@ async fn run(
             .await;
         let outcome = match built {
             Ok(manager) => {
-                let outcome = hold(&manager, &identity, &leader, &mut watchdog, &mut lease_events, &mut stop).await;
+                let outcome = hold(
+                    &manager,
+                    &identity,
+                    &leader,
+                    &mut watchdog,
+                    &mut lease_events,
+                    &mut stop,
+                )
+                .await;
                 if matches!(outcome, Outcome::Stop) {
                     set(&leader, false);
                     match manager.release().await {
                         Ok(()) => info!(lease = %cfg.lease_name, "leader election: Lease released"),
-                        Err(e) => warn!(error = %e, "leader election: could not release the Lease; it will expire"),
+                        Err(e) => {
+                            warn!(error = %e, "leader election: could not release the Lease; it will expire")
+                        }
                     }
                     return;
                 }

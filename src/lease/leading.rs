@@ -111,7 +111,11 @@ mod tests {
         leader_tx.send(false).unwrap();
         assert_eq!(ev.recv().await.unwrap(), "stopped 1");
         leader_tx.send(true).unwrap();
-        assert_eq!(ev.recv().await.unwrap(), "started 2", "a new term starts afresh");
+        assert_eq!(
+            ev.recv().await.unwrap(),
+            "started 2",
+            "a new term starts afresh"
+        );
         stop_tx.send(true).unwrap();
         assert_eq!(ev.recv().await.unwrap(), "stopped 2");
         runner.await.unwrap();
@@ -122,7 +126,12 @@ mod tests {
         let (_leader_tx, leader_rx) = watch::channel(false);
         let (stop_tx, stop_rx) = watch::channel(false);
         let (ev_tx, mut ev) = mpsc::unbounded_channel();
-        let runner = tokio::spawn(run(leader_rx, stop_rx, Duration::from_secs(5), factory(ev_tx, false)));
+        let runner = tokio::spawn(run(
+            leader_rx,
+            stop_rx,
+            Duration::from_secs(5),
+            factory(ev_tx, false),
+        ));
         stop_tx.send(true).unwrap();
         runner.await.unwrap();
         assert!(ev.try_recv().is_err());
@@ -133,7 +142,12 @@ mod tests {
         let (leader_tx, leader_rx) = watch::channel(true);
         let (stop_tx, stop_rx) = watch::channel(false);
         let (ev_tx, mut ev) = mpsc::unbounded_channel();
-        let runner = tokio::spawn(run(leader_rx, stop_rx, Duration::from_millis(200), factory(ev_tx, true)));
+        let runner = tokio::spawn(run(
+            leader_rx,
+            stop_rx,
+            Duration::from_millis(200),
+            factory(ev_tx, true),
+        ));
         assert_eq!(ev.recv().await.unwrap(), "started 1");
         stop_tx.send(true).unwrap();
         runner.await.unwrap();
@@ -147,7 +161,12 @@ mod tests {
         let (leader_tx, leader_rx) = watch::channel(true);
         let (_stop_tx, stop_rx) = watch::channel(false);
         let (ev_tx, mut ev) = mpsc::unbounded_channel();
-        let runner = tokio::spawn(run(leader_rx, stop_rx, Duration::from_secs(5), factory(ev_tx, false)));
+        let runner = tokio::spawn(run(
+            leader_rx,
+            stop_rx,
+            Duration::from_secs(5),
+            factory(ev_tx, false),
+        ));
         assert_eq!(ev.recv().await.unwrap(), "started 1");
         drop(leader_tx);
         assert_eq!(ev.recv().await.unwrap(), "stopped 1");

@@ -41,7 +41,9 @@ impl Scheduling {
             let (rx, election) = elect::spawn(client, cfg.clone(), identity());
             (rx, Some(election), None)
         } else {
-            tracing::warn!("leaderElection.leaderElect is false: this replica schedules without a Lease; run only one");
+            tracing::warn!(
+                "leaderElection.leaderElect is false: this replica schedules without a Lease; run only one"
+            );
             let (tx, rx) = elect::always_leader();
             (rx, None, Some(tx))
         };
@@ -86,7 +88,8 @@ impl LeaseTiming {
     /// before the Lease lapses.
     pub fn for_config(cfg: &LeaderElection) -> Self {
         let duration_secs = cfg.lease_duration.as_secs_f64().ceil().max(2.0) as u64;
-        let renew_every = (cfg.retry_period.as_secs_f64().round() as u64).clamp(1, duration_secs - 1);
+        let renew_every =
+            (cfg.retry_period.as_secs_f64().round() as u64).clamp(1, duration_secs - 1);
         Self {
             duration_secs,
             grace_secs: duration_secs - renew_every,
@@ -143,14 +146,20 @@ impl RenewWatchdog {
 
     /// A renewal with this `renewTime` was observed at `now`.
     pub fn observe(&mut self, renew_time: String, now: tokio::time::Instant) {
-        if self.last_seen.as_ref().is_none_or(|(t, _)| *t != renew_time) {
+        if self
+            .last_seen
+            .as_ref()
+            .is_none_or(|(t, _)| *t != renew_time)
+        {
             self.last_seen = Some((renew_time, now));
         }
     }
 
     /// When the leader must step down unless another renewal is seen first.
     pub fn deadline(&self) -> Option<tokio::time::Instant> {
-        self.last_seen.as_ref().map(|(_, at)| *at + self.renew_deadline)
+        self.last_seen
+            .as_ref()
+            .map(|(_, at)| *at + self.renew_deadline)
     }
 }
 
@@ -189,12 +198,18 @@ mod tests {
         // Kueue's defaults: a 15 s Lease renewed every 2 s.
         assert_eq!(
             LeaseTiming::for_config(&cfg(15, 10, 2)),
-            LeaseTiming { duration_secs: 15, grace_secs: 13 }
+            LeaseTiming {
+                duration_secs: 15,
+                grace_secs: 13
+            }
         );
         // A retry period as long as the Lease still renews a second before it lapses.
         assert_eq!(
             LeaseTiming::for_config(&cfg(4, 3, 10)),
-            LeaseTiming { duration_secs: 4, grace_secs: 1 }
+            LeaseTiming {
+                duration_secs: 4,
+                grace_secs: 1
+            }
         );
         // Sub-second settings round to what a Lease can say (whole seconds).
         let mut c = cfg(1, 0, 0);
