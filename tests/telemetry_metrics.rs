@@ -95,23 +95,7 @@ fn run(scenario: &Scenario, cfg: SimConfig) -> (kuota::sim::Report, Vec<Sample>,
 }
 
 /// One cpu; a low-priority job starts at 100 ms, a high-priority one preempts it at 200.
-const PREEMPT: &str = r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    withinClusterQueue: LowerPriority
-    workloadsSets:
-    - count: 1
-      creationIntervalMs: 100
-      workloads: [{className: low, runtimeMs: 1000, priority: 0, request: 1}]
-    - count: 1
-      creationIntervalMs: 200
-      workloads: [{className: high, runtimeMs: 500, priority: 10, request: 1}]
-"#;
+const PREEMPT: &str = include_str!("fixtures/preempt-generator.yaml");
 
 fn generator_only(yaml: &str) -> Scenario {
     Scenario {

@@ -48,23 +48,7 @@ fn int(v: Option<&any_value::Value>) -> Option<i64> {
     }
 }
 
-const PREEMPT: &str = r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    withinClusterQueue: LowerPriority
-    workloadsSets:
-    - count: 1
-      creationIntervalMs: 100
-      workloads: [{className: low, runtimeMs: 1000, priority: 0, request: 1}]
-    - count: 1
-      creationIntervalMs: 200
-      workloads: [{className: high, runtimeMs: 500, priority: 10, request: 1}]
-"#;
+const PREEMPT: &str = include_str!("fixtures/preempt-generator.yaml");
 
 #[test]
 fn cycles_and_reviews_arrive_as_otlp_spans() {

@@ -1209,23 +1209,7 @@ mod tests {
     }
 
     /// One cpu; a low-priority job starts, a high-priority one preempts it.
-    const PREEMPT: &str = r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    withinClusterQueue: LowerPriority
-    workloadsSets:
-    - count: 1
-      creationIntervalMs: 100
-      workloads: [{className: low, runtimeMs: 1000, priority: 0, request: 1}]
-    - count: 1
-      creationIntervalMs: 200
-      workloads: [{className: high, runtimeMs: 500, priority: 10, request: 1}]
-"#;
+    const PREEMPT: &str = include_str!("../../tests/fixtures/preempt-generator.yaml");
 
     fn class<'r>(r: &'r Report, name: &str) -> &'r super::ClassStats {
         r.classes
