@@ -233,3 +233,31 @@ fn a_failed_admission_write_releases_its_quota_for_the_next_cycle() {
         1
     );
 }
+
+#[test]
+fn a_workload_admitted_to_a_deleted_cluster_queue_finishes_without_harm() {
+    let mut engine = Engine::new(EngineConfig::default());
+    for e in [
+        flavor("default"),
+        cluster_queue("a", "4"),
+        local_queue("qa", "a"),
+        workload("a1", "qa", "3", Some("a")),
+    ] {
+        engine.apply(0, e).expect("object");
+    }
+    engine
+        .apply(1, Event::ClusterQueueDeleted("a".into()))
+        .expect("deleted");
+    // Its admitted workload still ends, is deleted, or fails to land: never a panic.
+    let key = WorkloadKey::new("ns", "a1");
+    engine
+        .apply(2, Event::AdmissionFailed(key.clone()))
+        .expect("released");
+    engine
+        .apply(3, Event::WorkloadFinished(key.clone()))
+        .expect("finished");
+    engine
+        .apply(4, Event::WorkloadDeleted(key))
+        .expect("deleted");
+    engine.schedule(5);
+}

@@ -211,13 +211,23 @@ impl QuotaTree {
         }
     }
 
+    /// Charges `amounts` to node `id` and its ancestors. A node that is not in the tree
+    /// (a deleted ClusterQueue's, `NodeId::MAX`) holds nothing: its admitted workloads
+    /// were left out when the tree was rebuilt, so charging or releasing them is a no-op.
     pub fn add_amounts(&mut self, id: NodeId, amounts: &FrAmounts) {
+        if id as usize >= self.nodes.len() {
+            return;
+        }
         for &(fr, v) in amounts {
             self.add_usage(id, fr, v);
         }
     }
 
+    /// Releases what [`Self::add_amounts`] charged; a no-op for a node not in the tree.
     pub fn remove_amounts(&mut self, id: NodeId, amounts: &FrAmounts) {
+        if id as usize >= self.nodes.len() {
+            return;
+        }
         for &(fr, v) in amounts {
             self.remove_usage(id, fr, v);
         }
