@@ -175,7 +175,7 @@ fn the_main_dashboard_has_the_template_variables_users_filter_by() {
 fn the_sidecar_configmap_carries_the_dashboards() {
     let text = std::fs::read_to_string(root().join("manifests/grafana/dashboards-configmap.yaml"))
         .expect("configmap");
-    let cm: Value = serde_yaml::from_str(&text).expect("yaml");
+    let cm: Value = serde_norway::from_str(&text).expect("yaml");
     assert_eq!(cm["kind"], "ConfigMap");
     assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
     let dashboards = dashboards();
@@ -259,7 +259,7 @@ fn every_metric_in_dashboards_and_rules_is_exported() {
     }
     let rules_text =
         std::fs::read_to_string(root().join("manifests/prometheus/rules.yaml")).expect("rules");
-    let rules: Value = serde_yaml::from_str(&rules_text).expect("yaml");
+    let rules: Value = serde_norway::from_str(&rules_text).expect("yaml");
     assert_eq!(rules["kind"], "PrometheusRule");
     for g in rules["spec"]["groups"].as_array().expect("groups") {
         for r in g["rules"].as_array().expect("rules") {

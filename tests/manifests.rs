@@ -53,8 +53,8 @@ fn documents(dir: &Path) -> Vec<(PathBuf, Value)> {
     let mut docs = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read manifest");
-        for de in serde_yaml::Deserializer::from_str(&text) {
-            let value = serde_yaml::Value::deserialize(de)
+        for de in serde_norway::Deserializer::from_str(&text) {
+            let value = serde_norway::Value::deserialize(de)
                 .unwrap_or_else(|e| panic!("{}: YAML does not parse: {e}", file.display()));
             if value.is_null() {
                 continue;

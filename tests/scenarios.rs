@@ -312,8 +312,8 @@ impl<'a> Runner<'a> {
                 let mut milli_usage = BTreeMap::new();
                 for (r, v) in res {
                     let text = match v {
-                        serde_yaml::Value::String(s) => s.clone(),
-                        other => serde_yaml::to_string(other)
+                        serde_norway::Value::String(s) => s.clone(),
+                        other => serde_norway::to_string(other)
                             .unwrap_or_default()
                             .trim()
                             .to_string(),
@@ -906,7 +906,7 @@ impl<'a> Runner<'a> {
                 .cloned()
                 .unwrap_or_default();
             let w = want.get(&fr).map(|u| &u.0);
-            let parse = |v: Option<&serde_yaml::Value>| v.map(milli).transpose();
+            let parse = |v: Option<&serde_norway::Value>| v.map(milli).transpose();
             let (total, borrowed) = match (
                 parse(w.and_then(|w| w.total.as_ref())),
                 parse(w.and_then(|w| w.borrowed.as_ref())),
@@ -946,10 +946,10 @@ fn render_nodes(nodes: &BTreeMap<String, i32>) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn milli(v: &serde_yaml::Value) -> Result<i64, String> {
+fn milli(v: &serde_norway::Value) -> Result<i64, String> {
     let s = match v {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_norway::Value::String(s) => s.clone(),
+        serde_norway::Value::Number(n) => n.to_string(),
         other => return Err(format!("not a quantity: {other:?}")),
     };
     api::quantity::parse_milli_str(&s).map_err(|e| format!("quantity `{s}`: {e}"))

@@ -361,7 +361,7 @@ preemption:
     maxPriorityThreshold: 100
   withinClusterQueue: LowerOrNewerEqualPriority
 "#;
-        let spec: ClusterQueueSpec = serde_yaml::from_str(yaml).expect("valid spec");
+        let spec: ClusterQueueSpec = serde_norway::from_str(yaml).expect("valid spec");
         assert_eq!(spec.cohort(), Some("team"));
         assert_eq!(
             spec.resource_groups[0].flavors[0].resources[0]
@@ -369,6 +369,6 @@ preemption:
                 .0,
             "9"
         );
-        assert!(serde_yaml::from_str::<ClusterQueueSpec>("cohort: x").is_err());
+        assert!(serde_norway::from_str::<ClusterQueueSpec>("cohort: x").is_err());
     }
 }

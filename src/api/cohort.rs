@@ -52,9 +52,9 @@ mod tests {
 
     #[test]
     fn parses_and_scopes() {
-        let s: CohortSpec = serde_yaml::from_str("parentName: root\n").expect("valid");
+        let s: CohortSpec = serde_norway::from_str("parentName: root\n").expect("valid");
         assert_eq!(s.parent(), Some("root"));
         assert_eq!(Cohort::kind(&()), "Cohort");
-        assert!(serde_yaml::from_str::<CohortSpec>("parent: root\n").is_err());
+        assert!(serde_norway::from_str::<CohortSpec>("parent: root\n").is_err());
     }
 }

@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn parses_and_is_namespaced() {
         let s: LocalQueueSpec =
-            serde_yaml::from_str("clusterQueue: cq\nstopPolicy: Hold\n").expect("valid");
+            serde_norway::from_str("clusterQueue: cq\nstopPolicy: Hold\n").expect("valid");
         assert_eq!(s.cluster_queue, "cq");
         assert_eq!(s.effective_stop_policy(), StopPolicy::Hold);
         assert_eq!(LocalQueue::plural(&()), "localqueues");

@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn round_trips_with_type_meta() {
         let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {name: high}\nvalue: 1000\ndescription: hi\n";
-        let w: WorkloadPriorityClass = serde_yaml::from_str(yaml).expect("valid");
+        let w: WorkloadPriorityClass = serde_norway::from_str(yaml).expect("valid");
         assert_eq!(w.value, 1000);
         assert_eq!(w.name_any(), "high");
         let out = serde_json::to_value(&w).expect("serializable");

@@ -54,9 +54,9 @@ nodeTaints:
   effect: NoSchedule
 topologyName: default
 "#;
-        let s: ResourceFlavorSpec = serde_yaml::from_str(yaml).expect("valid");
+        let s: ResourceFlavorSpec = serde_norway::from_str(yaml).expect("valid");
         assert_eq!(s.node_taints.as_ref().map(Vec::len), Some(1));
         assert_eq!(ResourceFlavor::plural(&()), "resourceflavors");
-        assert!(serde_yaml::from_str::<ResourceFlavorSpec>("labels: {}").is_err());
+        assert!(serde_norway::from_str::<ResourceFlavorSpec>("labels: {}").is_err());
     }
 }

@@ -248,11 +248,11 @@ mod tests {
     }
 
     fn sel(yaml: &str) -> LabelSelector {
-        serde_yaml::from_str(yaml).expect("valid selector")
+        serde_norway::from_str(yaml).expect("valid selector")
     }
 
     fn pod(yaml: &str) -> PodSpec {
-        serde_yaml::from_str(yaml).expect("valid pod spec")
+        serde_norway::from_str(yaml).expect("valid pod spec")
     }
 
     #[test]
@@ -375,24 +375,24 @@ affinity:
 
     #[test]
     fn toleration_semantics() {
-        let taints: Vec<Taint> = serde_yaml::from_str(
+        let taints: Vec<Taint> = serde_norway::from_str(
             "- {key: spot, value: 'true', effect: NoSchedule}\n- {key: soft, effect: PreferNoSchedule}\n- {key: gpu, effect: NoExecute}\n",
         )
         .expect("valid");
         let tols: Vec<Toleration> =
-            serde_yaml::from_str("- {key: spot, operator: Equal, value: 'true'}\n").expect("valid");
+            serde_norway::from_str("- {key: spot, operator: Equal, value: 'true'}\n").expect("valid");
         assert_eq!(
             tolerates_all(&taints, &tols).map(|t| t.key.as_str()),
             Some("gpu")
         );
-        let tols: Vec<Toleration> = serde_yaml::from_str(
+        let tols: Vec<Toleration> = serde_norway::from_str(
             "- {key: spot, value: 'true'}\n- {key: gpu, operator: Exists, effect: NoExecute}\n",
         )
         .expect("valid");
         assert!(tolerates_all(&taints, &tols).is_none());
-        let all: Vec<Toleration> = serde_yaml::from_str("- {operator: Exists}\n").expect("valid");
+        let all: Vec<Toleration> = serde_norway::from_str("- {operator: Exists}\n").expect("valid");
         assert!(tolerates_all(&taints, &all).is_none());
-        let wrong: Vec<Toleration> = serde_yaml::from_str(
+        let wrong: Vec<Toleration> = serde_norway::from_str(
             "- {key: spot, value: 'false'}\n- {key: gpu, operator: Exists, effect: NoSchedule}\n",
         )
         .expect("valid");
@@ -404,13 +404,13 @@ affinity:
 
     #[test]
     fn flavor_tolerations_count() {
-        let spec: ResourceFlavorSpec = serde_yaml::from_str(
+        let spec: ResourceFlavorSpec = serde_norway::from_str(
             "nodeTaints: [{key: spot, effect: NoSchedule}]\ntolerations: [{key: spot, operator: Exists}]\n",
         )
         .expect("valid");
         assert!(untolerated_flavor_taint(&PodSpec::default(), &spec).is_none());
         let bare: ResourceFlavorSpec =
-            serde_yaml::from_str("nodeTaints: [{key: spot, effect: NoSchedule}]\n").expect("valid");
+            serde_norway::from_str("nodeTaints: [{key: spot, effect: NoSchedule}]\n").expect("valid");
         assert!(untolerated_flavor_taint(&PodSpec::default(), &bare).is_some());
     }
 }

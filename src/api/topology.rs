@@ -44,7 +44,7 @@ mod tests {
     #[test]
     fn parses_levels() {
         let yaml = "levels:\n- nodeLabel: block\n- nodeLabel: kubernetes.io/hostname\n";
-        let s: TopologySpec = serde_yaml::from_str(yaml).expect("valid");
+        let s: TopologySpec = serde_norway::from_str(yaml).expect("valid");
         assert_eq!(
             s.level_keys().collect::<Vec<_>>(),
             ["block", "kubernetes.io/hostname"]

@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn pod_set_defaults() {
-        let p: PodSet = serde_yaml::from_str("template: {}\n").expect("valid");
+        let p: PodSet = serde_norway::from_str("template: {}\n").expect("valid");
         assert_eq!(p.name, "main");
         assert_eq!(p.count, 1);
         assert_eq!(PodSet::default().name, "main");
@@ -212,7 +212,7 @@ podSets:
         image: busybox
         resources: {requests: {cpu: "1"}}
 "#;
-        let s: WorkloadSpec = serde_yaml::from_str(yaml).expect("valid");
+        let s: WorkloadSpec = serde_norway::from_str(yaml).expect("valid");
         assert!(s.is_active());
         assert_eq!(s.queue(), Some("user-queue"));
         assert!(
@@ -222,6 +222,6 @@ podSets:
         );
         assert_eq!(s.pod_sets[0].min_count, Some(2));
         assert_eq!(Workload::plural(&()), "workloads");
-        assert!(serde_yaml::from_str::<WorkloadSpec>("priorityClassName: x").is_err());
+        assert!(serde_norway::from_str::<WorkloadSpec>("priorityClassName: x").is_err());
     }
 }

@@ -314,7 +314,7 @@ valuesPerLevel:
   roots: ["1", "2"]
 podCounts: [4, 2]
 "#;
-        let s: TopologyAssignmentSlice = serde_yaml::from_str(yaml).expect("valid");
+        let s: TopologyAssignmentSlice = serde_norway::from_str(yaml).expect("valid");
         let d = s.domains().expect("well formed");
         assert_eq!(d[1], (vec!["block-1".to_string(), "rack-2".to_string()], 2));
     }

@@ -59,7 +59,7 @@ pub enum ConfigError {
         file: String,
         doc: usize,
         #[source]
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
     #[error(
         "{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} nor {} {}",
@@ -83,7 +83,7 @@ pub enum ConfigError {
         kind: &'static str,
         path: String,
         #[source]
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
     /// Values that decode but are not allowed (every problem found, never empty).
     #[error("{file}: {}", join(errors))]
@@ -251,10 +251,10 @@ impl Documents {
     fn add(&mut self, file: &str, text: &str) -> Result<(), ConfigError> {
         use serde::Deserialize;
         self.files.push(file.to_string());
-        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
             let doc_no = i + 1;
             let value =
-                serde_yaml::Value::deserialize(doc).map_err(|source| ConfigError::Yaml {
+                serde_norway::Value::deserialize(doc).map_err(|source| ConfigError::Yaml {
                     file: file.to_string(),
                     doc: doc_no,
                     source,
@@ -318,7 +318,7 @@ fn duplicate(file: &str, kind: &'static str) -> ConfigError {
 fn decode<T: DeserializeOwned>(
     file: &str,
     kind: &'static str,
-    value: serde_yaml::Value,
+    value: serde_norway::Value,
 ) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(value).map_err(|e| ConfigError::Decode {
         file: file.to_string(),

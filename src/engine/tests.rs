@@ -4,7 +4,7 @@
 use super::*;
 
 fn obj<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
-    serde_yaml::from_str(yaml).expect("test fixture is valid")
+    serde_norway::from_str(yaml).expect("test fixture is valid")
 }
 
 fn cq(

@@ -199,11 +199,11 @@ mod tests {
     use crate::api::validate::validate_workload;
 
     fn job(yaml: &str) -> Job {
-        serde_yaml::from_str(yaml).expect("test job parses")
+        serde_norway::from_str(yaml).expect("test job parses")
     }
 
     fn view(yaml: &str) -> serde_json::Value {
-        serde_yaml::from_str(yaml).expect("test job parses")
+        serde_norway::from_str(yaml).expect("test job parses")
     }
 
     const JOB: &str = r#"

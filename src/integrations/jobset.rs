@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn pod_sets_per_replicated_job() {
-        let v: serde_json::Value = serde_yaml::from_str(
+        let v: serde_json::Value = serde_norway::from_str(
             r#"
 apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet

@@ -243,10 +243,10 @@ pub fn parse_file(file: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyFileE
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let mut last_error: Option<String> = None;
-    // serde_yaml's document iterator repeats a syntax error forever instead of ending, so
+    // serde_norway's document iterator repeats a syntax error forever instead of ending, so
     // stop at a repeated error, and never read more documents than the text has lines.
     let max_docs = text.lines().count() + 1;
-    for (i, doc) in serde_yaml::Deserializer::from_str(text)
+    for (i, doc) in serde_norway::Deserializer::from_str(text)
         .enumerate()
         .take(max_docs)
     {
@@ -267,7 +267,7 @@ pub fn parse_file(file: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyFileE
                 let loc = e.inner().location();
                 let path = e.path().to_string();
                 let inner = strip_location(&e.inner().to_string());
-                // serde_yaml already names the path in some messages; do not repeat it.
+                // serde_norway already names the path in some messages; do not repeat it.
                 let message = if path == "." || inner.starts_with(&format!("{path}: ")) {
                     inner
                 } else {
@@ -520,7 +520,7 @@ fn nth_item_line(text: &str, key_line: usize, end: usize, i: usize) -> Option<us
         .map(|(n, _)| n)
 }
 
-/// serde_yaml appends "at line L column C" to messages; the location is reported separately.
+/// serde_norway appends "at line L column C" to messages; the location is reported separately.
 fn strip_location(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),

@@ -202,7 +202,7 @@ pub struct ExistingObjects {
 impl GeneratorConfig {
     /// Parses `generator.yaml`; `source` names the file in errors.
     pub fn from_yaml(source: &str, yaml: &str) -> Result<Self, SimError> {
-        let de = serde_yaml::Deserializer::from_str(yaml);
+        let de = serde_norway::Deserializer::from_str(yaml);
         serde_path_to_error::deserialize(de).map_err(|e| SimError::Generator {
             source_name: source.to_string(),
             message: format!("{}: {}", e.path(), e.inner()),

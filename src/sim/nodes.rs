@@ -72,7 +72,7 @@ pub struct ExpandedNodes {
 impl NodesConfig {
     /// Parses a `nodes.yaml`; errors name the file and the field path.
     pub fn from_yaml(source: &str, yaml: &str) -> Result<Self, SimError> {
-        let de = serde_yaml::Deserializer::from_str(yaml);
+        let de = serde_norway::Deserializer::from_str(yaml);
         serde_path_to_error::deserialize(de).map_err(|e| SimError::Scenario {
             source_name: source.to_string(),
             message: format!("{}: {}", e.path(), e.inner()),

@@ -493,7 +493,7 @@ pub fn secret_manifest(
         data: Some(data),
         ..Default::default()
     };
-    serde_yaml::to_string(&secret).map_err(|e| CertsError::Invalid {
+    serde_norway::to_string(&secret).map_err(|e| CertsError::Invalid {
         path: PathBuf::from(name),
         reason: e.to_string(),
     })
@@ -541,7 +541,7 @@ fn split_documents(yaml: &str) -> Vec<String> {
 }
 
 fn is_webhook_configuration(doc: &str) -> Result<bool, String> {
-    let value: serde_yaml::Value = serde_yaml::from_str(doc).map_err(|e| e.to_string())?;
+    let value: serde_norway::Value = serde_norway::from_str(doc).map_err(|e| e.to_string())?;
     Ok(value
         .get("kind")
         .and_then(|k| k.as_str())
@@ -604,8 +604,8 @@ fn patch_document(doc: &str, ca: &str) -> (String, usize) {
 }
 
 fn verify_document(doc: &str, ca: &str, expected: usize) -> Result<(), String> {
-    let value: serde_yaml::Value =
-        serde_yaml::from_str(doc).map_err(|e| format!("patched YAML does not parse: {e}"))?;
+    let value: serde_norway::Value =
+        serde_norway::from_str(doc).map_err(|e| format!("patched YAML does not parse: {e}"))?;
     let webhooks = value
         .get("webhooks")
         .and_then(|w| w.as_sequence())
@@ -638,7 +638,7 @@ pub fn kubectl_patches(
     for path in yaml_files(manifests_dir)? {
         let text = fs::read_to_string(&path).map_err(io_err(&path))?;
         for doc in split_documents(&text) {
-            let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(&doc) else {
+            let Ok(value) = serde_norway::from_str::<serde_norway::Value>(&doc) else {
                 continue;
             };
             let Some(kind) = value.get("kind").and_then(|k| k.as_str()) else {
@@ -911,7 +911,7 @@ mod tests {
         let serving = issue_serving(&ca, &service_dns_names("s", "n"), Duration::from_secs(3600))
             .expect("serving");
         let yaml = secret_manifest("kuota-webhook-tls", "n", &ca, &serving).expect("yaml");
-        let secret: Secret = serde_yaml::from_str(&yaml).expect("parses as Secret");
+        let secret: Secret = serde_norway::from_str(&yaml).expect("parses as Secret");
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
         let data = secret.data.expect("data");
         assert_eq!(data["ca.crt"].0, ca.cert_pem.as_bytes());

@@ -170,8 +170,8 @@ fn rules_file(dir: &Path) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/prometheus/rules.yaml"),
     )
     .expect("rules.yaml");
-    let rule: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
-    let plain = serde_yaml::to_string(&rule["spec"]).expect("yaml");
+    let rule: serde_norway::Value = serde_norway::from_str(&text).expect("yaml");
+    let plain = serde_norway::to_string(&rule["spec"]).expect("yaml");
     let path = dir.join("rules.yml");
     std::fs::write(&path, plain).expect("write rules");
     path
@@ -352,7 +352,7 @@ fn dashboards_and_rules_against_a_real_prometheus() {
         }
     }
     let rule_doc: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&rules).expect("rules")).expect("yaml");
+        serde_norway::from_str(&std::fs::read_to_string(&rules).expect("rules")).expect("yaml");
     for g in rule_doc["groups"].as_array().expect("groups") {
         for r in g["rules"].as_array().expect("rules") {
             // Parses and evaluates; an alert need not fire.

@@ -4,7 +4,7 @@
 
 use super::Scenario;
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -94,7 +94,7 @@ impl FlavorsSpec {
 
 /// Parses a suite file; the error names the path of the offending field.
 pub fn parse(text: &str) -> Result<Suite, String> {
-    let de = serde_yaml::Deserializer::from_str(text);
+    let de = serde_norway::Deserializer::from_str(text);
     let suite: Suite = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         format!("at `{path}`: {}", e.into_inner())

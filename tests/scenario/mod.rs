@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 
 pub mod kueue;
@@ -243,7 +243,7 @@ impl TryFrom<Value> for Usage {
                 total: Some(v),
                 borrowed: None,
             })),
-            other => serde_yaml::from_value(other)
+            other => serde_norway::from_value(other)
                 .map(Usage)
                 .map_err(|e| e.to_string()),
         }
@@ -259,10 +259,10 @@ impl TryFrom<Value> for Preempted {
     type Error = String;
     fn try_from(v: Value) -> Result<Self, String> {
         match v {
-            Value::Sequence(_) => serde_yaml::from_value::<Vec<String>>(v)
+            Value::Sequence(_) => serde_norway::from_value::<Vec<String>>(v)
                 .map(|l| Preempted(l.into_iter().map(|k| (k, None)).collect()))
                 .map_err(|e| e.to_string()),
-            other => serde_yaml::from_value::<BTreeMap<String, String>>(other)
+            other => serde_norway::from_value::<BTreeMap<String, String>>(other)
                 .map(|m| Preempted(m.into_iter().map(|(k, r)| (k, Some(r))).collect()))
                 .map_err(|e| e.to_string()),
         }
@@ -272,13 +272,13 @@ impl TryFrom<Value> for Preempted {
 fn str_or<T: DeserializeOwned>(v: Value, short: impl FnOnce(String) -> T) -> Result<T, String> {
     match v {
         Value::String(s) => Ok(short(s)),
-        other => serde_yaml::from_value(other).map_err(|e| e.to_string()),
+        other => serde_norway::from_value(other).map_err(|e| e.to_string()),
     }
 }
 
 /// Parses a scenario file; the error names the path of the offending field.
 pub fn parse(text: &str) -> Result<Scenario, String> {
-    let de = serde_yaml::Deserializer::from_str(text);
+    let de = serde_norway::Deserializer::from_str(text);
     let sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         format!("at `{path}`: {}", e.into_inner())

@@ -107,10 +107,10 @@ pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Manifest>, Vec<Pr
         object,
         message,
     };
-    // Pass 1: syntax. serde_yaml keeps yielding the same error after a syntax error, so stop.
+    // Pass 1: syntax. serde_norway keeps yielding the same error after a syntax error, so stop.
     let mut values = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(yaml).enumerate() {
-        match serde_yaml::Value::deserialize(doc) {
+    for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
+        match serde_norway::Value::deserialize(doc) {
             Ok(v) => values.push(v),
             Err(e) => {
                 let line = e.location().map(|l| l.line());
@@ -126,7 +126,7 @@ pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Manifest>, Vec<Pr
     }
     // Pass 2: the same documents again, now decoded into the types their kind selects, so
     // that serde errors carry line numbers.
-    for ((i, doc), value) in serde_yaml::Deserializer::from_str(yaml)
+    for ((i, doc), value) in serde_norway::Deserializer::from_str(yaml)
         .enumerate()
         .zip(values)
     {
@@ -143,7 +143,7 @@ pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Manifest>, Vec<Pr
             ));
             continue;
         };
-        let get = |k: &str| map.get(k).and_then(serde_yaml::Value::as_str);
+        let get = |k: &str| map.get(k).and_then(serde_norway::Value::as_str);
         let (Some(api_version), Some(kind)) = (get("apiVersion"), get("kind")) else {
             let missing = if get("apiVersion").is_none() {
                 "apiVersion"
@@ -161,7 +161,7 @@ pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Manifest>, Vec<Pr
         let name = map
             .get("metadata")
             .and_then(|m| m.get("name"))
-            .and_then(serde_yaml::Value::as_str)
+            .and_then(serde_norway::Value::as_str)
             .unwrap_or("");
         let object = Some(format!("{kind} {name:?}"));
         match decode(api_version, kind, doc, &value) {
@@ -203,8 +203,8 @@ impl DecodeError {
 fn decode(
     api_version: &str,
     kind: &str,
-    doc: serde_yaml::Deserializer<'_>,
-    value: &serde_yaml::Value,
+    doc: serde_norway::Deserializer<'_>,
+    value: &serde_norway::Value,
 ) -> Result<Manifest, DecodeError> {
     let Some((_, versions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
         let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
@@ -338,8 +338,8 @@ fn decode(
 /// Decodes a document into a type of ours whose envelope rejects unknown keys, then checks
 /// the nested Kubernetes types (ObjectMeta, PodTemplateSpec, ...) that ignore them.
 fn typed<T: DeserializeOwned + RoundTrip>(
-    doc: serde_yaml::Deserializer<'_>,
-    value: &serde_yaml::Value,
+    doc: serde_norway::Deserializer<'_>,
+    value: &serde_norway::Value,
 ) -> Result<T, DecodeError> {
     let t: T = serde_path_to_error::deserialize(doc).map_err(|e| {
         let inner = e.inner();
@@ -359,8 +359,8 @@ fn typed<T: DeserializeOwned + RoundTrip>(
 
 /// Decodes a Kubernetes built-in type and rejects keys it would silently drop.
 fn strict<T: DeserializeOwned + Serialize>(
-    doc: serde_yaml::Deserializer<'_>,
-    value: &serde_yaml::Value,
+    doc: serde_norway::Deserializer<'_>,
+    value: &serde_norway::Value,
 ) -> Result<T, DecodeError> {
     struct Plain<T>(T);
     impl<T: Serialize> RoundTrip for Plain<T> {
@@ -405,7 +405,7 @@ impl RoundTrip for WpcEnvelope {
 
 /// Fails on the first key present (and non-empty) in the input but absent after decoding.
 fn unknown_fields(
-    input: &serde_yaml::Value,
+    input: &serde_norway::Value,
     output: &serde_json::Value,
 ) -> Result<(), DecodeError> {
     // Non-string keys cannot reach our types; serde already rejected those it saw.
@@ -469,8 +469,8 @@ fn first_unknown(
     }
 }
 
-/// Drops serde_yaml's own " at line L column C" suffix and path prefix (we print both our way).
-fn strip_location(msg: &str, e: &serde_yaml::Error) -> String {
+/// Drops serde_norway's own " at line L column C" suffix and path prefix (we print both our way).
+fn strip_location(msg: &str, e: &serde_norway::Error) -> String {
     let mut m = msg.to_string();
     if let Some(l) = e.location() {
         let suffix = format!(" at line {} column {}", l.line(), l.column());

@@ -415,7 +415,7 @@ resourceGroups:
 
     #[test]
     fn cluster_queue_converts_to_v1beta2() {
-        let v1: ClusterQueueSpec = serde_yaml::from_str(CQ).expect("valid");
+        let v1: ClusterQueueSpec = serde_norway::from_str(CQ).expect("valid");
         let v2: v2cq::ClusterQueueSpec = v1.clone().into();
         assert_eq!(v2.cohort(), Some("team"));
         let f = v2.flavor_fungibility.clone().unwrap_or_default();
@@ -437,16 +437,16 @@ resourceGroups:
     #[test]
     fn fungibility_values_are_per_field() {
         assert!(
-            serde_yaml::from_str::<FlavorFungibility>("whenCanBorrow: Preempt").is_err(),
+            serde_norway::from_str::<FlavorFungibility>("whenCanBorrow: Preempt").is_err(),
             "Preempt is not a whenCanBorrow value"
         );
-        assert!(serde_yaml::from_str::<ClusterQueueSpec>("cohortName: x").is_err());
+        assert!(serde_norway::from_str::<ClusterQueueSpec>("cohortName: x").is_err());
     }
 
     #[test]
     fn local_queue_status_renames_usage() {
         let y = "flavorUsage: [{name: f, resources: [{name: cpu, total: '1'}]}]\n";
-        let s: LocalQueueStatus = serde_yaml::from_str(y).expect("valid");
+        let s: LocalQueueStatus = serde_norway::from_str(y).expect("valid");
         let lq = LocalQueue {
             metadata: Default::default(),
             spec: LocalQueueSpec::default(),

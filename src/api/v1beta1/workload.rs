@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn priority_class_source_maps_to_ref_and_back() {
         let yaml = "priorityClassName: high\npriorityClassSource: kueue.x-k8s.io/workloadpriorityclass\npriority: 10\npodSets: []\n";
-        let v1: WorkloadSpec = serde_yaml::from_str(yaml).expect("valid");
+        let v1: WorkloadSpec = serde_norway::from_str(yaml).expect("valid");
         let v2: v2wl::WorkloadSpec = v1.clone().into();
         assert_eq!(
             v2.priority_class_ref,
@@ -353,7 +353,7 @@ mod tests {
         let back: WorkloadSpec = v2.into();
         assert_eq!(back, v1);
 
-        let pod: WorkloadSpec = serde_yaml::from_str("priorityClassName: p\n").expect("valid");
+        let pod: WorkloadSpec = serde_norway::from_str("priorityClassName: p\n").expect("valid");
         let v2: v2wl::WorkloadSpec = pod.into();
         assert_eq!(v2.priority_class_ref, Some(PriorityClassRef::pod("p")));
     }
@@ -361,7 +361,7 @@ mod tests {
     #[test]
     fn topology_domains_round_trip() {
         let yaml = "levels: [block, rack]\ndomains:\n- {values: [b1, r1], count: 4}\n- {values: [b1, r2], count: 2}\n";
-        let v1: TopologyAssignment = serde_yaml::from_str(yaml).expect("valid");
+        let v1: TopologyAssignment = serde_norway::from_str(yaml).expect("valid");
         let v2: v2ws::TopologyAssignment = v1.clone().into();
         assert_eq!(v2.slices.len(), 1);
         assert_eq!(v2.slices[0].domain_count, 2);
@@ -372,7 +372,7 @@ mod tests {
     #[test]
     fn misspelt_status_field_is_read() {
         let s: WorkloadStatus =
-            serde_yaml::from_str("accumulatedPastExexcutionTimeSeconds: 7\n").expect("valid");
+            serde_norway::from_str("accumulatedPastExexcutionTimeSeconds: 7\n").expect("valid");
         let v2: v2ws::WorkloadStatus = s.into();
         assert_eq!(v2.accumulated_past_execution_time_seconds, Some(7));
     }

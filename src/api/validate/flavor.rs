@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn flavor_rules() {
-        let spec = serde_yaml::from_str(
+        let spec = serde_norway::from_str(
             "topologyName: t\nnodeTaints:\n- {key: spot, effect: NoSchedule}\n- {key: spot, effect: NoSchedule}\n- {key: x, effect: Sometimes}\ntolerations:\n- {operator: Equal, value: a}\n",
         )
         .expect("valid");
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn topology_rules() {
-        let spec = serde_yaml::from_str(
+        let spec = serde_norway::from_str(
             "levels:\n- nodeLabel: kubernetes.io/hostname\n- nodeLabel: rack\n- nodeLabel: rack\n",
         )
         .expect("valid");

@@ -369,7 +369,7 @@ mod tests {
     use super::*;
 
     fn cq(yaml: &str) -> ClusterQueue {
-        let spec = serde_yaml::from_str(yaml).expect("test spec parses");
+        let spec = serde_norway::from_str(yaml).expect("test spec parses");
         ClusterQueue::new("cq", spec)
     }
 
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn cohort_and_local_queue() {
-        let spec = serde_yaml::from_str("resourceGroups:\n- coveredResources: [cpu]\n  flavors:\n  - name: f\n    resources: [{name: cpu, nominalQuota: 1, lendingLimit: 3}]\n").expect("valid");
+        let spec = serde_norway::from_str("resourceGroups:\n- coveredResources: [cpu]\n  flavors:\n  - name: f\n    resources: [{name: cpu, nominalQuota: 1, lendingLimit: 3}]\n").expect("valid");
         let c = Cohort::new("root", spec);
         let m = msgs(&validate_cohort(&c));
         assert_eq!(m, vec!["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: Invalid value: \"3\": must be nil when parent is empty".to_string()]);

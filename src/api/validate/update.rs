@@ -152,7 +152,7 @@ mod tests {
     use crate::api::localqueue::LocalQueueSpec;
 
     fn wl(yaml: &str) -> Workload {
-        let mut w: Workload = serde_yaml::from_str(yaml).expect("test workload parses");
+        let mut w: Workload = serde_norway::from_str(yaml).expect("test workload parses");
         w.metadata.namespace = Some("ns".into());
         w
     }
@@ -222,7 +222,7 @@ status:
             ["spec.clusterQueue: Invalid value: \"b\": field is immutable"]
         );
         let t: Topology =
-            serde_yaml::from_str("metadata: {name: t}\nspec: {levels: [{nodeLabel: rack}]}")
+            serde_norway::from_str("metadata: {name: t}\nspec: {levels: [{nodeLabel: rack}]}")
                 .expect("valid");
         let mut t2 = t.clone();
         t2.spec.levels[0].node_label = "block".into();
@@ -235,7 +235,7 @@ status:
         );
         // With the hostname lowest on both sides, levels above it may change.
         let with_host = |levels: &str| -> Topology {
-            serde_yaml::from_str(&format!(
+            serde_norway::from_str(&format!(
                 "metadata: {{name: t}}\nspec: {{levels: {levels}}}"
             ))
             .expect("valid")

@@ -223,7 +223,7 @@ mod tests {
     use super::*;
 
     fn wl(yaml: &str) -> Workload {
-        let spec = serde_yaml::from_str(yaml).expect("test spec parses");
+        let spec = serde_norway::from_str(yaml).expect("test spec parses");
         let mut w = Workload::new("wl", spec);
         w.metadata.namespace = Some("default".into());
         w

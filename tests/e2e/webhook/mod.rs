@@ -194,7 +194,7 @@ pub struct Registration {
 fn manifest<T: serde::de::DeserializeOwned>(file: &str) -> T {
     let path = format!("{}/manifests/base/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// Points one webhook of the manifests at `base` and scopes it to the test.
