@@ -177,3 +177,34 @@ fn conversion_points_at_the_webhook_service() {
         assert_eq!(conv["webhook"]["conversionReviewVersions"][0], "v1");
     }
 }
+
+/// The Helm chart cannot read files outside its directory, so it carries a copy of
+/// manifests/crds; with `committed_crds_match_the_generator` this keeps the copy generated.
+#[test]
+fn the_helm_chart_carries_the_committed_crds() {
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/helm/kuota/files/crds");
+    let names = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("kueue.x-k8s.io_") && n.ends_with(".yaml"))
+            .collect()
+    };
+    let (committed, copied) = (names(Path::new(DIR)), names(&chart));
+    let mut stale: Vec<String> = committed
+        .symmetric_difference(&copied)
+        .map(|n| format!("{n} is in only one of them"))
+        .collect();
+    for name in committed.intersection(&copied) {
+        let read = |dir: &Path| std::fs::read(dir.join(name)).expect("read CRD");
+        if read(Path::new(DIR)) != read(&chart) {
+            stale.push(format!("{name} differs"));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "manifests/helm/kuota/files/crds is not a copy of manifests/crds ({}); refresh it with \
+         `cp manifests/crds/kueue.x-k8s.io_*.yaml manifests/helm/kuota/files/crds/`",
+        stale.join("; ")
+    );
+}

@@ -50,7 +50,7 @@ fn dry_run(dir: &str) -> Vec<String> {
 }
 
 /// Namespaced objects are dry-run into kuota-system, which must exist for that.
-async fn ensure_kuota_system(client: &Client) {
+pub(super) async fn ensure_kuota_system(client: &Client) {
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "kuota-system"}})).expect("ns");
     Api::<Namespace>::all(client.clone())
@@ -64,7 +64,7 @@ async fn ensure_kuota_system(client: &Client) {
 }
 
 /// A CRD that accepts any spec, standing in for an operator that is not installed.
-async fn stand_in_crd(client: &Client, group: &str, kind: &str, plural: &str) {
+pub(super) async fn stand_in_crd(client: &Client, group: &str, kind: &str, plural: &str) {
     stand_in_crd_versioned(client, group, "v1", kind, plural).await;
 }
 
@@ -111,7 +111,7 @@ pub async fn stand_in_crd_versioned(
     assert!(established.is_some(), "{name} not established");
 }
 
-fn has(lines: &[String], object: &str) -> bool {
+pub(super) fn has(lines: &[String], object: &str) -> bool {
     lines
         .iter()
         .any(|l| l.starts_with(object) && l.contains("(server dry run)"))

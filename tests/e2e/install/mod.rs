@@ -5,6 +5,7 @@
 mod bad_input;
 mod compat;
 mod fixtures;
+mod helm;
 mod kustomize;
 mod samples;
 
