@@ -186,7 +186,12 @@ fn the_helm_chart_carries_the_committed_crds() {
     let names = |dir: &Path| -> BTreeSet<String> {
         std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .filter(|n| n.starts_with("kueue.x-k8s.io_") && n.ends_with(".yaml"))
             .collect()
     };

@@ -279,16 +279,19 @@ fn the_chart_follows_its_values() {
     assert_eq!(container["image"], "registry.example/kuota:1.2.3");
     assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
     // Only the enabled frameworks get webhooks, and the controller rights to their kinds.
-    let hooks: Vec<&str> = find("ValidatingWebhookConfiguration", "kuota-validating-webhook")
-        ["webhooks"]
-        .as_array()
-        .expect("webhooks")
-        .iter()
-        .filter_map(|w| w["name"].as_str())
-        .filter(|n| !n.contains("kueue") && !n.starts_with("vc") && !n.starts_with("vw"))
-        .take(3)
-        .collect();
-    assert_eq!(hooks, ["vjob.kb.io", "vjob-unlabelled.kuota.dev", "vpod.kb.io"]);
+    let hooks: Vec<&str> =
+        find("ValidatingWebhookConfiguration", "kuota-validating-webhook")["webhooks"]
+            .as_array()
+            .expect("webhooks")
+            .iter()
+            .filter_map(|w| w["name"].as_str())
+            .filter(|n| !n.contains("kueue") && !n.starts_with("vc") && !n.starts_with("vw"))
+            .take(3)
+            .collect();
+    assert_eq!(
+        hooks,
+        ["vjob.kb.io", "vjob-unlabelled.kuota.dev", "vpod.kb.io"]
+    );
     let groups: BTreeSet<&str> = find("ClusterRole", "kuota-controller")["rules"]
         .as_array()
         .expect("rules")
@@ -307,7 +310,10 @@ fn the_chart_follows_its_values() {
     .expect("Configuration YAML");
     let config = serde_json::to_value(config).expect("json");
     assert_eq!(config["manageJobsWithoutQueueName"], true);
-    assert_eq!(config["integrations"]["frameworks"], serde_json::json!(["batch/job", "pod"]));
+    assert_eq!(
+        config["integrations"]["frameworks"],
+        serde_json::json!(["batch/job", "pod"])
+    );
     assert_eq!(config["kind"], "Configuration");
     // The cert-manager mode keeps the same hardening.
     assert_hardened(&objects(&render(&["certificates.mode=cert-manager"])));
@@ -327,7 +333,10 @@ fn dry_run(rendered: &str) -> Vec<String> {
         &path,
     ]);
     let _ = std::fs::remove_file(&file);
-    assert!(ok, "kubectl apply --dry-run=server of the chart failed:\n{stderr}\n{stdout}");
+    assert!(
+        ok,
+        "kubectl apply --dry-run=server of the chart failed:\n{stderr}\n{stdout}"
+    );
     stdout.lines().map(str::to_string).collect()
 }
 
@@ -336,13 +345,27 @@ async fn the_rendered_chart_passes_server_side_validation() {
     let client = client().await;
     ensure_crds(&client).await;
     ensure_kuota_system(&client).await;
-    stand_in_crd(&client, "monitoring.coreos.com", "ServiceMonitor", "servicemonitors").await;
+    stand_in_crd(
+        &client,
+        "monitoring.coreos.com",
+        "ServiceMonitor",
+        "servicemonitors",
+    )
+    .await;
     stand_in_crd(&client, "cert-manager.io", "Issuer", "issuers").await;
     stand_in_crd(&client, "cert-manager.io", "Certificate", "certificates").await;
     let _conversion = super::CONVERSION_LOCK.lock().await;
     let lines = dry_run(&render(&[]));
-    assert_eq!(lines.len(), 24, "every object of the chart:\n{}", lines.join("\n"));
-    assert!(lines.iter().all(|l| l.contains("(server dry run)")), "{lines:?}");
+    assert_eq!(
+        lines.len(),
+        24,
+        "every object of the chart:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines.iter().all(|l| l.contains("(server dry run)")),
+        "{lines:?}"
+    );
     let lines = dry_run(&render(&[
         "certificates.mode=cert-manager",
         "monitoring.serviceMonitor.enabled=true",
@@ -354,7 +377,11 @@ async fn the_rendered_chart_passes_server_side_validation() {
         "customresourcedefinition.apiextensions.k8s.io/workloads.kueue.x-k8s.io",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/kuota-validating-webhook",
     ] {
-        assert!(has(&lines, object), "{object} missing:\n{}", lines.join("\n"));
+        assert!(
+            has(&lines, object),
+            "{object} missing:\n{}",
+            lines.join("\n")
+        );
     }
     assert_eq!(lines.len(), 27, "{}", lines.join("\n"));
 }
