@@ -8,7 +8,7 @@
 use super::inventory::{Dom, Inventory, NodeRec, Tree};
 use super::request::{PodSetPlacementRequest, TopologyMode};
 use crate::api::selector;
-use crate::engine::resources::{Names, ResourceId};
+use crate::names::{Names, ResourceId};
 
 /// How domains and nodes are chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

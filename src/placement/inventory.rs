@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
 use crate::api::{self, quantity::parse_milli};
-use crate::engine::resources::{Names, ResourceId};
+use crate::names::{Names, ResourceId};
 
 /// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
 const MAX_SLOTS: i64 = 256;

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::*;
 use crate::api;
-use crate::engine::resources::Names;
+use crate::names::Names;
 
 const GPU: &str = "nvidia.com/gpu";
 
