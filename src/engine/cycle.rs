@@ -565,7 +565,7 @@ impl Engine {
             Mode::Preempt => {
                 let node = self.cqs[c as usize].node;
                 a.usage.iter().any(|&(fr, v)| {
-                    self.tree.usage(node, fr) + v > self.tree.subtree_quota(node, fr)
+                    self.tree.borrowing_with(node, fr, v)
                 })
             }
             Mode::Wait | Mode::NoFit => false,

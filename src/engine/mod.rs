@@ -225,7 +225,8 @@ pub enum WorkloadState {
     Finished,
 }
 
-/// Quota use of one (flavor, resource) in a ClusterQueue, in milli-units.
+/// Quota use of one (flavor, resource) in a ClusterQueue, in the engine's unit for the
+/// resource (`api::quantity::resource_value`: milli for cpu, whole units otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FlavorResourceUsage {
     pub total: i64,
