@@ -292,8 +292,7 @@ impl Assigner<'_> {
                 let val = before.saturating_add(v);
                 let avail = self.tree.available(self.node, fr);
                 let mode = if val <= avail {
-                    if self.tree.borrowing_with(self.node, fr, val)
-                    {
+                    if self.tree.borrowing_with(self.node, fr, val) {
                         cand.borrows = true;
                     }
                     Mode::Fit

@@ -63,12 +63,9 @@ impl<T: ?Sized + PartialEq> Shared<T> {
     }
 
     /// How many distinct values are pooled.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

@@ -25,7 +25,6 @@ pub struct Flavor {
     pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub tolerations: Vec<Toleration>,
-    pub topology_name: Option<String>,
 }
 
 impl Flavor {
@@ -34,7 +33,6 @@ impl Flavor {
             node_labels: rf.spec.node_labels.clone().unwrap_or_default(),
             taints: rf.spec.node_taints.clone().unwrap_or_default(),
             tolerations: rf.spec.tolerations.clone().unwrap_or_default(),
-            topology_name: rf.spec.topology_name.clone(),
         }
     }
 }
@@ -105,10 +103,6 @@ impl CqSpec {
     pub fn group_of(&self, r: ResourceId) -> Option<usize> {
         self.groups.iter().position(|g| g.resources.contains(&r))
     }
-
-    pub fn covers(&self, r: ResourceId) -> bool {
-        self.group_of(r).is_some()
-    }
 }
 
 /// A model-building error; it names the field like the API validation does.
@@ -133,8 +127,9 @@ fn quantity(
 fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
     match fs.as_ref().and_then(|f| f.weight.as_ref()) {
         // A weight is no resource: milli-units, so 0.5 stays distinct from 1.
-        Some(w) => parse_milli(w)
-            .map_err(|e| ModelError(format!("{field}.fairSharing.weight: {e}"))),
+        Some(w) => {
+            parse_milli(w).map_err(|e| ModelError(format!("{field}.fairSharing.weight: {e}")))
+        }
         None => Ok(1000),
     }
 }
@@ -162,7 +157,8 @@ pub fn read_groups(
                 let base = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
                 let r = names.resource(&rq.name);
                 let fr = names.fr(f, r);
-                let nominal = quantity(&rq.name, &rq.nominal_quota, &format!("{base}.nominalQuota"))?;
+                let nominal =
+                    quantity(&rq.name, &rq.nominal_quota, &format!("{base}.nominalQuota"))?;
                 let borrowing = rq
                     .borrowing_limit
                     .as_ref()

@@ -171,8 +171,11 @@ impl QuotaTree {
         if let Some(bl) = n.limits.borrowing_limit(fr) {
             let stored_in_parent = n.subtree_quota.get(fr).saturating_sub(guaranteed);
             let used_in_parent = n.usage.get(fr).saturating_sub(guaranteed).max(0);
-            from_parent =
-                from_parent.min(stored_in_parent.saturating_sub(used_in_parent).saturating_add(bl));
+            from_parent = from_parent.min(
+                stored_in_parent
+                    .saturating_sub(used_in_parent)
+                    .saturating_add(bl),
+            );
         }
         local.saturating_add(from_parent).min(room)
     }
@@ -293,19 +296,6 @@ impl QuotaTree {
             id = p;
         }
         id
-    }
-
-    /// Depth-first, deterministic list of the nodes in `id`'s subtree.
-    pub fn subtree(&self, id: NodeId) -> Vec<NodeId> {
-        let mut out = vec![];
-        let mut stack = vec![id];
-        while let Some(n) = stack.pop() {
-            out.push(n);
-            for &c in self.node(n).children.iter().rev() {
-                stack.push(c);
-            }
-        }
-        out
     }
 }
 

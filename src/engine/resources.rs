@@ -48,10 +48,6 @@ impl FrVec {
             .filter(|(_, v)| **v != 0)
             .map(|(i, v)| (i as FrId, *v))
     }
-
-    pub fn is_zero(&self) -> bool {
-        self.0.iter().all(|v| *v == 0)
-    }
 }
 
 /// A sparse list of (fr, amount), used for one workload's usage: short and cache-friendly.

@@ -584,10 +584,7 @@ impl Inventory {
             }
         }
         for (r, m) in max {
-            if t.hist_res.len() < MAX_HISTS
-                && !self.no_hist.contains(&r)
-                && m <= MAX_SLOTS
-            {
+            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m <= MAX_SLOTS {
                 t.hist_res.push(r);
                 t.hist_max.push(m);
             }

@@ -132,9 +132,18 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
                 resource: Value::new(&q.resource),
                 replica_role: role,
             };
-            reservation.2.get_or_create(&l).set(units(&q.resource, q.reserved));
-            usage.2.get_or_create(&l).set(units(&q.resource, q.reserved));
-            nominal.2.get_or_create(&l).set(units(&q.resource, q.nominal));
+            reservation
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.reserved));
+            usage
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.reserved));
+            nominal
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.nominal));
             if let Some(b) = q.borrowing_limit {
                 borrowing.2.get_or_create(&l).set(units(&q.resource, b));
             }
