@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use kuota::api;
-use kuota::engine::resources::Names;
+use kuota::names::Names;
 use kuota::placement::{
     Inventory, NodePoolSpec, PodSetPlacementRequest, PoolLevel, Strategy, TopologyMode,
 };

@@ -318,7 +318,7 @@ impl<'a> Runner<'a> {
                             .trim()
                             .to_string(),
                     };
-                    match milli(v) {
+                    match amount(r, v) {
                         Ok(m) => _ = milli_usage.insert(r.clone(), m),
                         Err(e) => out.push(format!("    node-usage {node} {r}: {e}")),
                     }
@@ -475,13 +475,13 @@ impl<'a> Runner<'a> {
                     .resource_usage
                     .iter()
                     .filter_map(|(r, q)| {
-                        api::quantity::parse_milli(q)
+                        api::quantity::resource_value(r, q)
                             .ok()
                             .map(|v| (r.clone(), v / count))
                     })
                     .collect();
                 // Every pod takes one of the node's `pods` slots.
-                per_pod.entry("pods".into()).or_insert(1000);
+                per_pod.entry("pods".into()).or_insert(1);
                 let mut nodes = BTreeMap::new();
                 for (n, c) in p.nodes {
                     *nodes.entry(n).or_insert(0) += c;
@@ -586,7 +586,7 @@ impl<'a> Runner<'a> {
                     0
                 };
                 if got + ext > *alloc {
-                    let q = api::quantity::format_milli_string;
+                    let q = |v: i64| api::quantity::resource_quantity_string(r, v);
                     out.push(format!(
                         "    node {n} over-committed on {r}: placed {} + external {} > allocatable {} ({})",
                         q(got),
@@ -683,7 +683,7 @@ impl<'a> Runner<'a> {
                 let status = node.status.clone().unwrap_or_default();
                 let mut allocatable = BTreeMap::new();
                 for (r, q) in status.allocatable.iter().flatten() {
-                    let v = api::quantity::parse_milli(q)
+                    let v = api::quantity::resource_value(r, q)
                         .map_err(|e| format!("{source}: Node allocatable {r}: {e}"))?;
                     allocatable.insert(r.clone(), v);
                 }
@@ -906,7 +906,7 @@ impl<'a> Runner<'a> {
                 .cloned()
                 .unwrap_or_default();
             let w = want.get(&fr).map(|u| &u.0);
-            let parse = |v: Option<&serde_norway::Value>| v.map(milli).transpose();
+            let parse = |v: Option<&serde_norway::Value>| v.map(|v| amount(r, v)).transpose();
             let (total, borrowed) = match (
                 parse(w.and_then(|w| w.total.as_ref())),
                 parse(w.and_then(|w| w.borrowed.as_ref())),
@@ -921,7 +921,7 @@ impl<'a> Runner<'a> {
             if total.is_some_and(|t| t != got.total) || borrowed.is_some_and(|b| b != got.borrowed)
             {
                 let q = |v: Option<i64>| {
-                    v.map(api::quantity::format_milli_string)
+                    v.map(|v| api::quantity::resource_quantity_string(r, v))
                         .unwrap_or_else(|| "*".into())
                 };
                 let expected = if w.is_none() {
@@ -946,13 +946,14 @@ fn render_nodes(nodes: &BTreeMap<String, i32>) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn milli(v: &serde_norway::Value) -> Result<i64, String> {
+/// A quantity of `resource` in the engine's unit for it (milli for cpu, whole units else).
+fn amount(resource: &str, v: &serde_norway::Value) -> Result<i64, String> {
     let s = match v {
         serde_norway::Value::String(s) => s.clone(),
         serde_norway::Value::Number(n) => n.to_string(),
         other => return Err(format!("not a quantity: {other:?}")),
     };
-    api::quantity::parse_milli_str(&s).map_err(|e| format!("quantity `{s}`: {e}"))
+    api::quantity::resource_value_str(resource, &s).map_err(|e| format!("quantity `{s}`: {e}"))
 }
 
 fn step_kind(step: &Step) -> String {

@@ -1,7 +1,9 @@
-//! Kubernetes Quantity parsing into fixed-point milli-units and canonical formatting.
+//! Kubernetes Quantity parsing into fixed-point integers and canonical formatting.
 //!
-//! The engine works on `i64` milli-units (1 cpu = 1000, 1Gi = 1073741824000), so every
-//! Quantity is translated once, here, at the edge.
+//! The engine counts resources the way Kueue does (`resources.ResourceValue`): cpu in
+//! milli-cores, everything else in whole units rounded up (1Gi of memory = 1073741824), so
+//! memory up to 8Ei fits an `i64`. Every Quantity is translated once, here, at the edge,
+//! with [`resource_value`] and back with [`resource_quantity`].
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
@@ -35,13 +37,73 @@ pub fn parse_milli(q: &Quantity) -> Result<i64, QuantityError> {
 /// Parses a quantity string into milli-units, rounding any sub-milli remainder up.
 pub fn parse_milli_str(s: &str) -> Result<i64, QuantityError> {
     let parsed = split(s).ok_or_else(|| QuantityError::Format(s.to_string()))?;
-    let magnitude = evaluate(&parsed, s)?;
+    let magnitude = evaluate(&parsed, s, 3)?;
     let signed = if parsed.negative {
         -i128::from(magnitude)
     } else {
         i128::from(magnitude)
     };
     i64::try_from(signed).map_err(|_| QuantityError::Overflow(s.to_string()))
+}
+
+/// The resource Kueue counts in milli-units; every other resource is counted in whole units.
+pub const MILLI_RESOURCE: &str = "cpu";
+
+/// Parses a request, limit or quota of `resource` into the engine's unit for it, like
+/// Kueue's `resources.ResourceValue`: milli-units for cpu, whole units (rounded up) for
+/// everything else. Magnitudes beyond `i64` clamp to `i64::MAX`/`i64::MIN`, as Kueue's
+/// `SafeValue` does, so `100Ei` of memory is "unlimited" rather than an error.
+pub fn resource_value(resource: &str, q: &Quantity) -> Result<i64, QuantityError> {
+    resource_value_str(resource, &q.0)
+}
+
+/// String form of [`resource_value`].
+pub fn resource_value_str(resource: &str, s: &str) -> Result<i64, QuantityError> {
+    let parsed = split(s).ok_or_else(|| QuantityError::Format(s.to_string()))?;
+    let scale = if resource == MILLI_RESOURCE { 3 } else { 0 };
+    let magnitude = match evaluate(&parsed, s, scale) {
+        Ok(m) => i128::from(m),
+        Err(QuantityError::Overflow(_)) => i128::from(u64::MAX),
+        Err(e) => return Err(e),
+    };
+    let signed = if parsed.negative {
+        -magnitude
+    } else {
+        magnitude
+    };
+    Ok(i64::try_from(signed).unwrap_or(if parsed.negative { i64::MIN } else { i64::MAX }))
+}
+
+/// Formats an engine amount of `resource` (see [`resource_value`]) as a Quantity:
+/// `500m` for cpu, `9Pi` or `1500` for everything else.
+pub fn resource_quantity(resource: &str, value: i64) -> Quantity {
+    Quantity(resource_quantity_string(resource, value))
+}
+
+/// String form of [`resource_quantity`].
+pub fn resource_quantity_string(resource: &str, value: i64) -> String {
+    if resource == MILLI_RESOURCE {
+        format_milli_string(value)
+    } else {
+        format_units_string(value)
+    }
+}
+
+/// Parses a Quantity into milli-units as an `i128`, clamping beyond it: validation compares
+/// quantities of any resource (a lendingLimit with its nominalQuota, a sign) without
+/// knowing the unit the engine will count them in, and must not reject what Kueue accepts.
+pub fn parse_milli_wide(q: &Quantity) -> Result<i128, QuantityError> {
+    let parsed = split(&q.0).ok_or_else(|| QuantityError::Format(q.0.clone()))?;
+    let magnitude = match evaluate_wide(&parsed, &q.0, 3) {
+        Ok(m) => i128::try_from(m).unwrap_or(i128::MAX),
+        Err(QuantityError::Overflow(_)) => i128::MAX,
+        Err(e) => return Err(e),
+    };
+    Ok(if parsed.negative {
+        -magnitude
+    } else {
+        magnitude
+    })
 }
 
 /// Parses a Quantity into whole units, rounding up (e.g. `500m` is 1).
@@ -61,7 +123,12 @@ pub fn format_milli_string(milli: i64) -> String {
     if milli % 1000 != 0 {
         return format!("{milli}m");
     }
-    let units = milli / 1000;
+    format_units_string(milli / 1000)
+}
+
+/// Formats whole units canonically: binary suffixes (`1Gi`) for exact multiples of 1Mi and
+/// above, a plain integer otherwise.
+pub fn format_units_string(units: i64) -> String {
     let mag = units.unsigned_abs();
     const SUFFIXES: [(&str, u32); 5] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20)];
     for (suffix, shift) in SUFFIXES {
@@ -152,8 +219,16 @@ fn suffix(s: &str) -> Option<(i64, u32)> {
     })
 }
 
-/// Magnitude in milli-units, rounded up.
-fn evaluate(p: &Parsed<'_>, src: &str) -> Result<u64, QuantityError> {
+/// Magnitude in units of `10^-scale` (3: milli-units, 0: whole units), rounded up.
+fn evaluate(p: &Parsed<'_>, src: &str, scale: i64) -> Result<u64, QuantityError> {
+    u64::try_from(evaluate_wide(p, src, scale)?)
+        .ok()
+        .filter(|v| *v <= 1u64 << 63)
+        .ok_or_else(|| QuantityError::Overflow(src.to_string()))
+}
+
+/// [`evaluate`] up to `u128::MAX`.
+fn evaluate_wide(p: &Parsed<'_>, src: &str, scale: i64) -> Result<u128, QuantityError> {
     let overflow = || QuantityError::Overflow(src.to_string());
     let frac = p.frac_digits.trim_end_matches('0');
     let int = p.int_digits.trim_start_matches('0');
@@ -171,7 +246,7 @@ fn evaluate(p: &Parsed<'_>, src: &str) -> Result<u64, QuantityError> {
     }
     // Bounded by MAX_DIGITS and MAX_EXPONENT, so these casts cannot wrap.
     let frac_len = frac.len() as i64;
-    let n10 = p.exp10 + 3 - frac_len;
+    let n10 = p.exp10 + scale - frac_len;
     let d: u128 = digits
         .parse()
         .map_err(|_| QuantityError::Format(src.to_string()))?;
@@ -186,10 +261,7 @@ fn evaluate(p: &Parsed<'_>, src: &str) -> Result<u64, QuantityError> {
         let k = u32::try_from(-n10).map_err(|_| overflow())?;
         ceil_scaled(d, p.exp2, k).ok_or_else(|| QuantityError::Precision(src.to_string()))?
     };
-    u64::try_from(value)
-        .ok()
-        .filter(|v| *v <= 1u64 << 63)
-        .ok_or_else(overflow)
+    Ok(value)
 }
 
 /// `ceil(d * 2^b / 10^k)` without overflowing, for `d < 10^38`, `b <= 60`.
@@ -344,7 +416,53 @@ mod tests {
         assert_eq!(parse_units(&Quantity("-500m".into())), Ok(0));
     }
 
+    #[test]
+    fn resources_count_in_kueue_units() {
+        let v = |r: &str, s: &str| resource_value_str(r, s);
+        assert_eq!(v("cpu", "500m"), Ok(500));
+        assert_eq!(v("cpu", "2"), Ok(2000));
+        assert_eq!(v("memory", "1Gi"), Ok(1 << 30));
+        // Quotas a milli-unit i64 could not hold, which Kueue accepts.
+        assert_eq!(v("memory", "9Pi"), Ok(9 * (1i64 << 50)));
+        assert_eq!(v("memory", "1E"), Ok(1_000_000_000_000_000_000));
+        assert_eq!(v("nvidia.com/gpu", "8"), Ok(8));
+        // Whole units round up, like Kueue's Value().
+        assert_eq!(v("memory", "500m"), Ok(1));
+        assert_eq!(v("pods", "1.5"), Ok(2));
+        // Beyond i64: clamped like Kueue's SafeValue, not an error.
+        assert_eq!(v("memory", "8Ei"), Ok(i64::MAX));
+        assert_eq!(v("cpu", "1E"), Ok(i64::MAX));
+        assert_eq!(v("memory", "-10E"), Ok(i64::MIN));
+        assert_eq!(v("memory", "1e99999999999"), Ok(i64::MAX));
+        assert!(matches!(v("memory", "1Gb"), Err(QuantityError::Format(_))));
+    }
+
+    #[test]
+    fn validation_compares_quantities_beyond_i64() {
+        let w = |s: &str| parse_milli_wide(&Quantity(s.into()));
+        assert_eq!(w("9Pi"), Ok(9 * (1i128 << 50) * 1000));
+        assert!(w("9Ei").unwrap_or(0) > w("8Ei").unwrap_or(i128::MAX));
+        assert_eq!(w("-1"), Ok(-1000));
+        assert_eq!(w("1e99999"), Ok(i128::MAX));
+        assert!(matches!(w("x"), Err(QuantityError::Format(_))));
+    }
+
+    #[test]
+    fn resource_amounts_print_as_quantities() {
+        assert_eq!(resource_quantity_string("cpu", 500), "500m");
+        assert_eq!(resource_quantity_string("cpu", 2000), "2");
+        assert_eq!(resource_quantity_string("memory", 9 * (1i64 << 50)), "9Pi");
+        assert_eq!(resource_quantity_string("memory", 1500), "1500");
+        assert_eq!(resource_quantity_string("nvidia.com/gpu", 8), "8");
+    }
+
     proptest! {
+        #[test]
+        fn resource_amounts_round_trip(x in any::<i64>(), cpu in any::<bool>()) {
+            let r = if cpu { "cpu" } else { "memory" };
+            prop_assert_eq!(resource_value(r, &resource_quantity(r, x)), Ok(x));
+        }
+
         #[test]
         fn format_then_parse_round_trips(x in any::<i64>()) {
             prop_assert_eq!(parse_milli(&format_milli(x)), Ok(x));

@@ -107,7 +107,10 @@ pub fn build(
                 if psa.flavors.iter().any(|(fr, _)| *fr == r) {
                     usage.insert(
                         names.resource_name(r).to_string(),
-                        api::quantity::format_milli(per.saturating_mul(i64::from(psa.count))),
+                        api::quantity::resource_quantity(
+                            names.resource_name(r),
+                            per.saturating_mul(i64::from(psa.count)),
+                        ),
                     );
                 }
             }

@@ -50,12 +50,12 @@ pub(crate) fn may_reclaim_in_hierarchy(tree: &QuotaTree, node: NodeId, fr: FrId,
     if !tree.borrowing_with(node, fr, val) {
         return true;
     }
-    let mut remaining = val - tree.local_available(node, fr);
+    let mut remaining = val.saturating_sub(tree.local_available(node, fr));
     loop {
         if !tree.borrowing_with(t, fr, remaining) {
             return tree.parent(t).is_some();
         }
-        remaining -= tree.local_available(t, fr);
+        remaining = remaining.saturating_sub(tree.local_available(t, fr));
         match tree.parent(t) {
             Some(p) => t = p,
             None => return false,
@@ -73,12 +73,12 @@ pub(crate) fn borrow_level(tree: &QuotaTree, node: NodeId, fr: FrId, val: i64) -
     if !tree.borrowing_with(node, fr, val) {
         return 0;
     }
-    let mut remaining = val - tree.local_available(node, fr);
+    let mut remaining = val.saturating_sub(tree.local_available(node, fr));
     loop {
         if !tree.borrowing_with(t, fr, remaining) {
             return tree.height(t);
         }
-        remaining -= tree.local_available(t, fr);
+        remaining = remaining.saturating_sub(tree.local_available(t, fr));
         match tree.parent(t) {
             Some(p) => t = p,
             None => return tree.height(t),
@@ -99,7 +99,7 @@ fn fits_in_quota(
         if tree.borrowing_with(node, fr, v) {
             fits = false;
         }
-        rest.push((fr, (v - tree.local_available(node, fr)).max(0)));
+        rest.push((fr, v.saturating_sub(tree.local_available(node, fr)).max(0)));
     }
     (fits, rest)
 }

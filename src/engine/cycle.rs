@@ -101,7 +101,11 @@ impl Engine {
             self.run_pass(pass, &mut st);
         }
         // Reservations live only inside cycles: outside, the tree holds real usage only.
-        for id in std::mem::take(&mut st.charged) {
+        // In id order: the set's order must not reach the tree (sums commute, but the
+        // rule is that no hash order feeds engine state).
+        let mut charged: Vec<WlId> = std::mem::take(&mut st.charged).into_iter().collect();
+        charged.sort_unstable();
+        for id in charged {
             self.discharge(id);
         }
         for (until, cq) in std::mem::take(&mut self.oracle.get_mut().wakeups) {
@@ -564,9 +568,9 @@ impl Engine {
             Mode::Fit => a.borrows,
             Mode::Preempt => {
                 let node = self.cqs[c as usize].node;
-                a.usage.iter().any(|&(fr, v)| {
-                    self.tree.usage(node, fr) + v > self.tree.subtree_quota(node, fr)
-                })
+                a.usage
+                    .iter()
+                    .any(|&(fr, v)| self.tree.borrowing_with(node, fr, v))
             }
             Mode::Wait | Mode::NoFit => false,
         }

@@ -7,18 +7,19 @@ use smallvec::SmallVec;
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FrId, Names};
 
-/// Formats milli-units the way a user wrote them: "2", "500m", "4Gi".
-pub fn human(v: i64) -> String {
+/// Formats an amount of `resource` (milli-units for cpu, whole units otherwise) the
+/// way a user wrote it: "2", "500m", "4Gi".
+pub fn human(resource: &str, v: i64) -> String {
     const GI: i64 = 1 << 30;
     const MI: i64 = 1 << 20;
-    if v % 1000 != 0 {
+    let milli = resource == crate::api::quantity::MILLI_RESOURCE;
+    if milli && v % 1000 != 0 {
         return format!("{v}m");
     }
-    let n = v / 1000;
-    if n != 0 && n % GI == 0 {
-        format!("{}Gi", n / GI)
-    } else if n != 0 && n % MI == 0 && n >= 64 * MI {
-        format!("{}Mi", n / MI)
+    let n = if milli { v / 1000 } else { v };
+    // Binary suffixes only where a plain integer would be unreadable (64Mi and up).
+    if n != 0 && (n % GI == 0 || (n % MI == 0 && n.unsigned_abs() >= 64 * MI as u64)) {
+        crate::api::quantity::format_units_string(n)
     } else {
         n.to_string()
     }
@@ -133,7 +134,7 @@ impl Note {
                     "insufficient unused quota for {} in flavor {}, {} more needed",
                     names.resource_name(r),
                     names.flavor_name(f),
-                    human(val - avail)
+                    human(names.resource_name(r), val.saturating_sub(avail))
                 )
             }
             &Note::ExceedsMax { .. } => {
@@ -166,10 +167,11 @@ impl Note {
                 bound,
             } => {
                 let (fname, rname) = fr_names(fr);
+                let human = |v: i64| human(rname, v);
                 write!(
                     out,
                     "insufficient unused quota for {rname} in flavor {fname}, {} more needed ({} requested, {} available; nominal quota {}, {} in use",
-                    human(val - avail),
+                    human(val.saturating_sub(avail)),
                     human(val),
                     human(avail),
                     human(nominal),
@@ -204,12 +206,13 @@ impl Note {
                 bound,
             } => {
                 let (fname, rname) = fr_names(fr);
+                let human = |v: i64| human(rname, v);
                 // Kueue's words first (tools parse them), then which limit binds.
                 write!(
                     out,
                     "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({}) (",
                     human(earlier),
-                    human(val - earlier),
+                    human(val.saturating_sub(earlier)),
                     human(max),
                 )?;
                 match bound {
@@ -376,9 +379,12 @@ mod tests {
 
     #[test]
     fn formats_like_a_user_writes() {
-        assert_eq!(human(2000), "2");
-        assert_eq!(human(500), "500m");
-        assert_eq!(human(4 * (1i64 << 30) * 1000), "4Gi");
-        assert_eq!(human(0), "0");
+        assert_eq!(human("cpu", 2000), "2");
+        assert_eq!(human("cpu", 500), "500m");
+        assert_eq!(human("memory", 4 * (1i64 << 30)), "4Gi");
+        assert_eq!(human("memory", 9 * (1i64 << 50)), "9Pi");
+        assert_eq!(human("memory", 1536), "1536");
+        assert_eq!(human("nvidia.com/gpu", 8), "8");
+        assert_eq!(human("memory", 0), "0");
     }
 }

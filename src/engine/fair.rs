@@ -10,7 +10,7 @@ use super::quota::NodeId;
 use super::resources::{FrId, ResourceId};
 use super::state::Engine;
 
-/// Weighted share of `node` if `delta` (signed milli-units) were added to its usage.
+/// Weighted share of `node` if `delta` (signed amounts) were added to its usage.
 pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 {
     let tree = &eng.tree;
     let Some(parent) = tree.parent(node) else {
@@ -31,10 +31,15 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
             .iter()
             .filter(|(f, _)| *f == fr)
             .map(|(_, v)| *v)
-            .sum();
-        let b = n.usage.get(fr) + extra - n.subtree_quota.get(fr);
+            .fold(0, i64::saturating_add);
+        let b = n
+            .usage
+            .get(fr)
+            .saturating_add(extra)
+            .saturating_sub(n.subtree_quota.get(fr));
         if b > 0 {
-            *borrowing.entry(eng.names.fr_parts(fr).1).or_default() += b;
+            let e = borrowing.entry(eng.names.fr_parts(fr).1).or_default();
+            *e = e.saturating_add(b);
         }
     }
     if borrowing.is_empty() {
@@ -42,15 +47,15 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
     }
     let mut lendable: BTreeMap<ResourceId, i64> = BTreeMap::new();
     for (fr, _) in tree.nodes[parent as usize].subtree_quota.iter() {
-        *lendable.entry(eng.names.fr_parts(fr).1).or_default() +=
-            tree.potential_available(parent, fr);
+        let e = lendable.entry(eng.names.fr_parts(fr).1).or_default();
+        *e = e.saturating_add(tree.potential_available(parent, fr));
     }
     let drs = borrowing
         .iter()
         .map(|(r, b)| match lendable.get(r).copied().unwrap_or(0) {
             // Borrowing something the cohort cannot lend at all is the worst share.
             l if l <= 0 => i64::MAX / 4,
-            l => b.saturating_mul(1000) / l,
+            l => ratio_milli(*b, l),
         })
         .max()
         .unwrap_or(0);
@@ -58,5 +63,12 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
     if weight <= 0 {
         return if drs > 0 { i64::MAX / 4 } else { 0 };
     }
-    drs.saturating_mul(1000) / weight
+    ratio_milli(drs, weight)
+}
+
+/// `a * 1000 / b` for `b > 0`, exact in i128 and clamped to `i64`: a share near the amount
+/// limit must neither wrap nor lose its ordering to an early saturation.
+fn ratio_milli(a: i64, b: i64) -> i64 {
+    let r = i128::from(a) * 1000 / i128::from(b);
+    i64::try_from(r).unwrap_or(if r < 0 { i64::MIN } else { i64::MAX })
 }

@@ -289,11 +289,10 @@ impl Assigner<'_> {
                     .find(|(x, _)| *x == fr)
                     .map(|(_, v)| *v)
                     .unwrap_or(0);
-                let val = before + v;
+                let val = before.saturating_add(v);
                 let avail = self.tree.available(self.node, fr);
                 let mode = if val <= avail {
-                    if self.tree.usage(self.node, fr) + val > self.tree.subtree_quota(self.node, fr)
-                    {
+                    if self.tree.borrowing_with(self.node, fr, val) {
                         cand.borrows = true;
                     }
                     Mode::Fit

@@ -225,7 +225,8 @@ pub enum WorkloadState {
     Finished,
 }
 
-/// Quota use of one (flavor, resource) in a ClusterQueue, in milli-units.
+/// Quota use of one (flavor, resource) in a ClusterQueue, in the engine's unit for the
+/// resource (`api::quantity::resource_value`: milli for cpu, whole units otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FlavorResourceUsage {
     pub total: i64,
@@ -247,22 +248,29 @@ pub struct ClusterQueueReport {
 
 /// A hash map for keys the engine makes itself (interned ids, names it interns):
 /// foldhash instead of SipHash, which showed in every scheduling-cycle profile.
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+///
+/// For lookups only: nothing iterates one of these into a decision, a message or an
+/// output order (where order matters the engine uses BTreeMap or sorts first). The seed
+/// is fixed anyway, so even a slip would not make runs differ.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+/// The set counterpart of [`FastMap`], under the same lookup-only rule.
+pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
 
+// Internals stay inside the crate: the shells, tests/, benches/ and examples reach the
+// engine only through `Engine`, its events, decisions, config and reports.
 mod admission;
 mod classical;
 mod cycle;
-pub mod explain;
-pub mod fair;
-pub mod flavor;
-pub mod intern;
-pub mod model;
-pub mod preempt;
-pub mod queue;
-pub mod quota;
+pub(crate) mod explain;
+pub(crate) mod fair;
+pub(crate) mod flavor;
+pub(crate) mod intern;
+pub(crate) mod model;
+pub(crate) mod preempt;
+pub(crate) mod queue;
+pub(crate) mod quota;
 pub mod report;
-pub mod resources;
+pub(crate) mod resources;
 mod state;
 mod topology;
 

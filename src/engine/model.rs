@@ -11,7 +11,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::quota::Limits;
 use super::resources::{FlavorId, Names, ResourceId};
 use super::{Millis, WorkloadKey};
-use crate::api::{self, quantity::parse_milli};
+use crate::api::{
+    self,
+    quantity::{parse_milli, resource_value},
+};
 
 /// The resource Kueue counts as one per pod when a ClusterQueue covers it.
 pub const PODS_RESOURCE: &str = "pods";
@@ -22,7 +25,6 @@ pub struct Flavor {
     pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub tolerations: Vec<Toleration>,
-    pub topology_name: Option<String>,
 }
 
 impl Flavor {
@@ -31,7 +33,6 @@ impl Flavor {
             node_labels: rf.spec.node_labels.clone().unwrap_or_default(),
             taints: rf.spec.node_taints.clone().unwrap_or_default(),
             tolerations: rf.spec.tolerations.clone().unwrap_or_default(),
-            topology_name: rf.spec.topology_name.clone(),
         }
     }
 }
@@ -102,10 +103,6 @@ impl CqSpec {
     pub fn group_of(&self, r: ResourceId) -> Option<usize> {
         self.groups.iter().position(|g| g.resources.contains(&r))
     }
-
-    pub fn covers(&self, r: ResourceId) -> bool {
-        self.group_of(r).is_some()
-    }
 }
 
 /// A model-building error; it names the field like the API validation does.
@@ -118,16 +115,21 @@ impl std::fmt::Display for ModelError {
     }
 }
 
+/// An amount of `resource` in the engine's unit for it (milli for cpu, whole units else).
 fn quantity(
+    resource: &str,
     q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
     field: &str,
 ) -> Result<i64, ModelError> {
-    parse_milli(q).map_err(|e| ModelError(format!("{field}: {e}")))
+    resource_value(resource, q).map_err(|e| ModelError(format!("{field}: {e}")))
 }
 
 fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
     match fs.as_ref().and_then(|f| f.weight.as_ref()) {
-        Some(w) => quantity(w, &format!("{field}.fairSharing.weight")),
+        // A weight is no resource: milli-units, so 0.5 stays distinct from 1.
+        Some(w) => {
+            parse_milli(w).map_err(|e| ModelError(format!("{field}.fairSharing.weight: {e}")))
+        }
         None => Ok(1000),
     }
 }
@@ -155,16 +157,17 @@ pub fn read_groups(
                 let base = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
                 let r = names.resource(&rq.name);
                 let fr = names.fr(f, r);
-                let nominal = quantity(&rq.nominal_quota, &format!("{base}.nominalQuota"))?;
+                let nominal =
+                    quantity(&rq.name, &rq.nominal_quota, &format!("{base}.nominalQuota"))?;
                 let borrowing = rq
                     .borrowing_limit
                     .as_ref()
-                    .map(|q| quantity(q, &format!("{base}.borrowingLimit")))
+                    .map(|q| quantity(&rq.name, q, &format!("{base}.borrowingLimit")))
                     .transpose()?;
                 let lending = rq
                     .lending_limit
                     .as_ref()
-                    .map(|q| quantity(q, &format!("{base}.lendingLimit")))
+                    .map(|q| quantity(&rq.name, q, &format!("{base}.lendingLimit")))
                     .transpose()?;
                 limits.set(fr, nominal, borrowing, lending);
             }
@@ -292,7 +295,7 @@ fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, Mo
                 for (k, q) in limits {
                     out.insert(
                         k.clone(),
-                        quantity(q, &format!("{field}.resources.limits[{k}]"))?,
+                        quantity(k, q, &format!("{field}.resources.limits[{k}]"))?,
                     );
                 }
             }
@@ -300,7 +303,7 @@ fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, Mo
                 for (k, q) in reqs {
                     out.insert(
                         k.clone(),
-                        quantity(q, &format!("{field}.resources.requests[{k}]"))?,
+                        quantity(k, q, &format!("{field}.resources.requests[{k}]"))?,
                     );
                 }
             }
@@ -310,7 +313,8 @@ fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, Mo
     let mut total: BTreeMap<String, i64> = BTreeMap::new();
     for (i, c) in spec.containers.iter().enumerate() {
         for (k, v) in container_requests(c, &format!("{field}.containers[{i}]"))? {
-            *total.entry(k).or_default() += v;
+            let e = total.entry(k).or_default();
+            *e = e.saturating_add(v);
         }
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
@@ -320,7 +324,9 @@ fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, Mo
         }
     }
     for (k, q) in spec.overhead.iter().flatten() {
-        *total.entry(k.clone()).or_default() += quantity(q, &format!("{field}.overhead[{k}]"))?;
+        let v = quantity(k, q, &format!("{field}.overhead[{k}]"))?;
+        let e = total.entry(k.clone()).or_default();
+        *e = e.saturating_add(v);
     }
     Ok(total)
 }
@@ -395,7 +401,7 @@ impl WorkloadSpec {
                 .filter(|(_, v)| *v > 0)
                 .map(|(k, v)| (names.resource(&k), v))
                 .collect();
-            per_pod.push((names.resource(PODS_RESOURCE), 1000));
+            per_pod.push((names.resource(PODS_RESOURCE), 1));
             per_pod.sort_unstable();
             per_pod.dedup_by_key(|(r, _)| *r);
             let constraints = PodSpec {
@@ -471,6 +477,7 @@ pub fn admission_usage(
             let (f, res) = (names.flavor(flavor), names.resource(r));
             let fr = names.fr(f, res);
             let v = quantity(
+                r,
                 q,
                 &format!("status.admission.podSetAssignments[{i}].resourceUsage[{r}]"),
             )?;

@@ -478,7 +478,7 @@ pub(crate) fn fits(
 ) -> bool {
     let quota = a.usage.iter().all(|&(fr, v)| {
         v <= eng.tree.available(node, fr)
-            && (allow_borrowing || eng.tree.usage(node, fr) + v <= eng.tree.subtree_quota(node, fr))
+            && (allow_borrowing || !eng.tree.borrowing_with(node, fr, v))
     });
     if !quota {
         return false;

@@ -163,10 +163,6 @@ impl ClusterQueueQueue {
         self.active.len() + self.parked_len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// How many entries the next cycle looks at (the rest are parked).
     pub fn active_len(&self) -> usize {
         self.active.len()

@@ -4,13 +4,16 @@
 //! Every node keeps `usage` = what its subtree uses *beyond* what the nodes below
 //! it keep for themselves (their guaranteed quota), so adding or removing one
 //! workload touches only its path to the root: O(depth) per (flavor, resource).
+//!
+//! Amounts reach `i64::MAX` (Kueue clamps huge quotas there), so every formula saturates
+//! instead of wrapping: a sum past the limit reads as "unlimited", never as negative.
 
 use super::resources::{FrAmounts, FrId, FrVec};
 
 /// Index of a node (ClusterQueue or Cohort) in the tree arena.
 pub type NodeId = u32;
 
-/// Per (flavor, resource) limits of one node, in milli-units.
+/// Per (flavor, resource) limits of one node, in the engine's unit for the resource.
 #[derive(Clone, Debug, Default)]
 pub struct Limits {
     pub nominal: FrVec,
@@ -101,7 +104,7 @@ impl QuotaTree {
             for c in self.node(id).children.clone() {
                 let child = self.node(c);
                 for (fr, q) in child.subtree_quota.iter() {
-                    sq.add(fr, q - self.guaranteed(c, fr));
+                    sq.add(fr, q.saturating_sub(self.guaranteed(c, fr)));
                 }
             }
             let height = self
@@ -142,26 +145,39 @@ impl QuotaTree {
     pub fn guaranteed(&self, id: NodeId, fr: FrId) -> i64 {
         let n = self.node(id);
         match n.limits.lending_limit(fr) {
-            Some(l) => (n.subtree_quota.get(fr) - l).max(0),
+            Some(l) => n.subtree_quota.get(fr).saturating_sub(l).max(0),
             None => 0,
         }
     }
 
     /// What a workload in this node could use right now, borrowing included.
+    ///
+    /// Never more than the node's usage counter can still hold: past `i64::MAX` in total,
+    /// quota is as good as unlimited, and admitting beyond it would saturate the counter
+    /// and under-count what is in use.
     pub fn available(&self, id: NodeId, fr: FrId) -> i64 {
         let n = self.node(id);
+        let room = i64::MAX - n.usage.get(fr).max(0);
         let Some(parent) = n.parent else {
-            return n.subtree_quota.get(fr) - n.usage.get(fr);
+            return n
+                .subtree_quota
+                .get(fr)
+                .saturating_sub(n.usage.get(fr))
+                .min(room);
         };
         let guaranteed = self.guaranteed(id, fr);
-        let local = (guaranteed - n.usage.get(fr)).max(0);
+        let local = guaranteed.saturating_sub(n.usage.get(fr)).max(0);
         let mut from_parent = self.available(parent, fr);
         if let Some(bl) = n.limits.borrowing_limit(fr) {
-            let stored_in_parent = n.subtree_quota.get(fr) - guaranteed;
-            let used_in_parent = (n.usage.get(fr) - guaranteed).max(0);
-            from_parent = from_parent.min(stored_in_parent - used_in_parent + bl);
+            let stored_in_parent = n.subtree_quota.get(fr).saturating_sub(guaranteed);
+            let used_in_parent = n.usage.get(fr).saturating_sub(guaranteed).max(0);
+            from_parent = from_parent.min(
+                stored_in_parent
+                    .saturating_sub(used_in_parent)
+                    .saturating_add(bl),
+            );
         }
-        local + from_parent
+        local.saturating_add(from_parent).min(room)
     }
 
     /// What a workload in this node could use if nothing else were running.
@@ -170,9 +186,11 @@ impl QuotaTree {
         let Some(parent) = n.parent else {
             return n.subtree_quota.get(fr);
         };
-        let mut avail = self.guaranteed(id, fr) + self.potential_available(parent, fr);
+        let mut avail = self
+            .guaranteed(id, fr)
+            .saturating_add(self.potential_available(parent, fr));
         if let Some(bl) = n.limits.borrowing_limit(fr) {
-            avail = avail.min(n.subtree_quota.get(fr) + bl);
+            avail = avail.min(n.subtree_quota.get(fr).saturating_add(bl));
         }
         avail
     }
@@ -182,7 +200,7 @@ impl QuotaTree {
         let mut id = id;
         let mut v = v;
         loop {
-            let local_free = (self.guaranteed(id, fr) - self.node(id).usage.get(fr)).max(0);
+            let local_free = self.local_available(id, fr);
             self.nodes[id as usize].usage.add(fr, v);
             match self.node(id).parent {
                 Some(p) if v > local_free => {
@@ -199,8 +217,12 @@ impl QuotaTree {
         let mut id = id;
         let mut v = v;
         loop {
-            let stored_in_parent = self.node(id).usage.get(fr) - self.guaranteed(id, fr);
-            self.nodes[id as usize].usage.add(fr, -v);
+            let stored_in_parent = self
+                .node(id)
+                .usage
+                .get(fr)
+                .saturating_sub(self.guaranteed(id, fr));
+            self.nodes[id as usize].usage.add(fr, v.saturating_neg());
             match self.node(id).parent {
                 Some(p) if stored_in_parent > 0 => {
                     v = v.min(stored_in_parent);
@@ -239,13 +261,15 @@ impl QuotaTree {
 
     /// Unused guaranteed quota: what this node keeps from its parent (Kueue's LocalAvailable).
     pub fn local_available(&self, id: NodeId, fr: FrId) -> i64 {
-        (self.guaranteed(id, fr) - self.node(id).usage.get(fr)).max(0)
+        self.guaranteed(id, fr)
+            .saturating_sub(self.node(id).usage.get(fr))
+            .max(0)
     }
 
     /// Whether using `val` more would take the node beyond its subtree quota.
     pub fn borrowing_with(&self, id: NodeId, fr: FrId, val: i64) -> bool {
         let n = self.node(id);
-        n.usage.get(fr) + val > n.subtree_quota.get(fr)
+        n.usage.get(fr).saturating_add(val) > n.subtree_quota.get(fr)
     }
 
     /// Whether the node uses more than its own subtree quota (it borrows) for `fr`.
@@ -272,19 +296,6 @@ impl QuotaTree {
             id = p;
         }
         id
-    }
-
-    /// Depth-first, deterministic list of the nodes in `id`'s subtree.
-    pub fn subtree(&self, id: NodeId) -> Vec<NodeId> {
-        let mut out = vec![];
-        let mut stack = vec![id];
-        while let Some(n) = stack.pop() {
-            out.push(n);
-            for &c in self.node(n).children.iter().rev() {
-                stack.push(c);
-            }
-        }
-        out
     }
 }
 
@@ -349,5 +360,76 @@ mod tests {
         t.remove_usage(a, 0, 4);
         let after: Vec<_> = t.nodes.iter().map(|n| n.usage.clone()).collect();
         assert_eq!(before, after);
+    }
+
+    /// An amount: small, near the largest cpu quota in cores (i64::MAX / 1000), or near
+    /// i64::MAX (what Kueue clamps huge quotas to).
+    fn amount() -> impl proptest::strategy::Strategy<Value = i64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            0..1000i64,
+            (i64::MAX / 1000 - 1000)..=(i64::MAX / 1000),
+            (i64::MAX - 1000)..=i64::MAX,
+        ]
+    }
+
+    proptest::proptest! {
+        /// Nested cohorts with quotas and limits near the amount limit: admitting only
+        /// what `available` allows never commits more than the tree's nominal quotas nor
+        /// past a borrowingLimit, nothing panics or wraps negative, and releasing
+        /// everything leaves no usage behind.
+        #[test]
+        fn never_over_committed_near_the_limits(
+            parents in proptest::collection::vec(0usize..8, 1..8),
+            quotas in proptest::collection::vec(
+                (amount(), proptest::option::of(amount()), proptest::option::of(amount())),
+                8,
+            ),
+            requests in proptest::collection::vec((0usize..8, amount()), 1..40),
+        ) {
+            let n = parents.len() + 1;
+            let mut t = QuotaTree::default();
+            for &(nominal, b, l) in &quotas[..n] {
+                // Validation keeps lendingLimit <= nominalQuota.
+                t.add_node(limits(0, nominal, b, l.map(|l| l.min(nominal))));
+            }
+            for (i, p) in parents.iter().enumerate() {
+                t.set_parent(i as NodeId + 1, (p % (i + 1)) as NodeId);
+            }
+            t.compute_subtree_quota();
+            let leaves: Vec<NodeId> = (0..n as NodeId)
+                .filter(|&i| t.nodes[i as usize].children.is_empty())
+                .collect();
+            let nominal_sum: i128 = quotas[..n].iter().map(|q| i128::from(q.0)).sum();
+            let mut held: Vec<(NodeId, i64)> = Vec::new();
+            for &(leaf, v) in &requests {
+                let node = leaves[leaf % leaves.len()];
+                if v > 0 && v <= t.available(node, 0) {
+                    t.add_usage(node, 0, v);
+                    held.push((node, v));
+                }
+                let total: i128 = held.iter().map(|&(_, v)| i128::from(v)).sum();
+                proptest::prop_assert!(total <= nominal_sum, "{total} > {nominal_sum}");
+                for &leaf in &leaves {
+                    let used: i128 = held.iter().filter(|h| h.0 == leaf).map(|h| i128::from(h.1)).sum();
+                    proptest::prop_assert_eq!(i128::from(t.usage(leaf, 0)), used);
+                    if let (Some(_), Some(bl)) = (t.parent(leaf), quotas[leaf as usize].1) {
+                        let cap = i128::from(t.subtree_quota(leaf, 0)) + i128::from(bl);
+                        proptest::prop_assert!(used <= cap, "{used} past borrowingLimit {cap}");
+                    }
+                }
+                for id in 0..n as NodeId {
+                    proptest::prop_assert!(t.usage(id, 0) >= 0);
+                    proptest::prop_assert!(t.potential_available(id, 0) >= 0);
+                    proptest::prop_assert!(t.subtree_quota(id, 0) >= 0);
+                }
+            }
+            for &(node, v) in held.iter().rev() {
+                t.remove_usage(node, 0, v);
+            }
+            for id in 0..n as NodeId {
+                proptest::prop_assert_eq!(t.usage(id, 0), 0);
+            }
+        }
     }
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use super::Engine;
 use super::quota::NodeId;
 
-/// One (flavor, resource) entry of a ClusterQueue, in milli-units.
+/// One (flavor, resource) entry of a ClusterQueue, in the engine's unit for the resource
+/// (`api::quantity::resource_value`: milli for cpu, whole units otherwise).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuotaSnapshot {
     pub flavor: String,
@@ -45,11 +46,12 @@ pub struct ClusterQueueSnapshot {
 pub struct CohortSnapshot {
     pub name: String,
     pub parent: Option<String>,
-    /// (flavor, resource) -> own nominal quota plus what its members lend to it, milli-units.
+    /// (flavor, resource) -> own nominal quota plus what its members lend to it, in the
+    /// engine's unit for the resource.
     pub subtree_quota: BTreeMap<(String, String), i64>,
 }
 
-/// GPUs of one topology domain of a TAS flavor (whole devices, milli-units / 1000).
+/// GPUs of one topology domain of a TAS flavor (whole devices).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuDomainSnapshot {
     pub flavor: String,
@@ -159,7 +161,7 @@ impl Engine {
                 }
                 let used = at(&node.used);
                 let free = node.free(gpu).max(0);
-                let busy = used + at(&node.external) > 0;
+                let busy = used.saturating_add(at(&node.external)) > 0;
                 let stranded = if busy { free } else { 0 };
                 for level in levels {
                     let Some(domain) = node.labels.get(level) else {
@@ -168,10 +170,9 @@ impl Engine {
                     let e = acc
                         .entry((flavor.clone(), level.clone(), domain.clone()))
                         .or_default();
-                    e[0] += alloc;
-                    e[1] += used;
-                    e[2] += free;
-                    e[3] += stranded;
+                    for (acc, v) in e.iter_mut().zip([alloc, used, free, stranded]) {
+                        *acc = acc.saturating_add(v);
+                    }
                 }
             }
         }
@@ -180,10 +181,10 @@ impl Engine {
                 flavor,
                 level,
                 domain,
-                allocatable: v[0] / 1000,
-                allocated: v[1] / 1000,
-                free: v[2] / 1000,
-                stranded: v[3] / 1000,
+                allocatable: v[0],
+                allocated: v[1],
+                free: v[2],
+                stranded: v[3],
             })
             .collect()
     }

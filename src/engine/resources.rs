@@ -1,47 +1,6 @@
 //! Fixed-point resource vectors indexed by interned (flavor, resource) pairs.
 
-use super::intern::Interner;
-
-/// Interned resource name (cpu, memory, nvidia.com/gpu, ...).
-pub type ResourceId = u32;
-/// Interned ResourceFlavor name; a name gets an id as soon as anything refers to it.
-pub type FlavorId = u32;
-/// Interned (flavor, resource) pair: the unit of quota accounting.
-pub type FrId = u32;
-
-/// Name tables shared by every part of the engine.
-#[derive(Clone, Debug, Default)]
-pub struct Names {
-    pub resources: Interner<String>,
-    pub flavors: Interner<String>,
-    pub frs: Interner<(FlavorId, ResourceId)>,
-}
-
-impl Names {
-    pub fn resource(&mut self, name: &str) -> ResourceId {
-        self.resources.intern(&name.to_string())
-    }
-    pub fn flavor(&mut self, name: &str) -> FlavorId {
-        self.flavors.intern(&name.to_string())
-    }
-    pub fn fr(&mut self, flavor: FlavorId, resource: ResourceId) -> FrId {
-        self.frs.intern(&(flavor, resource))
-    }
-    pub fn fr_parts(&self, fr: FrId) -> (FlavorId, ResourceId) {
-        *self.frs.value(fr)
-    }
-    pub fn resource_name(&self, id: ResourceId) -> &str {
-        self.resources.value(id)
-    }
-    pub fn flavor_name(&self, id: FlavorId) -> &str {
-        self.flavors.value(id)
-    }
-    /// "flavor/resource", for messages.
-    pub fn fr_name(&self, fr: FrId) -> String {
-        let (f, r) = self.fr_parts(fr);
-        format!("{}/{}", self.flavor_name(f), self.resource_name(r))
-    }
-}
+pub use crate::names::{FlavorId, FrId, Names, ResourceId};
 
 /// A dense vector of milli-unit amounts indexed by [`FrId`]; missing entries read as 0.
 #[derive(Clone, Debug, Default)]
@@ -88,10 +47,6 @@ impl FrVec {
             .enumerate()
             .filter(|(_, v)| **v != 0)
             .map(|(i, v)| (i as FrId, *v))
-    }
-
-    pub fn is_zero(&self) -> bool {
-        self.0.iter().all(|v| *v == 0)
     }
 }
 

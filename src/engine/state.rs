@@ -112,6 +112,7 @@ pub struct Engine {
     pub(crate) flavors: BTreeMap<FlavorId, Flavor>,
     pub(crate) cohort_specs: BTreeMap<String, CohortSpec>,
     pub(crate) local_queues: BTreeMap<(String, String), LocalQueueInfo>,
+    /// Lookup-only (by name), like the other `HashMap`s here: never iterated into a decision.
     pub(crate) namespaces: HashMap<String, BTreeMap<String, String>>,
     pub(crate) workload_classes: BTreeMap<String, i32>,
     pub(crate) pod_classes: BTreeMap<String, (i32, bool)>,
@@ -250,17 +251,18 @@ impl Engine {
                 self.revive_all();
             }
             Event::NodeExternalUsage { node, usage } => {
-                let mut milli = BTreeMap::new();
+                let mut amounts = BTreeMap::new();
                 for (k, q) in &usage {
-                    let v = api::quantity::parse_milli(q).map_err(|e| EngineError::Invalid {
-                        kind: "Node",
-                        name: node.clone(),
-                        message: format!("usage[{k}]: {e}"),
-                    })?;
-                    milli.insert(k.clone(), v);
+                    let v =
+                        api::quantity::resource_value(k, q).map_err(|e| EngineError::Invalid {
+                            kind: "Node",
+                            name: node.clone(),
+                            message: format!("usage[{k}]: {e}"),
+                        })?;
+                    amounts.insert(k.clone(), v);
                 }
                 self.inventory
-                    .set_external_usage(&mut self.names, &node, &milli)
+                    .set_external_usage(&mut self.names, &node, &amounts)
                     .map_err(|e| EngineError::Invalid {
                         kind: "Node",
                         name: node.clone(),
@@ -866,7 +868,7 @@ impl Engine {
                 .resource_usage
                 .iter()
                 .filter_map(|(r, q)| {
-                    let total = api::quantity::parse_milli(q).ok()?;
+                    let total = api::quantity::resource_value(r, q).ok()?;
                     let count = i64::from(psa.count.unwrap_or(1).max(1));
                     Some((self.names.resource(r), total / count))
                 })
@@ -1146,7 +1148,9 @@ impl Engine {
         for fr in frs {
             let (f, r) = self.names.fr_parts(fr);
             let total = self.tree.usage(c.node, fr);
-            let borrowed = (total - self.tree.subtree_quota(c.node, fr)).max(0);
+            let borrowed = total
+                .saturating_sub(self.tree.subtree_quota(c.node, fr))
+                .max(0);
             usage.insert(
                 (
                     self.names.flavor_name(f).to_string(),

@@ -350,3 +350,73 @@ fn protected_workloads_are_not_preempted_and_the_engine_asks_to_wake_when_protec
     assert_eq!(preempted(&kueue.schedule(500)), vec!["b-borrower"]);
     assert_eq!(kueue.next_wakeup(), None);
 }
+
+/// Memory quotas past what milli-units could hold (Kueue accepts them): admitted in whole
+/// bytes, and the admission, the usage and the pending message print Kueue-style quantities.
+#[test]
+fn memory_quota_in_pebibytes_admits_and_prints_as_written() {
+    let mut e = setup(&[]);
+    e.apply(
+        0,
+        Event::ClusterQueueUpserted(obj(r#"
+metadata: { name: big }
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default
+      resources:
+      - { name: cpu, nominalQuota: "1E" }
+      - { name: memory, nominalQuota: "9Pi" }
+"#)),
+    )
+    .unwrap();
+    e.apply(
+        0,
+        Event::LocalQueueUpserted(obj(
+            "metadata: {name: big, namespace: ns}\nspec: {clusterQueue: big}",
+        )),
+    )
+    .unwrap();
+    let job = |name: &str, mem: &str| {
+        Event::WorkloadUpserted(obj(&format!(
+            r#"
+metadata: {{ name: {name}, namespace: ns }}
+spec:
+  queueName: big
+  podSets:
+  - name: main
+    count: 2
+    template:
+      spec:
+        containers: [{{ name: c, resources: {{ requests: {{ cpu: 500m, memory: "{mem}" }} }} }}]
+"#
+        )))
+    };
+    e.apply(1, job("fits", "4Pi")).unwrap();
+    let d = e.schedule(2);
+    assert_eq!(admitted(&d), vec!["fits"]);
+    let Some(Decision::Admit { admission, .. }) = d.first() else {
+        panic!("expected an admission: {d:?}");
+    };
+    let usage = &admission.pod_set_assignments[0].resource_usage;
+    assert_eq!(usage["memory"].0, "8Pi");
+    assert_eq!(usage["cpu"].0, "1");
+    let r = e.cluster_queue_report("big").unwrap();
+    let mem = &r.usage[&("default".to_string(), "memory".to_string())];
+    assert_eq!(mem.total, 8 * (1i64 << 50));
+
+    e.apply(3, job("waits", "1Pi")).unwrap();
+    e.schedule(4);
+    match e.workload_state(&key("waits")).unwrap() {
+        WorkloadState::Pending { reason, message } => {
+            assert_eq!(reason, PendingReason::WaitingForQuota);
+            assert!(
+                message.contains("1Pi more needed (2Pi requested, 1Pi available"),
+                "{message}"
+            );
+        }
+        s => panic!("unexpected {s:?}"),
+    }
+}

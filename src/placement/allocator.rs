@@ -8,7 +8,7 @@
 use super::inventory::{Dom, Inventory, NodeRec, Tree};
 use super::request::{PodSetPlacementRequest, TopologyMode};
 use crate::api::selector;
-use crate::engine::resources::{Names, ResourceId};
+use crate::names::{Names, ResourceId};
 
 /// How domains and nodes are chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl Ctx<'_> {
             Some((h, per)) => dom.hists[h]
                 .iter()
                 .enumerate()
-                .map(|(k, c)| i64::from(*c) * (k as i64 * 1000 / per))
+                .map(|(k, c)| i64::from(*c).saturating_mul(k as i64 / per))
                 .sum(),
             None => dom.children.iter().map(|&c| self.est(c)).sum(),
         }
@@ -95,7 +95,7 @@ impl Ctx<'_> {
         let mut left = want;
         let mut used = 0;
         for (k, &count) in dom.hists[h].iter().enumerate().rev() {
-            let cap = k as i64 * 1000 / per;
+            let cap = k as i64 / per;
             if cap == 0 || left <= 0 {
                 break;
             }
@@ -118,7 +118,7 @@ impl Ctx<'_> {
                     self.est(d)
                 }
             }
-            (None, Some((h, per))) => (self.est(d) - dom.whole_free_slots[h] * 1000 / per).max(0),
+            (None, Some((h, per))) => (self.est(d) - dom.whole_free_slots[h] / per).max(0),
             (None, None) => 0,
         }
     }
@@ -290,7 +290,7 @@ impl Ctx<'_> {
                         let rname = self.names.resource_name(self.t.hist_res[h]);
                         what.push_str(&format!(
                             "; the largest free {label} has {most} of the {} {rname} needed",
-                            per * n / 1000
+                            per.saturating_mul(n)
                         ));
                     }
                     self.fail(what)

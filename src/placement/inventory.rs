@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
-use crate::api::{self, quantity::parse_milli};
-use crate::engine::resources::{Names, ResourceId};
+use crate::api::{self, quantity::resource_value};
+use crate::names::{Names, ResourceId};
 
 /// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
 const MAX_SLOTS: i64 = 256;
@@ -279,14 +279,18 @@ impl Inventory {
         node: &Node,
     ) -> Result<Vec<u32>, PlacementError> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let pods = names.resource("pods");
-        if !self.no_hist.contains(&pods) {
-            self.no_hist.push(pods);
+        // A histogram slot is one unit of the engine's amount; cpu counts milli-cores, so
+        // its slots would not fit the histogram range: cpu-bound requests walk nodes exactly.
+        for r in ["pods", crate::api::quantity::MILLI_RESOURCE] {
+            let r = names.resource(r);
+            if !self.no_hist.contains(&r) {
+                self.no_hist.push(r);
+            }
         }
         let status = node.status.clone().unwrap_or_default();
         let mut allocatable = Vec::new();
         for (k, q) in status.allocatable.iter().flatten() {
-            let v = parse_milli(q).map_err(|e| {
+            let v = resource_value(k, q).map_err(|e| {
                 PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}"))
             })?;
             add_at(&mut allocatable, names.resource(k) as usize, v);
@@ -580,16 +584,12 @@ impl Inventory {
             }
         }
         for (r, m) in max {
-            if t.hist_res.len() < MAX_HISTS
-                && !self.no_hist.contains(&r)
-                && m / 1000 <= MAX_SLOTS
-                && m % 1000 == 0
-            {
+            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m <= MAX_SLOTS {
                 t.hist_res.push(r);
                 t.hist_max.push(m);
             }
         }
-        let hist_len = |i: usize| (t.hist_max[i] / 1000 + 1) as usize;
+        let hist_len = |i: usize| (t.hist_max[i] + 1) as usize;
         let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len())
             .map(|i| vec![0; hist_len(i)])
             .collect();
@@ -700,8 +700,8 @@ impl Inventory {
     }
 }
 
-/// Whole free slots of an amount, clamped to the histogram range.
+/// Free slots (whole units) of an amount, clamped to the histogram range.
 #[inline]
-pub(crate) fn slots(free_milli: i64) -> i64 {
-    (free_milli / 1000).clamp(0, MAX_SLOTS)
+pub(crate) fn slots(free: i64) -> i64 {
+    free.clamp(0, MAX_SLOTS)
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::*;
 use crate::api;
-use crate::engine::resources::Names;
+use crate::names::Names;
 
 const GPU: &str = "nvidia.com/gpu";
 
@@ -46,7 +46,7 @@ fn cluster(nodes: &[(&str, &str, &str, i64)]) -> (Inventory, Names) {
 fn req(names: &mut Names, count: i32, gpus: i64, mode: TopologyMode) -> PodSetPlacementRequest {
     PodSetPlacementRequest {
         count,
-        per_pod: vec![(names.resource(GPU), gpus * 1000)],
+        per_pod: vec![(names.resource(GPU), gpus)],
         mode,
         slice: None,
         tolerations: vec![],
@@ -63,7 +63,7 @@ fn placed(inv: &Inventory, nodes: &[(u32, i32)]) -> BTreeMap<String, i32> {
 /// Uses `used` GPUs on a node, as another workload would.
 fn occupy(inv: &mut Inventory, names: &mut Names, owner: u32, node: &str, used: i64) {
     let idx = inv.node_idx(node).expect("node exists");
-    inv.assign(owner, &[(names.resource(GPU), used * 1000)], &[(idx, 1)]);
+    inv.assign(owner, &[(names.resource(GPU), used)], &[(idx, 1)]);
 }
 
 #[test]

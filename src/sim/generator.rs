@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::SimError;
 use super::rng::{SplitMix64, derive_seed};
 use crate::api;
-use crate::api::quantity::parse_milli;
+use crate::api::quantity::resource_value;
 use crate::engine::{Millis, WorkloadKey};
 
 /// Label carrying a generated workload's runtime, as Kueue's runner sets it.
@@ -169,7 +169,7 @@ pub struct SimWorkload {
     pub arrival: Millis,
     /// Runtime once admitted, ms.
     pub runtime: Millis,
-    /// Total requests of all pods, milli-units per resource.
+    /// Total requests of all pods per resource, in the engine's unit for it.
     pub total_requests: BTreeMap<String, i64>,
     /// The object handed to the engine. Its creation timestamp is set by the
     /// simulator, which owns the mapping from virtual to engine time.
@@ -420,9 +420,9 @@ fn kueue_cluster_queue(
     qset: &QueuesSet,
     path: &str,
 ) -> Result<api::ClusterQueue, String> {
-    parse_milli(nominal).map_err(|e| format!("{path}.nominalQuota: {e}"))?;
+    resource_value("cpu", nominal).map_err(|e| format!("{path}.nominalQuota: {e}"))?;
     if let Some(b) = &qset.borrowing_limit {
-        parse_milli(b).map_err(|e| format!("{path}.borrowingLimit: {e}"))?;
+        resource_value("cpu", b).map_err(|e| format!("{path}.borrowingLimit: {e}"))?;
     }
     let spec = api::ClusterQueueSpec {
         resource_groups: vec![api::ResourceGroup {
@@ -480,7 +480,7 @@ struct Template {
     priority: i32,
     pod_count: i32,
     requests: BTreeMap<String, Quantity>,
-    /// Per-pod milli-units.
+    /// Per-pod amounts, in the engine's unit for each resource.
     per_pod: BTreeMap<String, i64>,
     topology_request: Option<api::PodSetTopologyRequest>,
 }
@@ -505,7 +505,7 @@ impl Template {
         }
         let mut per_pod = BTreeMap::new();
         for (r, q) in &requests {
-            let m = parse_milli(q).map_err(|e| format!("{path}.requests[{r}]: {e}"))?;
+            let m = resource_value(r, q).map_err(|e| format!("{path}.requests[{r}]: {e}"))?;
             if m < 0 {
                 return Err(format!("{path}.requests[{r}]: must not be negative"));
             }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::SimError;
 use crate::api;
 use crate::api::constants::HOSTNAME_LABEL;
-use crate::api::quantity::parse_milli;
+use crate::api::quantity::resource_value;
 use crate::placement::NodePoolSpec;
 
 /// File names recognised as a node-pool spec.
@@ -108,7 +108,7 @@ impl NodesConfig {
                 )));
             }
             for (r, q) in &p.allocatable {
-                let m = parse_milli(&Quantity(q.clone()))
+                let m = resource_value(r, &Quantity(q.clone()))
                     .map_err(|e| err(format!("{path}.allocatable[{r}]: {e}")))?;
                 if m < 0 {
                     return Err(err(format!(

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::api::quantity::format_milli_string;
+use crate::api::quantity::resource_quantity_string;
 use crate::engine::Millis;
 
 /// Header line of the terminal report (CI looks for it).
@@ -133,7 +133,7 @@ pub struct ClusterQueueStats {
 pub struct FlavorStats {
     pub flavor: String,
     pub resource: String,
-    /// Sum of the ClusterQueues' nominal quotas, milli-units.
+    /// Sum of the ClusterQueues' nominal quotas, in the engine's unit (milli for cpu).
     pub nominal_milli: i64,
     /// Time-weighted used ÷ nominal over the makespan.
     pub utilization: Option<f64>,
@@ -167,7 +167,7 @@ pub struct TimeSeries {
     /// What a series is: `clusterQueue` or `cohort`.
     pub grouping: String,
     pub names: Vec<String>,
-    /// Nominal quota of `resource` per series, milli-units.
+    /// Nominal quota of `resource` per series, in the engine's unit (milli for cpu).
     pub nominal_milli: Vec<i64>,
     /// Minimum spacing of points (ms); grows on long runs.
     pub step_ms: Millis,
@@ -179,7 +179,7 @@ pub struct TimeSeries {
 #[serde(rename_all = "camelCase")]
 pub struct SeriesPoint {
     pub t_ms: Millis,
-    /// Usage per series, milli-units.
+    /// Usage per series, in the engine's unit (milli for cpu).
     pub used_milli: Vec<i64>,
     /// Pending workloads per series.
     pub pending: Vec<u64>,
@@ -189,13 +189,13 @@ pub struct SeriesPoint {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceStats {
-    /// Nominal quota, milli-units.
+    /// Nominal quota, in the engine's unit (milli for cpu).
     pub nominal_milli: i64,
     /// Time-weighted used ÷ nominal over the makespan (above 1 when borrowing); `None` without nominal quota.
     pub utilization: Option<f64>,
     /// Share of its usage (time-weighted) that was borrowed from the cohort.
     pub borrowed_share: Option<f64>,
-    /// Highest usage seen, milli-units.
+    /// Highest usage seen, in the engine's unit (milli for cpu).
     pub peak_milli: i64,
 }
 
@@ -409,7 +409,7 @@ impl Report {
                 fl.row(vec![
                     f.flavor.clone(),
                     f.resource.clone(),
-                    quantity(f.nominal_milli),
+                    quantity(&f.resource, f.nominal_milli),
                     pct(f.utilization),
                     pct(f.borrowed_share),
                 ]);
@@ -517,9 +517,9 @@ pub fn duration(ms: Millis) -> String {
     }
 }
 
-/// Milli-units as a quantity string (for messages).
-pub fn quantity(milli: i64) -> String {
-    format_milli_string(milli)
+/// An amount of `resource` in the engine's unit (milli for cpu) as a quantity string.
+pub fn quantity(resource: &str, amount: i64) -> String {
+    resource_quantity_string(resource, amount)
 }
 
 /// Left-aligned text columns, right-aligned numbers; widths fit the content.

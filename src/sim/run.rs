@@ -14,7 +14,7 @@ use super::report::{
 };
 use super::scenario::Plan;
 use crate::api::constants::HOSTNAME_LABEL;
-use crate::api::quantity::parse_milli;
+use crate::api::quantity::resource_value;
 use crate::engine::{Decision, Engine, EngineConfig, Event, Millis, PendingReason};
 
 /// Virtual time 0 is this engine time (2026-01-01T00:00:00Z), so creation
@@ -109,7 +109,7 @@ struct WlRun {
     admissions: u32,
     preempted: u32,
     pending: Option<(PendingReason, std::sync::Arc<str>)>,
-    /// GPUs (milli) this run holds per node index, from its topology assignment.
+    /// GPUs this run holds per node index, from its topology assignment.
     placed: Vec<(usize, i64)>,
 }
 
@@ -119,7 +119,7 @@ struct UsageTrack {
     used: i64,
     borrowed: i64,
     since: Millis,
-    /// milli-units × ms; i128 because memory in milli-bytes × hours overflows i64.
+    /// amount × ms; i128 because memory in bytes × hours overflows i64.
     used_area: i128,
     borrowed_area: i128,
     peak: i64,
@@ -173,9 +173,9 @@ pub struct Simulation<'p> {
     anomaly_count: u64,
     /// Node GPU bookkeeping; `None` when the scenario has no GPU nodes.
     gpu: Option<GpuTrack>,
-    /// Per workload: smallest per-pod GPU request (milli) over its pod sets, if any.
+    /// Per workload: smallest per-pod GPU request over its pod sets, if any.
     pod_gpu: Vec<Option<i64>>,
-    /// Work (milli-units × ms per resource) of runs cut short by preemption or eviction.
+    /// Work (amount × ms per resource) of runs cut short by preemption or eviction.
     lost_work: BTreeMap<String, i128>,
     series: Option<SeriesRecorder>,
     /// Workload objects owned by the run (see [`Simulation::with_objects`]);
@@ -199,9 +199,9 @@ struct GpuTrack {
     /// Lookup only; never iterated.
     node_index: HashMap<String, usize>,
     free: Vec<i64>,
-    /// Free GPUs (milli) → number of nodes with exactly that much free.
+    /// Free GPUs → number of nodes with exactly that much free.
     hist: BTreeMap<i64, u64>,
-    /// Per-pod GPUs (milli) of pending workloads → how many such workloads.
+    /// Per-pod GPUs of pending workloads → how many such workloads.
     pending: BTreeMap<i64, u64>,
     total: i64,
     free_sum: i64,
@@ -227,7 +227,7 @@ impl GpuTrack {
                 .as_ref()
                 .and_then(|s| s.allocatable.as_ref())
                 .and_then(|a| a.get(GPU_RESOURCE))
-                .and_then(|q| parse_milli(q).ok())
+                .and_then(|q| resource_value(GPU_RESOURCE, q).ok())
                 .unwrap_or(0);
             let Some(name) = node.metadata.name.clone() else {
                 continue;
@@ -319,8 +319,8 @@ fn min_pod_gpu(object: &crate::api::Workload) -> Option<i64> {
             let per_pod: i64 = containers
                 .iter()
                 .filter_map(|c| c.resources.as_ref()?.requests.as_ref()?.get(GPU_RESOURCE))
-                .filter_map(|q| parse_milli(q).ok())
-                .sum();
+                .filter_map(|q| resource_value(GPU_RESOURCE, q).ok())
+                .fold(0, i64::saturating_add);
             (per_pod > 0).then_some(per_pod)
         })
         .min()
@@ -802,7 +802,7 @@ impl<'p> Simulation<'p> {
             let per_pod = psa
                 .resource_usage
                 .get(GPU_RESOURCE)
-                .and_then(|q| parse_milli(q).ok())
+                .and_then(|q| resource_value(GPU_RESOURCE, q).ok())
                 .map_or(0, |total| total / count);
             if per_pod <= 0 {
                 continue;
@@ -1140,11 +1140,11 @@ impl<'p> Simulation<'p> {
             let span = makespan.max(1) as f64;
             GpuStats {
                 nodes: g.free.len() as u64,
-                total: g.total as f64 / 1000.0,
-                mean_free: g.free_area as f64 / span / 1000.0,
-                mean_stranded: g.stranded_area as f64 / span / 1000.0,
-                peak_stranded: g.peak as f64 / 1000.0,
-                stranded_gpu_hours: g.stranded_area as f64 / 1000.0 / 3_600_000.0,
+                total: g.total as f64,
+                mean_free: g.free_area as f64 / span,
+                mean_stranded: g.stranded_area as f64 / span,
+                peak_stranded: g.peak as f64,
+                stranded_gpu_hours: g.stranded_area as f64 / 3_600_000.0,
             }
         });
 
@@ -1464,7 +1464,7 @@ pools:
         assert_eq!(ts.names, ["cq"]);
         // At 100 ms: 12 GPUs in use and one workload waiting.
         let at100 = ts.points.iter().find(|p| p.t_ms == 100).expect("sampled");
-        assert_eq!((at100.used_milli[0], at100.pending[0]), (12_000, 1));
+        assert_eq!((at100.used_milli[0], at100.pending[0]), (12, 1));
     }
 
     #[test]

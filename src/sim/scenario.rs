@@ -15,7 +15,7 @@ use super::nodes::{NODES_FILES, NodesConfig};
 use super::trace;
 use crate::api;
 use crate::api::manifest::{self, Manifest};
-use crate::api::quantity::parse_milli;
+use crate::api::quantity::resource_value;
 use crate::engine::{Event, Millis, WorkloadKey};
 use crate::integrations::batch_job;
 
@@ -150,9 +150,9 @@ pub struct Scenario {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CqInfo {
     pub cohort: Option<String>,
-    /// Nominal quota per resource, milli-units, summed over flavors.
+    /// Nominal quota per resource (in the engine's unit for it), summed over flavors.
     pub nominal: BTreeMap<String, i64>,
-    /// Nominal quota per (flavor, resource), milli-units.
+    /// Nominal quota per (flavor, resource), in the engine's unit for the resource.
     pub nominal_by_flavor: BTreeMap<(String, String), i64>,
 }
 
@@ -165,7 +165,7 @@ pub struct Plan {
     /// Sorted by arrival.
     pub workloads: Vec<SimWorkload>,
     pub cluster_queues: BTreeMap<String, CqInfo>,
-    /// Total nominal quota per resource (ClusterQueues and Cohorts), milli-units.
+    /// Total nominal quota per resource (ClusterQueues and Cohorts), in the engine's unit.
     pub capacity: BTreeMap<String, i64>,
 }
 
@@ -427,7 +427,7 @@ fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String
     for g in groups {
         for f in &g.flavors {
             for r in &f.resources {
-                let m = parse_milli(&r.nominal_quota).map_err(|e| {
+                let m = resource_value(&r.name, &r.nominal_quota).map_err(|e| {
                     format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
                 })?;
                 let e = out.entry(r.name.clone()).or_default();
@@ -446,7 +446,7 @@ fn nominal_per_flavor(
     for g in groups {
         for f in &g.flavors {
             for r in &f.resources {
-                let m = parse_milli(&r.nominal_quota).map_err(|e| {
+                let m = resource_value(&r.name, &r.nominal_quota).map_err(|e| {
                     format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
                 })?;
                 out.insert((f.name.clone(), r.name.clone()), m);
@@ -580,7 +580,7 @@ impl Objects {
                 for c in containers {
                     let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
                     for (r, q) in reqs.into_iter().flatten() {
-                        let m = parse_milli(q)
+                        let m = resource_value(r, q)
                             .map_err(|e| err(format!("pod set {} request {r}: {e}", ps.name)))?;
                         let e = total_requests.entry(r.clone()).or_default();
                         *e = e.saturating_add(m.saturating_mul(i64::from(ps.count)));

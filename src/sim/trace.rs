@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::SimError;
 use super::generator::{CLASS_LABEL, MAX_WORKLOADS, RUNNING_TIME_LABEL, SimWorkload, pod_template};
 use crate::api;
-use crate::api::quantity::parse_milli;
+use crate::api::quantity::resource_value;
 use crate::engine::{Millis, WorkloadKey};
 
 /// Is this file name a trace (by extension)?
@@ -284,8 +284,8 @@ pub fn workloads(
             let count = i32::try_from(ps.count)
                 .map_err(|_| err(format!("podSets[{i}].count: too large")))?;
             for (r, q) in &ps.requests {
-                let m =
-                    parse_milli(q).map_err(|e| err(format!("podSets[{i}].requests[{r}]: {e}")))?;
+                let m = resource_value(r, q)
+                    .map_err(|e| err(format!("podSets[{i}].requests[{r}]: {e}")))?;
                 if m < 0 {
                     return Err(err(format!(
                         "podSets[{i}].requests[{r}]: must not be negative"
@@ -365,7 +365,7 @@ mod tests {
             b.iter().map(|r| &r.1).collect::<Vec<_>>()
         );
         let w = workloads("t.csv", &a, &lqs()).expect("resolves");
-        assert_eq!(w[0].total_requests["nvidia.com/gpu"], 128_000);
+        assert_eq!(w[0].total_requests["nvidia.com/gpu"], 128);
         assert_eq!(w[0].cluster_queue, "cq");
         assert_eq!(
             w[0].object.spec.pod_sets[0]

@@ -35,7 +35,7 @@ struct WlRec {
     /// Created or last requeued: where Kueue's wait times start.
     queued_since: Millis,
     status: Status,
-    /// (flavor, resource, milli-units) while reserving.
+    /// (flavor, resource, amount in the engine's unit) while reserving.
     usage: Vec<(Arc<str>, Arc<str>, i64)>,
 }
 
@@ -226,7 +226,7 @@ impl Observer {
                 agg.reserving += sign;
                 for (f, r, v) in &rec.usage {
                     let u = agg.usage.entry((f.clone(), r.clone())).or_default();
-                    *u += sign * v;
+                    *u = u.saturating_add(sign.saturating_mul(*v));
                 }
                 agg.usage.retain(|_, v| *v != 0);
             }
@@ -461,7 +461,8 @@ fn lq_priority(rec: &WlRec, role: ReplicaRole) -> labels::LqPriority {
     }
 }
 
-/// (flavor, resource, milli-units) an admission reserves, summed over its PodSets.
+/// (flavor, resource, amount in the engine's unit) an admission reserves, summed over its
+/// PodSets.
 fn usage_of(admission: &api::Admission) -> Vec<(Arc<str>, Arc<str>, i64)> {
     let mut sum: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for ps in &admission.pod_set_assignments {
@@ -469,8 +470,9 @@ fn usage_of(admission: &api::Admission) -> Vec<(Arc<str>, Arc<str>, i64)> {
             let Some(flavor) = ps.flavors.get(resource) else {
                 continue;
             };
-            if let Ok(v) = api::quantity::parse_milli(q) {
-                *sum.entry((flavor, resource)).or_default() += v;
+            if let Ok(v) = api::quantity::resource_value(resource, q) {
+                let e = sum.entry((flavor, resource)).or_default();
+                *e = e.saturating_add(v);
             }
         }
     }

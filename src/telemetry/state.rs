@@ -23,8 +23,13 @@ pub(crate) struct LqRow<'a> {
 /// Kueue's ClusterQueue statuses; exactly one is 1.
 const CQ_STATUSES: [&str; 3] = ["pending", "active", "terminating"];
 
-fn units(milli: i64) -> f64 {
-    milli as f64 / 1000.0
+/// An engine amount as the metric's unit: cores for cpu (counted in milli), else as counted.
+fn units(resource: &str, v: i64) -> f64 {
+    if resource == crate::api::quantity::MILLI_RESOURCE {
+        v as f64 / 1000.0
+    } else {
+        v as f64
+    }
 }
 
 pub(crate) fn build(
@@ -127,14 +132,23 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
                 resource: Value::new(&q.resource),
                 replica_role: role,
             };
-            reservation.2.get_or_create(&l).set(units(q.reserved));
-            usage.2.get_or_create(&l).set(units(q.reserved));
-            nominal.2.get_or_create(&l).set(units(q.nominal));
+            reservation
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.reserved));
+            usage
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.reserved));
+            nominal
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, q.nominal));
             if let Some(b) = q.borrowing_limit {
-                borrowing.2.get_or_create(&l).set(units(b));
+                borrowing.2.get_or_create(&l).set(units(&q.resource, b));
             }
             if let Some(v) = q.lending_limit {
-                lending.2.get_or_create(&l).set(units(v));
+                lending.2.get_or_create(&l).set(units(&q.resource, v));
             }
         }
         share
@@ -156,7 +170,7 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
                     resource: Value::new(r),
                     replica_role: role,
                 })
-                .set(units(*v));
+                .set(units(r, *v));
         }
     }
     s.pending = vec![pending];
@@ -220,8 +234,8 @@ fn local_queues(s: &mut StateGauges, lqs: &[LqRow<'_>], role: ReplicaRole) {
                 resource: Value::from(r.clone()),
                 replica_role: role,
             };
-            reservation.2.get_or_create(&l).set(units(*v));
-            usage.2.get_or_create(&l).set(units(*v));
+            reservation.2.get_or_create(&l).set(units(r, *v));
+            usage.2.get_or_create(&l).set(units(r, *v));
         }
     }
     s.lq_pending = vec![pending];

@@ -21,7 +21,7 @@ pub use update::{
 };
 pub use workload::{validate_pod_template, validate_workload};
 
-use super::quantity::{QuantityError, parse_milli};
+use super::quantity::{QuantityError, parse_milli_wide};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::fmt;
@@ -195,9 +195,10 @@ impl fmt::Display for Path {
 /// Kubernetes' message for negative quantities.
 pub const IS_NEGATIVE_MSG: &str = "must be greater than or equal to 0";
 
-/// Parses a quantity for validation, recording a field error when it is malformed.
-pub(crate) fn quantity(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) -> Option<i64> {
-    match parse_milli(q) {
+/// Parses a quantity for validation (milli-units, wide enough for any quota Kueue accepts),
+/// recording a field error when it is malformed.
+pub(crate) fn quantity(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) -> Option<i128> {
+    match parse_milli_wide(q) {
         Ok(v) => Some(v),
         Err(e) => {
             let detail = match e {
@@ -214,7 +215,7 @@ pub(crate) fn quantity(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) ->
 }
 
 /// Parses a quantity and also requires it to be non-negative.
-pub(crate) fn non_negative(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) -> Option<i64> {
+pub(crate) fn non_negative(q: &Quantity, path: &Path, errs: &mut Vec<FieldError>) -> Option<i128> {
     let v = quantity(q, path, errs)?;
     if v < 0 {
         errs.push(FieldError::invalid(path, &q.0, IS_NEGATIVE_MSG));

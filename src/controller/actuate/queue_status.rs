@@ -13,7 +13,7 @@ use tracing::debug;
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
 use crate::api::constants::{CQ_REASON_READY, QUEUE_ACTIVE, WORKLOAD_FINISHED};
-use crate::api::quantity::format_milli;
+use crate::api::quantity::resource_quantity;
 use crate::api::{Workload, quantity};
 use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
@@ -25,7 +25,7 @@ pub struct QueueView {
     pub pending: usize,
     pub reserving: usize,
     pub admitted: usize,
-    /// flavor -> resource -> milli-units.
+    /// flavor -> resource -> (total, borrowed) in the engine's unit for the resource.
     pub usage: BTreeMap<String, BTreeMap<String, (i64, i64)>>,
     pub active: (bool, String, String),
 }
@@ -83,9 +83,9 @@ pub fn status_patch(view: &QueueView, current: &[Condition], local: bool, now: &
                 .iter()
                 .map(|(name, (total, borrowed))| {
                     if local {
-                        json!({"name": name, "total": format_milli(*total)})
+                        json!({"name": name, "total": resource_quantity(name, *total)})
                     } else {
-                        json!({"name": name, "total": format_milli(*total), "borrowed": format_milli(*borrowed)})
+                        json!({"name": name, "total": resource_quantity(name, *total), "borrowed": resource_quantity(name, *borrowed)})
                     }
                 })
                 .collect();
@@ -135,7 +135,7 @@ pub fn local_queue_views(workloads: &[Arc<DynamicObject>]) -> HashMap<(String, S
                 let used = psa
                     .resource_usage
                     .get(resource)
-                    .and_then(|q| quantity::parse_milli(q).ok())
+                    .and_then(|q| quantity::resource_value(resource, q).ok())
                     .unwrap_or(0);
                 let e = view
                     .usage
