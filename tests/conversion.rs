@@ -182,6 +182,128 @@ fn successful_review_answers_every_object_in_order() {
     assert_eq!(objs[1]["apiVersion"], V1BETA2);
 }
 
+fn workload(api_version: &str, spec: Value, status: Value) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns", "uid": "9"},
+        "spec": spec, "status": status,
+    })
+}
+
+#[test]
+fn v1beta1_admission_checks_replace_a_strategy_given_alongside() {
+    let old = cq(
+        V1BETA1,
+        json!({
+            "admissionChecks": ["prov"],
+            "admissionChecksStrategy": {"admissionChecks": [{"name": "mk", "onFlavors": ["gpu"]}]},
+        }),
+    );
+    let new = convert::convert(&old, V1BETA2, 0).expect("convert");
+    assert_eq!(
+        new["spec"]["admissionChecksStrategy"],
+        json!({"admissionChecks": [{"name": "prov"}]}),
+        "Kueue keeps only admissionChecks"
+    );
+    assert!(new["spec"].get("admissionChecks").is_none());
+}
+
+#[test]
+fn may_stop_search_is_written_unchanged_to_v1beta1() {
+    let new = cq(
+        V1BETA2,
+        json!({"flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}}),
+    );
+    let old = convert::convert(&new, V1BETA1, 0).expect("down");
+    assert_eq!(
+        old["spec"]["flavorFungibility"],
+        json!({"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"})
+    );
+}
+
+#[test]
+fn v1beta1_priority_class_name_without_source_is_dropped() {
+    let old = workload(
+        V1BETA1,
+        json!({"priorityClassName": "high", "priority": 7, "podSets": []}),
+        json!({}),
+    );
+    let new = convert::convert(&old, V1BETA2, 0).expect("convert");
+    assert!(new["spec"].get("priorityClassRef").is_none(), "{new}");
+    assert_eq!(new["spec"]["priority"], 7);
+    let with_source = workload(
+        V1BETA1,
+        json!({"priorityClassName": "high", "priorityClassSource": "scheduling.k8s.io/priorityclass", "priority": 7, "podSets": []}),
+        json!({}),
+    );
+    let new = convert::convert(&with_source, V1BETA2, 0).expect("convert");
+    assert_eq!(
+        new["spec"]["priorityClassRef"],
+        json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"})
+    );
+}
+
+#[test]
+fn v1beta2_only_workload_fields_go_down_as_in_kueue() {
+    let spec = json!({
+        "preemptionGates": [{"name": "quota-check"}],
+        "podSets": [{"name": "main", "count": 4, "template": {},
+            "topologyRequest": {"podsetSliceRequiredTopologyConstraints": [{"topology": "rack", "size": 2}]}}],
+    });
+    let status = json!({
+        "preemptionGates": [{"name": "quota-check", "position": "Open", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "admissionChecks": [{"name": "prov", "state": "Retry", "lastTransitionTime": "2026-01-01T00:00:00Z",
+            "message": "", "retryCount": 3, "requeueAfterSeconds": 60}],
+    });
+    let new = workload(V1BETA2, spec.clone(), status);
+    let old = convert::convert(&new, V1BETA1, 0).expect("down");
+    assert!(old["spec"].get("preemptionGates").is_none());
+    assert!(
+        old["spec"]["podSets"][0]["topologyRequest"]
+            .get("podsetSliceRequiredTopologyConstraints")
+            .is_none()
+    );
+    assert!(
+        old["status"].get("preemptionGates").is_none(),
+        "v1beta1 has no gate states"
+    );
+    assert_eq!(old["status"]["admissionChecks"][0]["retryCount"], 3);
+    assert_eq!(
+        old["status"]["admissionChecks"][0]["requeueAfterSeconds"],
+        60
+    );
+    // kuota's stash brings the spec back whole.
+    let back = convert::convert(&old, V1BETA2, 0).expect("up");
+    assert_eq!(back["spec"]["preemptionGates"], spec["preemptionGates"]);
+    assert_eq!(
+        back["spec"]["podSets"][0]["topologyRequest"],
+        spec["podSets"][0]["topologyRequest"]
+    );
+    assert_eq!(back["status"]["admissionChecks"][0]["retryCount"], 3);
+}
+
+#[test]
+fn v1beta1_topology_domains_convert_to_kueues_slices() {
+    let status = json!({"admission": {"clusterQueue": "cq", "podSetAssignments": [{
+        "name": "main", "count": 3,
+        "topologyAssignment": {"levels": ["block", "rack"], "domains": [
+            {"values": ["b1", "rack-1"], "count": 2},
+            {"values": ["b1", "rack-2"], "count": 1},
+        ]},
+    }]}});
+    let old = workload(V1BETA1, json!({"podSets": []}), status);
+    let new = convert::convert(&old, V1BETA2, 0).expect("up");
+    let ta = &new["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"];
+    assert_eq!(
+        ta["slices"],
+        json!([{"domainCount": 2,
+            "valuesPerLevel": [{"universal": "b1"}, {"individual": {"prefix": "rack-", "roots": ["1", "2"]}}],
+            "podCounts": {"individual": [2, 1]}}])
+    );
+    let down = convert::convert(&new, V1BETA1, 0).expect("down");
+    assert_eq!(down["status"], old["status"]);
+}
+
 // ------------------------------------------------------------------ properties
 
 fn opt<T: Clone + std::fmt::Debug + 'static>(
@@ -285,17 +407,68 @@ fn cq_spec_v1beta2() -> impl Strategy<Value = Value> {
         })
 }
 
-/// A v1beta2 Workload over the priority-class fields whose shape differs between versions.
+/// A v1beta2 pod set, with or without a multi-layer slice topology request.
+fn pod_set() -> impl Strategy<Value = Value> {
+    (
+        1i32..8,
+        opt(prop::collection::vec((name(), 1i32..8), 1..4)),
+    )
+        .prop_map(|(count, layers)| {
+            let mut ps = json!({"name": "main", "count": count, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}});
+            if let Some(layers) = layers {
+                let c: Vec<Value> = layers
+                    .into_iter()
+                    .map(|(t, n)| json!({"topology": t, "size": n}))
+                    .collect();
+                ps["topologyRequest"] = json!({"podsetSliceRequiredTopologyConstraints": c});
+            }
+            ps
+        })
+}
+
+/// A v1beta2 admission status: Kueue-encoded topology assignment and admission checks
+/// with the retry fields (all of which v1beta1 can hold).
+fn status_v1beta2() -> impl Strategy<Value = Value> {
+    let domain = (0u8..3, 0u8..12, 1i32..4);
+    (
+        prop::collection::vec(domain, 0..6),
+        opt((opt(0i32..10), opt(0i32..600))),
+    )
+        .prop_map(|(domains, check)| {
+            let domains: Vec<(Vec<String>, i32)> = domains
+                .into_iter()
+                .map(|(b, h, c)| (vec![format!("block-{b}"), format!("node-{h}.z")], c))
+                .collect();
+            let ta = kuota::api::tas_encoding::encode(vec!["block".into(), "host".into()], &domains);
+            let mut status = json!({"admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": "main", "topologyAssignment": ta}]}});
+            if let Some((retry, after)) = check {
+                let mut c = json!({"name": "prov", "state": "Retry", "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "m"});
+                if let Some(r) = retry {
+                    c["retryCount"] = json!(r);
+                }
+                if let Some(a) = after {
+                    c["requeueAfterSeconds"] = json!(a);
+                }
+                status["admissionChecks"] = json!([c]);
+            }
+            status
+        })
+}
+
+/// A v1beta2 Workload over the fields whose shape differs between versions.
 fn workload_v1beta2() -> impl Strategy<Value = Value> {
     (
         opt(name()),
         opt((prop_oneof![Just(true), Just(false)], name())),
         opt(-100i32..100),
         opt(1i32..100000),
-        1i32..8,
+        pod_set(),
+        opt(prop::collection::btree_set(name(), 1..4)),
+        status_v1beta2(),
     )
-        .prop_map(|(queue, class, priority, max_exec, count)| {
-            let mut spec = json!({"podSets": [{"name": "main", "count": count, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]});
+        .prop_map(|(queue, class, priority, max_exec, pod_set, gates, status)| {
+            let mut spec = json!({"podSets": [pod_set]});
             if let Some(q) = queue {
                 spec["queueName"] = json!(q);
             }
@@ -312,7 +485,11 @@ fn workload_v1beta2() -> impl Strategy<Value = Value> {
             if let Some(m) = max_exec {
                 spec["maximumExecutionTimeSeconds"] = json!(m);
             }
-            json!({"apiVersion": V1BETA2, "kind": "Workload", "metadata": {"name": "w", "namespace": "ns", "uid": "9"}, "spec": spec})
+            if let Some(gates) = gates {
+                let g: Vec<Value> = gates.into_iter().map(|n| json!({"name": n})).collect();
+                spec["preemptionGates"] = json!(g);
+            }
+            workload(V1BETA2, spec, status)
         })
 }
 

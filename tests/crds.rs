@@ -213,3 +213,78 @@ fn the_helm_chart_carries_the_committed_crds() {
         stale.join("; ")
     );
 }
+
+/// The schema node at a dotted path of a CRD version (`[]` descends into list items).
+fn schema_at(crd: &serde_json::Value, path: &str) -> serde_json::Value {
+    let mut node = &crd["schema"]["openAPIV3Schema"];
+    for seg in path.split('.') {
+        let field = seg.trim_end_matches("[]");
+        node = &node["properties"][field];
+        if seg.ends_with("[]") {
+            node = &node["items"];
+        }
+    }
+    node.clone()
+}
+
+#[test]
+fn workload_schema_has_kueues_current_fields_and_rules() {
+    let all = crds::all(None).expect("generate");
+    let version = |kind: &str, i: usize| {
+        let crd = all
+            .iter()
+            .find(|c| c.spec.names.kind == kind)
+            .expect("kind generated");
+        serde_json::to_value(&crd.spec.versions[i]).expect("json")
+    };
+    let wl = version("Workload", 0);
+    assert_eq!(schema_at(&wl, "spec.preemptionGates")["maxItems"], 8);
+    assert_eq!(
+        schema_at(&wl, "status.preemptionGates[].position")["enum"],
+        serde_json::json!(["Closed", "Open"])
+    );
+    assert_eq!(
+        schema_at(
+            &wl,
+            "spec.podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints"
+        )["maxItems"],
+        3
+    );
+    for field in ["retryCount", "requeueAfterSeconds"] {
+        let path = format!("status.admissionChecks[].{field}");
+        assert_eq!(schema_at(&wl, &path)["type"], "integer", "{field}");
+    }
+    let slice = "status.admission.podSetAssignments[].topologyAssignment.slices[]";
+    assert_eq!(
+        schema_at(&wl, &format!("{slice}.podCounts.individual"))["maxItems"],
+        100000
+    );
+    assert_eq!(
+        schema_at(&wl, &format!("{slice}.podCounts.universal"))["type"],
+        "integer"
+    );
+    assert_eq!(
+        schema_at(&wl, &format!("{slice}.valuesPerLevel[].individual.roots"))["maxItems"],
+        100000
+    );
+    let messages: Vec<String> = schema_at(&wl, slice)["x-kubernetes-validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        messages.contains(&"podCounts.individual must have length equal to domainCount".into()),
+        "{messages:?}"
+    );
+    assert!(
+        schema_at(&wl, &format!("{slice}.universalPodCount")).is_null(),
+        "the pre-release shape is gone"
+    );
+    // v1beta1 has neither gates nor multi-layer slices, as in Kueue.
+    let wl1 = version("Workload", 1);
+    assert!(schema_at(&wl1, "spec.preemptionGates").is_null());
+    assert!(schema_at(&version("LocalQueue", 0), "spec.wallTimePolicy").is_null());
+    assert!(schema_at(&version("LocalQueue", 0), "status.wallTimeFlavorUsage").is_null());
+    assert!(schema_at(&version("ResourceFlavor", 0), "spec.resourceWeights").is_null());
+}

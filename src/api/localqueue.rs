@@ -34,9 +34,6 @@ pub struct LocalQueueSpec {
     /// Admission fair sharing weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharing>,
-    /// Wall-time budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wall_time_policy: Option<LocalQueueWallTimeLimits>,
 }
 
 impl LocalQueueSpec {
@@ -44,17 +41,6 @@ impl LocalQueueSpec {
     pub fn effective_stop_policy(&self) -> StopPolicy {
         self.stop_policy.unwrap_or_default()
     }
-}
-
-/// Wall-time budget of a LocalQueue.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LocalQueueWallTimeLimits {
-    /// Hours of wall time the budget covers (>= 1).
-    pub wall_time_allocated_hours: i32,
-    /// Hold or HoldAndDrain once exhausted; Kueue defaults to Hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action_when_wall_time_exhausted: Option<StopPolicy>,
 }
 
 /// Observed state of a LocalQueue.
@@ -82,9 +68,6 @@ pub struct LocalQueueStatus {
     /// Fair-sharing state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<LocalQueueFairSharingStatus>,
-    /// Wall-time usage per flavor, kept opaque: its shape is still moving upstream.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub wall_time_flavor_usage: Vec<serde_json::Value>,
 }
 
 /// Usage of one flavor by a LocalQueue.

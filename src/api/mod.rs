@@ -13,6 +13,7 @@ pub mod priorityclass;
 pub mod quantity;
 pub mod resourceflavor;
 pub mod selector;
+pub mod tas_encoding;
 pub mod topology;
 pub mod v1beta1;
 pub mod validate;

@@ -1,7 +1,6 @@
 //! ResourceFlavor (kueue.x-k8s.io/v1beta2, cluster-scoped, short names `flavor`, `flavors`, `rf`).
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -34,9 +33,6 @@ pub struct ResourceFlavorSpec {
     /// Topology used for topology-aware scheduling on this flavor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_name: Option<String>,
-    /// Per-resource multipliers for dominant resource share (> 0; default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_weights: Option<BTreeMap<String, Quantity>>,
 }
 
 #[cfg(test)]

@@ -42,6 +42,9 @@ pub struct WorkloadSpec {
     /// Admitted time after which the workload is deactivated (>= 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maximum_execution_time_seconds: Option<i32>,
+    /// Gates (at most 8) that must all open before the workload may preempt others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preemption_gates: Vec<PreemptionGate>,
 }
 
 impl WorkloadSpec {
@@ -105,6 +108,19 @@ impl PriorityClassRef {
     pub fn is_workload_priority_class(&self) -> bool {
         self.group == WORKLOAD_PRIORITY_CLASS_GROUP && self.kind == WORKLOAD_PRIORITY_CLASS_KIND
     }
+
+    /// Whether this points at a pod (scheduling.k8s.io) PriorityClass.
+    pub fn is_pod_priority_class(&self) -> bool {
+        self.group == POD_PRIORITY_CLASS_GROUP && self.kind == POD_PRIORITY_CLASS_KIND
+    }
+}
+
+/// A named gate on a workload's ability to preempt; closed until its status says `Open`.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionGate {
+    /// Gate name (1..=63 characters), unique within the workload.
+    pub name: String,
 }
 
 /// A set of identical pods.
@@ -179,6 +195,19 @@ pub struct PodSetTopologyRequest {
     /// Number of pods per slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_set_slice_size: Option<i32>,
+    /// Slice layers, coarsest first (at most 3); exclusive with the two fields above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub podset_slice_required_topology_constraints: Vec<PodsetSliceRequiredTopologyConstraint>,
+}
+
+/// One layer of slice topology: groups of `size` pods, each inside one `topology` domain.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodsetSliceRequiredTopologyConstraint {
+    /// Topology level (node label key) each group must fit in.
+    pub topology: String,
+    /// Pods per group (>= 1).
+    pub size: i32,
 }
 
 #[cfg(test)]

@@ -44,6 +44,9 @@ pub struct WorkloadStatus {
     /// Failed nodes being replaced under TAS.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unhealthy_nodes: Vec<UnhealthyNode>,
+    /// Observed position of each preemption gate named in the spec (at most 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preemption_gates: Vec<PreemptionGateState>,
 }
 
 impl WorkloadStatus {
@@ -140,30 +143,48 @@ pub struct TopologyAssignmentSlice {
     /// One entry per level.
     #[serde(default)]
     pub values_per_level: Vec<TopologyAssignmentSliceLevelValues>,
-    /// Pods per domain; exclusive with `universalPodCount`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_counts: Option<Vec<i32>>,
-    /// Same pod count in every domain; exclusive with `podCounts`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub universal_pod_count: Option<i32>,
+    /// Pods per domain.
+    #[serde(default)]
+    pub pod_counts: TopologyAssignmentSlicePodCounts,
 }
 
-/// Label values of one level across the domains of a slice.
+/// Label values of one level across the domains of a slice; exactly one field is set.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TopologyAssignmentSliceLevelValues {
-    /// Common prefix of all values.
+    /// One value for every domain of the slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub universal: Option<String>,
+    /// One value per domain, with common prefix and suffix factored out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub individual: Option<TopologyAssignmentSliceLevelIndividualValues>,
+}
+
+/// Per-domain label values of one level: each is `prefix + root + suffix`.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyAssignmentSliceLevelIndividualValues {
+    /// Common prefix of all values (unset rather than empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// Common suffix of all values.
+    /// Common suffix of all values (unset rather than empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suffix: Option<String>,
-    /// Per-domain values without prefix/suffix; exclusive with `universalValue`.
+    /// What remains of each value, one per domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
+}
+
+/// Pods per domain of a slice; exactly one field is set.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyAssignmentSlicePodCounts {
+    /// The same count in every domain (>= 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roots: Option<Vec<String>>,
-    /// One value for every domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub universal_value: Option<String>,
+    pub universal: Option<i32>,
+    /// One count per domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub individual: Vec<i32>,
 }
 
 impl TopologyAssignmentSlice {
@@ -173,20 +194,24 @@ impl TopologyAssignmentSlice {
     /// exclusive fields are set), so callers never index out of bounds.
     pub fn domains(&self) -> Option<Vec<(Vec<String>, i32)>> {
         let n = usize::try_from(self.domain_count).ok()?;
-        let counts: Vec<i32> = match (&self.pod_counts, self.universal_pod_count) {
-            (Some(c), None) if c.len() == n => c.clone(),
-            (None, Some(u)) => vec![u; n],
+        let pc = &self.pod_counts;
+        let counts: Vec<i32> = match (pc.universal, pc.individual.is_empty()) {
+            (None, false) if pc.individual.len() == n => pc.individual.clone(),
+            (Some(u), true) => vec![u; n],
             _ => return None,
         };
         let mut per_level: Vec<Vec<String>> = Vec::with_capacity(self.values_per_level.len());
         for lv in &self.values_per_level {
-            let vals = match (&lv.roots, &lv.universal_value) {
-                (Some(r), None) if r.len() == n => {
-                    let p = lv.prefix.as_deref().unwrap_or("");
-                    let s = lv.suffix.as_deref().unwrap_or("");
-                    r.iter().map(|root| format!("{p}{root}{s}")).collect()
+            let vals = match (&lv.universal, &lv.individual) {
+                (None, Some(ind)) if ind.roots.len() == n => {
+                    let p = ind.prefix.as_deref().unwrap_or("");
+                    let s = ind.suffix.as_deref().unwrap_or("");
+                    ind.roots
+                        .iter()
+                        .map(|root| format!("{p}{root}{s}"))
+                        .collect()
                 }
-                (None, Some(u)) => vec![u.clone(); n],
+                (Some(u), None) => vec![u.clone(); n],
                 _ => return None,
             };
             per_level.push(vals);
@@ -234,9 +259,37 @@ pub struct AdmissionCheckState {
     /// Human-readable message.
     #[serde(default)]
     pub message: String,
+    /// With state `Retry`: seconds after `lastTransitionTime` before the workload is
+    /// requeued (`None` requeues at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_after_seconds: Option<i32>,
+    /// Times the check has moved to `Retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_count: Option<i32>,
     /// Pod set changes suggested by the check.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_set_updates: Vec<PodSetUpdate>,
+}
+
+/// Whether a preemption gate blocks preemption.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PreemptionGatePosition {
+    /// The gate blocks the workload from preempting.
+    Closed,
+    /// The gate no longer blocks preemption.
+    Open,
+}
+
+/// Observed state of one preemption gate.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionGateState {
+    /// Gate name, as in `spec.preemptionGates`.
+    pub name: String,
+    /// `Closed` or `Open`.
+    pub position: PreemptionGatePosition,
+    /// When the position last changed.
+    pub last_transition_time: Time,
 }
 
 /// Additive changes to a pod set suggested by an admission check.
@@ -305,18 +358,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn expands_compressed_slices() {
+    fn expands_kueue_v1beta2_slices() {
+        // Example 2 of Kueue's topologyAssignment documentation.
         let yaml = r#"
 domainCount: 2
 valuesPerLevel:
-- universalValue: block-1
-- prefix: rack-
-  roots: ["1", "2"]
-podCounts: [4, 2]
+- universal: block-1
+- individual:
+    prefix: rack-
+    roots: ["1", "2"]
+podCounts:
+  individual: [4, 2]
 "#;
         let s: TopologyAssignmentSlice = serde_norway::from_str(yaml).expect("valid");
         let d = s.domains().expect("well formed");
         assert_eq!(d[1], (vec!["block-1".to_string(), "rack-2".to_string()], 2));
+        let json = serde_json::to_value(&s).expect("encodes");
+        assert_eq!(json["podCounts"], serde_json::json!({"individual": [4, 2]}));
+        assert_eq!(
+            json["valuesPerLevel"][0],
+            serde_json::json!({"universal": "block-1"})
+        );
+        let universal: TopologyAssignmentSlice = serde_norway::from_str(
+            "domainCount: 3\nvaluesPerLevel: [{individual: {suffix: .n, roots: [a, b, c]}}]\npodCounts: {universal: 2}\n",
+        )
+        .expect("valid");
+        let d = universal.domains().expect("well formed");
+        assert_eq!(d[2], (vec!["c.n".to_string()], 2));
+    }
+
+    #[test]
+    fn pre_release_shape_is_refused() {
+        let old = "domainCount: 1\nvaluesPerLevel: [{universalValue: n1}]\nuniversalPodCount: 1\n";
+        assert!(serde_norway::from_str::<TopologyAssignmentSlice>(old).is_err());
     }
 
     #[test]
@@ -324,9 +398,50 @@ podCounts: [4, 2]
         let s = TopologyAssignmentSlice {
             domain_count: 3,
             values_per_level: vec![],
-            pod_counts: Some(vec![1]),
-            universal_pod_count: None,
+            pod_counts: TopologyAssignmentSlicePodCounts {
+                universal: None,
+                individual: vec![1],
+            },
         };
         assert!(s.domains().is_none());
+        let both = TopologyAssignmentSlice {
+            domain_count: 1,
+            values_per_level: vec![TopologyAssignmentSliceLevelValues {
+                universal: Some("a".into()),
+                individual: Some(TopologyAssignmentSliceLevelIndividualValues {
+                    roots: vec!["b".into()],
+                    ..Default::default()
+                }),
+            }],
+            pod_counts: TopologyAssignmentSlicePodCounts {
+                universal: Some(1),
+                individual: Vec::new(),
+            },
+        };
+        assert!(
+            both.domains().is_none(),
+            "universal and individual are exclusive"
+        );
+    }
+
+    #[test]
+    fn admission_check_retry_fields_and_gate_states_parse() {
+        let yaml = "name: prov\nstate: Retry\nlastTransitionTime: 2026-01-01T00:00:00Z\nmessage: ''\nretryCount: 2\nrequeueAfterSeconds: 30\n";
+        let c: AdmissionCheckState = serde_norway::from_str(yaml).expect("valid");
+        assert_eq!(
+            (c.retry_count, c.requeue_after_seconds),
+            (Some(2), Some(30))
+        );
+        let g: PreemptionGateState = serde_norway::from_str(
+            "name: g\nposition: Open\nlastTransitionTime: 2026-01-01T00:00:00Z\n",
+        )
+        .expect("valid");
+        assert_eq!(g.position, PreemptionGatePosition::Open);
+        assert!(
+            serde_norway::from_str::<PreemptionGateState>(
+                "name: g\nposition: Ajar\nlastTransitionTime: 2026-01-01T00:00:00Z\n"
+            )
+            .is_err()
+        );
     }
 }

@@ -394,6 +394,31 @@ const WL_RULES_V1BETA2: &[Rule] = &[
         "has(self.minCount) ? self.minCount <= self.count : true",
         "minCount should be positive and less or equal to count",
     ),
+    rule(
+        "status.admission.podSetAssignments[].topologyAssignment",
+        "self.slices.all(x, size(x.valuesPerLevel) == size(self.levels))",
+        "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",
+    ),
+    rule(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[]",
+        "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount",
+        "podCounts.individual must have length equal to domainCount",
+    ),
+    rule(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[]",
+        "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)",
+        "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this TopologyAssignmentSlice",
+    ),
+    rule(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].podCounts",
+        "[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1",
+        "exactly one of the fields in [universal individual] must be set",
+    ),
+    rule(
+        "status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[]",
+        "has(self.universal) != has(self.individual)",
+        "exactly one of the fields in [universal individual] must be set",
+    ),
 ];
 
 const WL_RULES_V1BETA1: &[Rule] = &[

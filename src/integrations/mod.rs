@@ -264,6 +264,7 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
                 priority: None,
                 active: None,
                 maximum_execution_time_seconds: max_exec,
+                preemption_gates: Vec::new(),
             },
             status: None,
         })

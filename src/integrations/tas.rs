@@ -152,6 +152,7 @@ pub fn topology_request(
         pod_set_slice_size: a
             .get_annotation(PODSET_SLICE_SIZE_ANNOTATION)
             .and_then(|s| s.parse().ok()),
+        podset_slice_required_topology_constraints: Vec::new(),
     })
 }
 

@@ -309,7 +309,7 @@ status:
         .expect("admitted")
         .pod_set_assignments[0];
     let slices = &psa.topology_assignment.as_ref().expect("tas").slices;
-    assert_eq!(slices[0].pod_counts, Some(vec![2]));
+    assert_eq!(slices[0].pod_counts.universal, Some(2));
 }
 
 #[test]

@@ -231,16 +231,16 @@ impl From<FlavorFungibility> for v2cq::FlavorFungibility {
 }
 
 impl From<v2cq::FlavorFungibility> for FlavorFungibility {
-    /// Writes the v1beta1 spellings (`Borrow`/`Preempt`) older clients understand.
+    /// v1beta1 accepts the v1beta2 values too, so they are written unchanged, as Kueue does.
     fn from(f: v2cq::FlavorFungibility) -> Self {
         use v2cq::FlavorFungibilityPolicy as P;
         Self {
             when_can_borrow: f.when_can_borrow.map(|p| match p {
-                P::MayStopSearch => WhenCanBorrow::Borrow,
+                P::MayStopSearch => WhenCanBorrow::MayStopSearch,
                 P::TryNextFlavor => WhenCanBorrow::TryNextFlavor,
             }),
             when_can_preempt: f.when_can_preempt.map(|p| match p {
-                P::MayStopSearch => WhenCanPreempt::Preempt,
+                P::MayStopSearch => WhenCanPreempt::MayStopSearch,
                 P::TryNextFlavor => WhenCanPreempt::TryNextFlavor,
             }),
             preference: f.preference,
@@ -249,22 +249,23 @@ impl From<v2cq::FlavorFungibility> for FlavorFungibility {
 }
 
 impl From<ClusterQueueSpec> for v2cq::ClusterQueueSpec {
-    /// `admissionChecks` become strategy rules without `onFlavors`, which Kueue treats alike.
+    /// Non-empty `admissionChecks` become strategy rules without `onFlavors` (which Kueue
+    /// treats alike) and, as in Kueue, replace any `admissionChecksStrategy` given alongside.
     fn from(s: ClusterQueueSpec) -> Self {
-        let mut strategy = s.admission_checks_strategy;
-        if !s.admission_checks.is_empty() {
-            let rules = &mut strategy
-                .get_or_insert_with(Default::default)
-                .admission_checks;
-            for name in s.admission_checks {
-                if !rules.iter().any(|r| r.name == name) {
-                    rules.push(AdmissionCheckStrategyRule {
+        let strategy = if s.admission_checks.is_empty() {
+            s.admission_checks_strategy
+        } else {
+            Some(AdmissionChecksStrategy {
+                admission_checks: s
+                    .admission_checks
+                    .into_iter()
+                    .map(|name| AdmissionCheckStrategyRule {
                         name,
                         on_flavors: Vec::new(),
-                    });
-                }
-            }
-        }
+                    })
+                    .collect(),
+            })
+        };
         Self {
             resource_groups: s.resource_groups,
             cohort_name: s.cohort,
@@ -357,7 +358,6 @@ impl From<LocalQueue> for v2lq::LocalQueue {
                 cluster_queue: o.spec.cluster_queue,
                 stop_policy: o.spec.stop_policy,
                 fair_sharing: o.spec.fair_sharing,
-                wall_time_policy: None,
             },
             status: o.status.map(|s| v2lq::LocalQueueStatus {
                 conditions: s.conditions,
@@ -367,14 +367,12 @@ impl From<LocalQueue> for v2lq::LocalQueue {
                 flavors_reservation: s.flavors_reservation,
                 flavors_usage: s.flavor_usage,
                 fair_sharing: s.fair_sharing,
-                wall_time_flavor_usage: Vec::new(),
             }),
         }
     }
 }
 
 impl From<v2lq::LocalQueue> for LocalQueue {
-    /// `wallTimePolicy` has no v1beta1 field and is dropped.
     fn from(o: v2lq::LocalQueue) -> Self {
         Self {
             metadata: o.metadata,
@@ -431,7 +429,49 @@ resourceGroups:
         assert_eq!(rules.admission_checks[0].name, "prov");
         let back: ClusterQueueSpec = v2.into();
         assert_eq!(back.cohort, v1.cohort);
-        assert_eq!(back.flavor_fungibility, v1.flavor_fungibility);
+        // Kueue writes the v1beta2 spelling back, which v1beta1 also accepts.
+        assert_eq!(
+            back.flavor_fungibility,
+            Some(FlavorFungibility {
+                when_can_borrow: Some(WhenCanBorrow::MayStopSearch),
+                when_can_preempt: Some(WhenCanPreempt::MayStopSearch),
+                preference: None,
+            })
+        );
+    }
+
+    #[test]
+    fn admission_checks_replace_a_strategy_given_alongside() {
+        let yaml = "admissionChecks: [prov, mk]\nadmissionChecksStrategy:\n  admissionChecks:\n  - {name: other, onFlavors: [gpu]}\n";
+        let v1: ClusterQueueSpec = serde_norway::from_str(yaml).expect("valid");
+        let v2: v2cq::ClusterQueueSpec = v1.into();
+        let rules = v2
+            .admission_checks_strategy
+            .unwrap_or_default()
+            .admission_checks;
+        let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["prov", "mk"],
+            "the strategy's own rules are dropped"
+        );
+        assert!(rules.iter().all(|r| r.on_flavors.is_empty()));
+
+        let only: ClusterQueueSpec = serde_norway::from_str(
+            "admissionChecks: []\nadmissionChecksStrategy: {admissionChecks: [{name: other, onFlavors: [gpu]}]}\n",
+        )
+        .expect("valid");
+        let v2: v2cq::ClusterQueueSpec = only.into();
+        let rules = v2
+            .admission_checks_strategy
+            .unwrap_or_default()
+            .admission_checks;
+        assert_eq!(
+            rules.len(),
+            1,
+            "an empty admissionChecks keeps the strategy"
+        );
+        assert_eq!(rules[0].on_flavors, ["gpu"]);
     }
 
     #[test]

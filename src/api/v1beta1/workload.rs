@@ -1,5 +1,6 @@
 //! v1beta1 Workload and its conversion to and from v1beta2.
 
+use crate::api::tas_encoding;
 use crate::api::workload::{self as v2wl, PodSet, PriorityClassRef};
 use crate::api::workload_status::{self as v2ws, DelayedTopologyRequestState};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -154,14 +155,16 @@ pub struct TopologyDomainAssignment {
 }
 
 impl From<WorkloadSpec> for v2wl::WorkloadSpec {
-    /// A name without a source predates `priorityClassSource`, when names always meant pod
-    /// PriorityClasses, so it maps to a pod class rather than being dropped.
+    /// As in Kueue, a `priorityClassName` becomes a `priorityClassRef` only when
+    /// `priorityClassSource` says which kind of class it names; without a (known) source the
+    /// name is dropped and only `priority` carries over.
     fn from(s: WorkloadSpec) -> Self {
-        let name = s.priority_class_name.filter(|n| !n.is_empty());
-        let priority_class_ref = name.map(|n| match s.priority_class_source.as_deref() {
-            Some(WORKLOAD_PRIORITY_CLASS_SOURCE) => PriorityClassRef::workload(&n),
-            _ => PriorityClassRef::pod(&n),
-        });
+        let name = s.priority_class_name.unwrap_or_default();
+        let priority_class_ref = match s.priority_class_source.as_deref() {
+            Some(WORKLOAD_PRIORITY_CLASS_SOURCE) => Some(PriorityClassRef::workload(&name)),
+            Some(POD_PRIORITY_CLASS_SOURCE) => Some(PriorityClassRef::pod(&name)),
+            _ => None,
+        };
         Self {
             pod_sets: s.pod_sets,
             queue_name: s.queue_name,
@@ -169,22 +172,33 @@ impl From<WorkloadSpec> for v2wl::WorkloadSpec {
             priority: s.priority,
             active: s.active,
             maximum_execution_time_seconds: s.maximum_execution_time_seconds,
+            preemption_gates: Vec::new(),
         }
     }
 }
 
 impl From<v2wl::WorkloadSpec> for WorkloadSpec {
+    /// `preemptionGates` and the pod sets' `podsetSliceRequiredTopologyConstraints` have no
+    /// v1beta1 field and are dropped, as in Kueue.
     fn from(s: v2wl::WorkloadSpec) -> Self {
         let (name, source) = match s.priority_class_ref {
             Some(r) if r.is_workload_priority_class() => (
                 Some(r.name),
                 Some(WORKLOAD_PRIORITY_CLASS_SOURCE.to_string()),
             ),
-            Some(r) => (Some(r.name), Some(POD_PRIORITY_CLASS_SOURCE.to_string())),
-            None => (None, None),
+            Some(r) if r.is_pod_priority_class() => {
+                (Some(r.name), Some(POD_PRIORITY_CLASS_SOURCE.to_string()))
+            }
+            _ => (None, None),
         };
+        let mut pod_sets = s.pod_sets;
+        for ps in &mut pod_sets {
+            if let Some(tr) = ps.topology_request.as_mut() {
+                tr.podset_slice_required_topology_constraints.clear();
+            }
+        }
         Self {
-            pod_sets: s.pod_sets,
+            pod_sets,
             queue_name: s.queue_name,
             priority_class_name: name,
             priority: s.priority,
@@ -196,35 +210,19 @@ impl From<v2wl::WorkloadSpec> for WorkloadSpec {
 }
 
 impl From<TopologyAssignment> for v2ws::TopologyAssignment {
-    /// One uncompressed slice: every domain listed, one root per level.
+    /// Kueue's encoding: one compressed slice per 100,000 domains, in the listed order.
     fn from(t: TopologyAssignment) -> Self {
-        if t.domains.is_empty() {
-            return Self {
-                levels: t.levels,
-                slices: Vec::new(),
-            };
-        }
-        let values_per_level = (0..t.levels.len())
-            .map(|lvl| v2ws::TopologyAssignmentSliceLevelValues {
-                roots: Some(
-                    t.domains
-                        .iter()
-                        .map(|d| d.values.get(lvl).cloned().unwrap_or_default())
-                        .collect(),
-                ),
-                ..Default::default()
+        let level_count = t.levels.len();
+        let domains: Vec<(Vec<String>, i32)> = t
+            .domains
+            .into_iter()
+            .map(|d| {
+                let mut values = d.values;
+                values.resize(level_count, String::new());
+                (values, d.count)
             })
             .collect();
-        let slice = v2ws::TopologyAssignmentSlice {
-            domain_count: i32::try_from(t.domains.len()).unwrap_or(i32::MAX),
-            values_per_level,
-            pod_counts: Some(t.domains.iter().map(|d| d.count).collect()),
-            universal_pod_count: None,
-        };
-        Self {
-            levels: t.levels,
-            slices: vec![slice],
-        }
+        tas_encoding::encode(t.levels, &domains)
     }
 }
 
@@ -292,11 +290,13 @@ impl From<WorkloadStatus> for v2ws::WorkloadStatus {
             nominated_cluster_names: s.nominated_cluster_names,
             cluster_name: s.cluster_name,
             unhealthy_nodes: s.unhealthy_nodes,
+            preemption_gates: Vec::new(),
         }
     }
 }
 
 impl From<v2ws::WorkloadStatus> for WorkloadStatus {
+    /// `preemptionGates` has no v1beta1 field and is dropped, as in Kueue.
     fn from(s: v2ws::WorkloadStatus) -> Self {
         Self {
             conditions: s.conditions,
@@ -353,9 +353,62 @@ mod tests {
         let back: WorkloadSpec = v2.into();
         assert_eq!(back, v1);
 
-        let pod: WorkloadSpec = serde_norway::from_str("priorityClassName: p\n").expect("valid");
+        let pod: WorkloadSpec = serde_norway::from_str(
+            "priorityClassName: p\npriorityClassSource: scheduling.k8s.io/priorityclass\n",
+        )
+        .expect("valid");
         let v2: v2wl::WorkloadSpec = pod.into();
         assert_eq!(v2.priority_class_ref, Some(PriorityClassRef::pod("p")));
+    }
+
+    #[test]
+    fn priority_class_name_without_source_is_dropped() {
+        // Kueue converts the name only when priorityClassSource names its kind.
+        for source in [
+            "",
+            "priorityClassSource: ''\n",
+            "priorityClassSource: other/kind\n",
+        ] {
+            let yaml = format!("priorityClassName: p\npriority: 5\n{source}");
+            let v1: WorkloadSpec = serde_norway::from_str(&yaml).expect("valid");
+            let v2: v2wl::WorkloadSpec = v1.into();
+            assert_eq!(v2.priority_class_ref, None, "{yaml}");
+            assert_eq!(v2.priority, Some(5), "the priority value is kept");
+        }
+    }
+
+    #[test]
+    fn v1beta2_only_workload_fields_are_dropped_going_down() {
+        let yaml = r#"
+preemptionGates: [{name: quota-check}]
+podSets:
+- name: main
+  count: 4
+  topologyRequest:
+    podsetSliceRequiredTopologyConstraints: [{topology: rack, size: 2}]
+"#;
+        let v2: v2wl::WorkloadSpec = serde_norway::from_str(yaml).expect("valid");
+        assert_eq!(v2.preemption_gates[0].name, "quota-check");
+        let v1: WorkloadSpec = v2.into();
+        let json = serde_json::to_value(&v1).expect("encodes");
+        assert!(json.get("preemptionGates").is_none());
+        assert_eq!(json["podSets"][0]["topologyRequest"], serde_json::json!({}));
+    }
+
+    #[test]
+    fn v1beta1_domains_get_kueue_compression() {
+        let yaml = "levels: [kubernetes.io/hostname]\ndomains:\n- {values: [pool-a-node-1], count: 1}\n- {values: [pool-a-node-2], count: 1}\n";
+        let v1: TopologyAssignment = serde_norway::from_str(yaml).expect("valid");
+        let v2: v2ws::TopologyAssignment = v1.into();
+        let json = serde_json::to_value(&v2).expect("encodes");
+        assert_eq!(
+            json["slices"],
+            serde_json::json!([{
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "pool-a-node-", "roots": ["1", "2"]}}],
+                "podCounts": {"universal": 1},
+            }])
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! ResourceFlavor, Topology and WorkloadPriorityClass rules.
 
 use super::names::{labels, name_ref, push_errors, qualified_name_errors};
-use super::{FieldError, Path, quantity, validate_object_meta};
+use super::{FieldError, Path, validate_object_meta};
 use crate::api::constants::{HOSTNAME_LABEL, MAX_TOPOLOGY_LEVELS};
 use crate::api::priorityclass::WorkloadPriorityClass;
 use crate::api::resourceflavor::ResourceFlavor;
@@ -38,14 +38,6 @@ pub fn validate_resource_flavor(rf: &ResourceFlavor) -> Vec<FieldError> {
                 &path,
                 "at least one nodeLabel is required when topology is set",
             ));
-        }
-    }
-    for (name, w) in spec.resource_weights.iter().flatten() {
-        let p = path.child("resourceWeights").key(name);
-        if let Some(v) = quantity(w, &p, &mut errs)
-            && v <= 0
-        {
-            errs.push(FieldError::invalid(&p, &w.0, "must be greater than 0"));
         }
     }
     errs

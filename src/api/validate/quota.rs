@@ -117,18 +117,6 @@ pub fn validate_local_queue(lq: &LocalQueue) -> Vec<FieldError> {
         lq.spec.fair_sharing.as_ref(),
         &Path::new("spec").child("fairSharing"),
     );
-    if let Some(w) = &lq.spec.wall_time_policy
-        && w.wall_time_allocated_hours < 1
-    {
-        let p = Path::new("spec")
-            .child("wallTimePolicy")
-            .child("wallTimeAllocatedHours");
-        errs.push(FieldError::invalid_num(
-            &p,
-            w.wall_time_allocated_hours,
-            "must be greater than or equal to 1",
-        ));
-    }
     errs
 }
 
