@@ -143,8 +143,8 @@ pub struct TopologyAssignmentSlice {
     /// One entry per level.
     #[serde(default)]
     pub values_per_level: Vec<TopologyAssignmentSliceLevelValues>,
-    /// Pods per domain.
-    #[serde(default)]
+    /// Pods per domain; required, as in Kueue (a schema default of `{}` would break its
+    /// own exactly-one-of rule, and the API server refuses such a CRD).
     pub pod_counts: TopologyAssignmentSlicePodCounts,
 }
 
