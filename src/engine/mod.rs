@@ -258,6 +258,7 @@ pub mod fair;
 pub mod flavor;
 pub mod intern;
 pub mod model;
+mod nodes;
 pub mod preempt;
 pub mod queue;
 pub mod quota;
