@@ -17,6 +17,13 @@
 //!   to 50,000 workloads over 1,000 ClusterQueues in 10 cohorts, simulated to
 //!   completion. Wall time covers the whole simulator; the engine's own time
 //!   is printed once before the measurement.
+//! * `churn/1000-unchanged-node-updates-50k-pending`: the large-scale 50,000
+//!   workloads after their first cycle (49,000 parked with a reason), plus a TAS
+//!   flavor over 1,000 GPU nodes; 1,000 kubelet heartbeats that change nothing
+//!   the engine reads (one second of a 1,000-node cluster's Node updates), then
+//!   the next cycle. Compare with `churn/cycle-only-50k-pending` (the same cycle
+//!   without the updates) and `churn/one-real-node-change-50k-pending` (one node's
+//!   allocatable changes: its flavor's tree is rebuilt, its ClusterQueue retried).
 //! * `baseline/btreemap-insert-50k-keys`: inserting the same 50,000 workload
 //!   keys into a `BTreeMap`, measured in the same run so the cycle can be
 //!   quoted as a ratio that does not depend on the machine.
@@ -25,6 +32,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Node;
 use kuota::engine::{Decision, Engine, Event, Millis, WorkloadKey};
 use kuota::sim::generator::set_creation_time;
 use kuota::sim::{Plan, SIM_EPOCH_MS, Scenario, SimConfig, Simulation, SourceFile};
@@ -169,6 +177,9 @@ fn benches(c: &mut Criterion) {
         )
     });
 
+    churn_benches(c, &pending, now);
+    drop(pending);
+
     let keys: Vec<WorkloadKey> = plan.workloads.iter().map(|w| w.key.clone()).collect();
     c.bench_function("baseline/btreemap-insert-50k-keys", |b| {
         b.iter_batched(
@@ -227,6 +238,137 @@ fn benches(c: &mut Criterion) {
             })
         });
     }
+}
+
+/// GPU nodes in the churn benchmarks' TAS flavor.
+const CHURN_NODES: usize = 1_000;
+
+/// A GPU node of the churn benchmarks' TAS pool, as its kubelet reports it at `beat`.
+fn gpu_node(i: usize, gpus: u32, beat: u32) -> Event {
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("gpu-{i}"), "labels": {
+            "pool": "tas", "rack": format!("r{}", i / 16), "kubernetes.io/hostname": format!("gpu-{i}")}},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "96", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastHeartbeatTime": format!("2026-01-01T00:{:02}:{:02}Z", beat / 60 % 60, beat % 60)}]}
+    }))
+    .expect("benchmark node is valid");
+    Event::NodeUpserted(Box::new(node))
+}
+
+/// `pending` after its first cycle, with a TAS flavor over [`CHURN_NODES`] 8-GPU nodes
+/// and a ClusterQueue on it whose ten 16-GPU single-pod workloads are parked.
+fn churn_engine(pending: &Engine, now: Millis) -> Engine {
+    let mut e = pending.clone();
+    let yaml = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: gpu-topo}
+spec: {levels: [{nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu-tas}
+spec: {nodeLabels: {pool: tas}, topologyName: gpu-topo}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpu-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{name: gpu-tas, resources: [{name: nvidia.com/gpu, nominalQuota: "10000"}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: gpu-lq, namespace: gpu}
+spec: {clusterQueue: gpu-cq}
+"#;
+    let docs: Vec<serde_json::Value> = yaml
+        .split("\n---\n")
+        .map(|d| serde_norway::from_str(d).expect("benchmark object is valid"))
+        .collect();
+    let events = [
+        Event::TopologyUpserted(serde_json::from_value(docs[0].clone()).expect("topology")),
+        Event::ResourceFlavorUpserted(serde_json::from_value(docs[1].clone()).expect("flavor")),
+        Event::ClusterQueueUpserted(serde_json::from_value(docs[2].clone()).expect("cq")),
+        Event::LocalQueueUpserted(serde_json::from_value(docs[3].clone()).expect("lq")),
+    ];
+    let nodes = (0..CHURN_NODES).map(|i| gpu_node(i, 8, 0));
+    let jobs = (0..10).map(|i| {
+        Event::WorkloadUpserted(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("big-{i}"), "namespace": "gpu"},
+                "spec": {"queueName": "gpu-lq", "podSets": [{"name": "main", "count": 1,
+                    "topologyRequest": {"required": "kubernetes.io/hostname"},
+                    "template": {"spec": {"containers": [{"name": "c",
+                        "resources": {"requests": {"nvidia.com/gpu": "16"}}}]}}}]}
+            }))
+            .expect("benchmark workload is valid"),
+        )
+    });
+    for ev in events.into_iter().chain(nodes).chain(jobs) {
+        if let Err(err) = e.apply(now, ev) {
+            panic!("churn setup: {err}");
+        }
+    }
+    e.schedule(now);
+    e
+}
+
+fn churn_benches(c: &mut Criterion, pending: &Engine, now: Millis) {
+    let parked = churn_engine(pending, now);
+    let at = now + 1;
+    let beats: Vec<Event> = (0..CHURN_NODES).map(|i| gpu_node(i, 8, 1)).collect();
+    let mut probe = parked.clone();
+    let built = probe.inventory().trees_built();
+    for ev in beats.clone() {
+        probe.apply(at, ev).expect("heartbeat applies");
+    }
+    let d = probe.schedule(at);
+    eprintln!(
+        "churn: {} pending; {} heartbeats then a cycle: {} decisions, {} trees rebuilt",
+        probe.pending_count(),
+        beats.len(),
+        d.len(),
+        probe.inventory().trees_built() - built
+    );
+    let mut g = c.benchmark_group("churn");
+    g.bench_function("1000-unchanged-node-updates-50k-pending", |b| {
+        b.iter_batched_ref(
+            || (parked.clone(), beats.clone()),
+            |(e, beats)| {
+                for ev in beats.drain(..) {
+                    // Valid fixed objects: an error here is a bug, not a measurement.
+                    e.apply(at, ev).expect("heartbeat applies");
+                }
+                black_box(e.schedule(at))
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("cycle-only-50k-pending", |b| {
+        b.iter_batched_ref(
+            || parked.clone(),
+            |e| black_box(e.schedule(at)),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("one-real-node-change-50k-pending", |b| {
+        b.iter_batched_ref(
+            || (parked.clone(), Some(gpu_node(7, 16, 1))),
+            |(e, change)| {
+                if let Some(ev) = change.take() {
+                    e.apply(at, ev).expect("node change applies");
+                }
+                black_box(e.schedule(at))
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
 }
 
 criterion_group! {

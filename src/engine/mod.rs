@@ -266,6 +266,7 @@ pub(crate) mod fair;
 pub(crate) mod flavor;
 pub(crate) mod intern;
 pub(crate) mod model;
+mod nodes;
 pub(crate) mod preempt;
 pub(crate) mod queue;
 pub(crate) mod quota;

@@ -229,47 +229,9 @@ impl Engine {
                 self.inventory.remove_topology(&name);
                 self.revive_all();
             }
-            Event::NodeUpserted(node) => {
-                let name = node.metadata.name.clone().unwrap_or_default();
-                let lost = self
-                    .inventory
-                    .upsert_node(&mut self.names, &node)
-                    .map_err(|e| EngineError::Invalid {
-                        kind: "Node",
-                        name,
-                        message: e.0,
-                    })?;
-                self.evict_owners(lost, "the node became unschedulable or not ready");
-                if !self.unresolved_restores.is_empty() {
-                    self.resolve_restores();
-                }
-                self.revive_all();
-            }
-            Event::NodeDeleted(name) => {
-                let lost = self.inventory.remove_node(&name);
-                self.evict_owners(lost, &format!("node {name} was removed"));
-                self.revive_all();
-            }
-            Event::NodeExternalUsage { node, usage } => {
-                let mut amounts = BTreeMap::new();
-                for (k, q) in &usage {
-                    let v =
-                        api::quantity::resource_value(k, q).map_err(|e| EngineError::Invalid {
-                            kind: "Node",
-                            name: node.clone(),
-                            message: format!("usage[{k}]: {e}"),
-                        })?;
-                    amounts.insert(k.clone(), v);
-                }
-                self.inventory
-                    .set_external_usage(&mut self.names, &node, &amounts)
-                    .map_err(|e| EngineError::Invalid {
-                        kind: "Node",
-                        name: node.clone(),
-                        message: e.0,
-                    })?;
-                self.revive_all();
-            }
+            Event::NodeUpserted(node) => self.node_upserted(&node)?,
+            Event::NodeDeleted(name) => self.node_deleted(&name),
+            Event::NodeExternalUsage { node, usage } => self.node_external_usage(&node, &usage)?,
             Event::ClusterQueueUpserted(cq) => {
                 let name = cq.metadata.name.clone().unwrap_or_default();
                 let spec = CqSpec::from_api(&mut self.names, &cq)
@@ -831,7 +793,7 @@ impl Engine {
     }
 
     /// Evicts the workloads that had pods on a node that went away.
-    fn evict_owners(&mut self, owners: Vec<WlId>, why: &str) {
+    pub(crate) fn evict_owners(&mut self, owners: Vec<WlId>, why: &str) {
         for id in owners {
             if self.wls.get(id as usize).is_some_and(|w| w.is_some()) {
                 self.evict(
@@ -899,7 +861,7 @@ impl Engine {
     }
 
     /// Re-charges restored workloads whose hosts were unknown when they were restored.
-    fn resolve_restores(&mut self) {
+    pub(crate) fn resolve_restores(&mut self) {
         for id in std::mem::take(&mut self.unresolved_restores) {
             let adm = match self.wls.get(id as usize).and_then(|w| w.as_ref()) {
                 Some(Wl {

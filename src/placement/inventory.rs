@@ -2,7 +2,7 @@
 //! keep: free capacity, a per-node histogram of free slots for every small
 //! integer resource (GPUs, MIG slices, CPU cores), whole-free node counts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
@@ -172,6 +172,16 @@ pub struct NodeSummary {
     pub schedulable: usize,
 }
 
+/// What a Node event changed, for the engine to react to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeChange {
+    /// Owners with pods on the node, when it is gone or unusable.
+    pub lost: Vec<u32>,
+    /// TAS flavors whose domain tree the event touched, sorted. Empty when nothing
+    /// placement reads changed (a kubelet heartbeat): nothing to rebuild or retry.
+    pub flavors: Vec<String>,
+}
+
 /// All nodes, topologies and TAS flavors, with lazily rebuilt domain trees.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
@@ -180,7 +190,12 @@ pub struct Inventory {
     topologies: BTreeMap<String, Vec<String>>,
     flavors: BTreeMap<String, FlavorTopo>,
     pub(crate) trees: BTreeMap<String, Tree>,
+    /// Every tree must be rebuilt (a Topology or a flavor changed).
     dirty: bool,
+    /// Trees to rebuild because one of their nodes changed; the others stay as they are.
+    stale: BTreeSet<String>,
+    /// Domain trees built so far, for reports and tests of churn cost.
+    trees_built: u64,
     /// What each owner (workload) holds.
     owners: HashMap<u32, Vec<Charge>>,
     /// Resources never histogrammed (`pods`: always plentiful, checked exactly).
@@ -272,12 +287,14 @@ impl Inventory {
         })
     }
 
-    /// Adds or replaces a node. Returns the owners with pods on it if it became unusable.
+    /// Adds or replaces a node. A node whose labels, taints, readiness and allocatable
+    /// are unchanged (a kubelet heartbeat) changes nothing; a real change marks only the
+    /// trees of the flavors the node belongs to, before or after, for a rebuild.
     pub fn upsert_node(
         &mut self,
         names: &mut Names,
         node: &Node,
-    ) -> Result<Vec<u32>, PlacementError> {
+    ) -> Result<NodeChange, PlacementError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         // A histogram slot is one unit of the engine's amount; cpu counts milli-cores, so
         // its slots would not fit the histogram range: cpu-bound requests walk nodes exactly.
@@ -287,79 +304,131 @@ impl Inventory {
                 self.no_hist.push(r);
             }
         }
-        let status = node.status.clone().unwrap_or_default();
+        let status = node.status.as_ref();
         let mut allocatable = Vec::new();
-        for (k, q) in status.allocatable.iter().flatten() {
+        for (k, q) in status
+            .and_then(|s| s.allocatable.as_ref())
+            .into_iter()
+            .flatten()
+        {
             let v = resource_value(k, q).map_err(|e| {
                 PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}"))
             })?;
             add_at(&mut allocatable, names.resource(k) as usize, v);
         }
         let ready = status
-            .conditions
-            .iter()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
             .flatten()
             .find(|c| c.type_ == "Ready")
             .is_none_or(|c| c.status == "True");
-        let unschedulable = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false);
-        let rec_labels = node.metadata.labels.clone().unwrap_or_default();
-        let taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        let idx = match self.node_index.get(&name) {
-            Some(&i) => i,
-            None => {
-                self.nodes.push(None);
-                let i = (self.nodes.len() - 1) as u32;
-                self.node_index.insert(name.clone(), i);
-                i
-            }
-        };
+        let spec = node.spec.as_ref();
+        let schedulable = ready && !spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        let no_labels = BTreeMap::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&no_labels);
+        let taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or_default();
+        let idx = self.node_index.get(&name).copied();
+        if let Some(old) = idx.and_then(|i| self.node(i))
+            && old.schedulable == schedulable
+            && old.allocatable == allocatable
+            && old.labels == *labels
+            && old.taints == taints
+        {
+            let i = idx.expect("found above");
+            let lost = if schedulable {
+                vec![]
+            } else {
+                self.owners_on(i)
+            };
+            return Ok(NodeChange {
+                lost,
+                flavors: vec![],
+            });
+        }
+        let idx = idx.unwrap_or_else(|| {
+            self.nodes.push(None);
+            let i = (self.nodes.len() - 1) as u32;
+            self.node_index.insert(name.clone(), i);
+            i
+        });
         let old = self.nodes[idx as usize].take();
+        let mut flavors = old.as_ref().map(|o| self.member_of(o)).unwrap_or_default();
         let (used, external) = old.map(|o| (o.used, o.external)).unwrap_or_default();
-        let schedulable = ready && !unschedulable;
-        self.nodes[idx as usize] = Some(NodeRec {
+        let rec = NodeRec {
             name,
-            labels: rec_labels,
-            taints,
+            labels: labels.clone(),
+            taints: taints.to_vec(),
             schedulable,
             allocatable,
             used,
             external,
-        });
-        self.dirty = true;
-        Ok(if schedulable {
-            vec![]
-        } else {
-            self.owners_on(idx)
+        };
+        flavors.extend(self.member_of(&rec));
+        self.nodes[idx as usize] = Some(rec);
+        let flavors = self.mark_stale(flavors);
+        Ok(NodeChange {
+            lost: if schedulable {
+                vec![]
+            } else {
+                self.owners_on(idx)
+            },
+            flavors,
         })
     }
 
-    /// Removes a node; returns the owners that had pods on it.
-    pub fn remove_node(&mut self, name: &str) -> Vec<u32> {
+    /// Removes a node; returns the owners that had pods on it and the trees it was in.
+    pub fn remove_node(&mut self, name: &str) -> NodeChange {
         let Some(&idx) = self.node_index.get(name) else {
-            return vec![];
+            return NodeChange::default();
         };
-        let affected = self.owners_on(idx);
-        self.nodes[idx as usize] = None;
+        let lost = self.owners_on(idx);
+        let flavors = self.nodes[idx as usize]
+            .take()
+            .map(|o| self.member_of(&o))
+            .unwrap_or_default();
         self.node_index.remove(name);
-        self.dirty = true;
-        affected
+        NodeChange {
+            lost,
+            flavors: self.mark_stale(flavors),
+        }
     }
 
-    /// Sets the usage of pods kuota does not manage on a node.
+    /// The TAS flavors whose node labels `n` carries: the trees it is (or would be) in.
+    fn member_of(&self, n: &NodeRec) -> BTreeSet<String> {
+        self.flavors
+            .iter()
+            .filter(|(_, f)| {
+                f.node_labels
+                    .iter()
+                    .all(|(k, v)| n.labels.get(k) == Some(v))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Queues the trees of `flavors` for a rebuild and returns them in order.
+    fn mark_stale(&mut self, flavors: BTreeSet<String>) -> Vec<String> {
+        if !self.dirty {
+            self.stale.extend(flavors.iter().cloned());
+        }
+        flavors.into_iter().collect()
+    }
+
+    /// Domain trees built so far (each flavor's tree counts once per build). Node
+    /// heartbeats that change nothing leave it alone; a real change adds only the
+    /// trees of the node's flavors, at the next cycle.
+    pub fn trees_built(&self) -> u64 {
+        self.trees_built
+    }
+
+    /// Sets the usage of pods kuota does not manage on a node. Returns the TAS flavors
+    /// whose free capacity changed (none when the usage is the same as before).
     pub fn set_external_usage(
         &mut self,
         names: &mut Names,
         node: &str,
         usage: &BTreeMap<String, i64>,
-    ) -> Result<(), PlacementError> {
+    ) -> Result<Vec<String>, PlacementError> {
         let Some(&idx) = self.node_index.get(node) else {
             return Err(PlacementError(format!("Node {node} is not known")));
         };
@@ -367,8 +436,18 @@ impl Inventory {
         for (k, v) in usage {
             add_at(&mut ext, names.resource(k) as usize, *v);
         }
+        let Some(rec) = self.node(idx) else {
+            return Ok(vec![]);
+        };
+        // Trailing zeros are the same usage: compare resource by resource.
+        let len = ext.len().max(rec.external.len());
+        let at = |v: &[i64], i: usize| v.get(i).copied().unwrap_or(0);
+        if (0..len).all(|i| at(&ext, i) == at(&rec.external, i)) {
+            return Ok(vec![]);
+        }
+        let flavors = self.member_of(rec).into_iter().collect();
         self.change_node(idx, |n| n.external = ext);
-        Ok(())
+        Ok(flavors)
     }
 
     fn owners_on(&self, idx: u32) -> Vec<u32> {
@@ -430,9 +509,13 @@ impl Inventory {
         let node = self.nodes[idx as usize].as_ref().expect("checked above");
         let after_free = node.untouched();
         let mut k = 0;
-        for t in self.trees.values_mut() {
+        for (name, t) in self.trees.iter_mut() {
             let base = k;
             k += t.hist_res.len();
+            if self.stale.contains(name) {
+                // Rebuilt from the node as it is before the next placement.
+                continue;
+            }
             let Some(leaf) = t.leaf(idx) else { continue };
             let mut changes = [(0usize, 0usize, 0usize); MAX_HISTS];
             let (mut sb, mut sa) = ([0i64; MAX_HISTS], [0i64; MAX_HISTS]);
@@ -534,20 +617,38 @@ impl Inventory {
             .sum()
     }
 
-    /// Rebuilds every tree if nodes, topologies or flavors changed since the last build.
+    /// Rebuilds every tree if topologies or flavors changed since the last build, and
+    /// otherwise only the trees whose nodes changed.
     pub fn ensure_trees(&mut self) {
-        if !self.dirty {
+        if self.dirty {
+            self.dirty = false;
+            self.stale.clear();
+            let mut trees = BTreeMap::new();
+            for (fname, f) in &self.flavors {
+                let Some(levels) = self.topologies.get(&f.topology) else {
+                    continue;
+                };
+                trees.insert(fname.clone(), self.build_tree(f, levels));
+            }
+            self.trees_built += trees.len() as u64;
+            self.trees = trees;
             return;
         }
-        self.dirty = false;
-        let mut trees = BTreeMap::new();
-        for (fname, f) in &self.flavors {
-            let Some(levels) = self.topologies.get(&f.topology) else {
-                continue;
-            };
-            trees.insert(fname.clone(), self.build_tree(f, levels));
+        for fname in std::mem::take(&mut self.stale) {
+            let tree = self.flavors.get(&fname).and_then(|f| {
+                let levels = self.topologies.get(&f.topology)?;
+                Some(self.build_tree(f, levels))
+            });
+            match tree {
+                Some(t) => {
+                    self.trees_built += 1;
+                    self.trees.insert(fname, t);
+                }
+                None => {
+                    self.trees.remove(&fname);
+                }
+            }
         }
-        self.trees = trees;
     }
 
     fn build_tree(&self, f: &FlavorTopo, levels: &[String]) -> Tree {

@@ -16,7 +16,7 @@ mod request;
 
 pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;
-pub use inventory::{Held, Inventory, NodeSummary, PlacementError, validate_levels};
+pub use inventory::{Held, Inventory, NodeChange, NodeSummary, PlacementError, validate_levels};
 pub use pool::{NodePoolSpec, PoolLevel};
 pub use request::{PodSetPlacementRequest, TopologyMode, topology_mode};
 

@@ -90,80 +90,7 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<(usize, TraceRow)>, SimErro
             rows.push((line, row));
         }
     } else {
-        let mut header: Option<Vec<String>> = None;
-        for (i, l) in text.lines().enumerate() {
-            let line = i + 1;
-            let l = l.trim();
-            if l.is_empty() || l.starts_with('#') {
-                continue;
-            }
-            if l.contains('"') {
-                return Err(err(
-                    line,
-                    "quoted CSV fields are not supported (no field needs a comma)".to_string(),
-                ));
-            }
-            let cells: Vec<&str> = l.split(',').map(str::trim).collect();
-            let Some(h) = &header else {
-                for c in &cells {
-                    if !CSV_REQUIRED.contains(c) && !CSV_OPTIONAL.contains(c) {
-                        return Err(err(
-                            line,
-                            format!(
-                                "header: unknown column {c:?} (columns: {}, optional {})",
-                                CSV_REQUIRED.join(", "),
-                                CSV_OPTIONAL.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                if let Some(missing) = CSV_REQUIRED.iter().find(|r| !cells.contains(r)) {
-                    return Err(err(line, format!("header: missing column {missing}")));
-                }
-                header = Some(cells.iter().map(|c| c.to_string()).collect());
-                continue;
-            };
-            if cells.len() != h.len() {
-                return Err(err(
-                    line,
-                    format!("{} fields, the header has {}", cells.len(), h.len()),
-                ));
-            }
-            let get = |col: &str| {
-                h.iter()
-                    .position(|c| c == col)
-                    .map(|i| cells[i])
-                    .filter(|v| !v.is_empty())
-            };
-            let req = |col: &str| get(col).ok_or_else(|| err(line, format!("{col}: missing")));
-            let num = |col: &str| -> Result<u64, SimError> {
-                req(col)?
-                    .parse()
-                    .map_err(|e| err(line, format!("{col}: {e}")))
-            };
-            let row = TraceRow {
-                submit_ms: num("submit_ms")?,
-                namespace: req("namespace")?.to_string(),
-                queue: req("queue")?.to_string(),
-                name: get("name").map(str::to_string),
-                class: get("class").map(str::to_string),
-                priority: match get("priority") {
-                    Some(p) => p.parse().map_err(|e| err(line, format!("priority: {e}")))?,
-                    None => 0,
-                },
-                runtime_ms: num("runtime_ms")?,
-                pod_sets: parse_pod_sets(req("podsets")?)
-                    .map_err(|m| err(line, format!("podsets: {m}")))?,
-                topology: get("topology")
-                    .map(parse_topology)
-                    .transpose()
-                    .map_err(|m| err(line, format!("topology: {m}")))?,
-            };
-            rows.push((line, row));
-        }
-        if header.is_none() {
-            return Err(err(1, "no header row".to_string()));
-        }
+        rows = parse_csv(text, &err)?;
     }
     if rows.len() as u64 > MAX_WORKLOADS {
         return Err(SimError::Scenario {
@@ -177,24 +104,163 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<(usize, TraceRow)>, SimErro
     Ok(rows)
 }
 
+/// The CSV form: a header row naming the columns, then one row per workload.
+/// Blank lines and lines starting with `#` are skipped; fields may be quoted
+/// (a quoted field does not span lines).
+fn parse_csv(
+    text: &str,
+    err: &impl Fn(usize, String) -> SimError,
+) -> Result<Vec<(usize, TraceRow)>, SimError> {
+    let mut header: Option<csv::StringRecord> = None;
+    let mut rows = Vec::new();
+    // One physical line per record: the reader's own line count leaves out blank and
+    // comment lines, and every error must name the line as the file has it.
+    for (i, l) in text.lines().enumerate() {
+        let line = i + 1;
+        if l.trim().is_empty() || l.trim_start().starts_with('#') {
+            continue;
+        }
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .trim(csv::Trim::All)
+            .flexible(true)
+            .from_reader(l.as_bytes());
+        let record = match reader.records().next() {
+            Some(r) => r.map_err(|e| err(line, format!("not valid CSV: {e}")))?,
+            None => continue,
+        };
+        let Some(h) = &header else {
+            check_header(&record).map_err(|m| err(line, m))?;
+            header = Some(record);
+            continue;
+        };
+        if record.len() != h.len() {
+            return Err(err(
+                line,
+                format!("{} fields, the header has {}", record.len(), h.len()),
+            ));
+        }
+        let row = csv_row(h, &record).map_err(|e| err(line, e.to_string()))?;
+        rows.push((line, row));
+    }
+    if header.is_none() {
+        return Err(err(1, "no header row".to_string()));
+    }
+    Ok(rows)
+}
+
+/// Every column known and every required one present.
+fn check_header(cells: &csv::StringRecord) -> Result<(), String> {
+    if let Some(c) = cells
+        .iter()
+        .find(|c| !CSV_REQUIRED.contains(c) && !CSV_OPTIONAL.contains(c))
+    {
+        return Err(format!(
+            "header: unknown column {c:?} (columns: {}, optional {})",
+            CSV_REQUIRED.join(", "),
+            CSV_OPTIONAL.join(", ")
+        ));
+    }
+    match CSV_REQUIRED
+        .iter()
+        .find(|r| !cells.iter().any(|c| c == **r))
+    {
+        Some(missing) => Err(format!("header: missing column {missing}")),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with one field of a CSV row; shown after the file and line.
+#[derive(Debug, thiserror::Error)]
+enum CsvFieldError {
+    #[error("{0}: missing")]
+    Missing(&'static str),
+    #[error("{0}: {1}")]
+    Number(&'static str, #[source] std::num::ParseIntError),
+    #[error("podsets: {0}")]
+    PodSets(#[source] TraceSyntaxError),
+    #[error("topology: {0}")]
+    Topology(#[source] TraceSyntaxError),
+}
+
+/// A pod-set list or topology cell that does not follow its mini-syntax.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceSyntaxError {
+    #[error("pod set {index} {text:?}: expected COUNT:resource=qty;...")]
+    PodSetShape { index: usize, text: String },
+    #[error("pod set {index} count {text:?}: {source}")]
+    PodSetCount {
+        index: usize,
+        text: String,
+        source: std::num::ParseIntError,
+    },
+    #[error("pod set {index} {text:?}: expected resource=quantity")]
+    Request { index: usize, text: String },
+    #[error("{0:?}: expected required:LEVEL, preferred:LEVEL or unconstrained")]
+    TopologyMode(String),
+}
+
+/// One data row, read by column name.
+fn csv_row(h: &csv::StringRecord, cells: &csv::StringRecord) -> Result<TraceRow, CsvFieldError> {
+    let get = |col: &str| {
+        h.iter()
+            .position(|c| c == col)
+            .and_then(|i| cells.get(i))
+            .filter(|v| !v.is_empty())
+    };
+    let req = |col: &'static str| get(col).ok_or(CsvFieldError::Missing(col));
+    let num = |col: &'static str| -> Result<u64, CsvFieldError> {
+        req(col)?.parse().map_err(|e| CsvFieldError::Number(col, e))
+    };
+    Ok(TraceRow {
+        submit_ms: num("submit_ms")?,
+        namespace: req("namespace")?.to_string(),
+        queue: req("queue")?.to_string(),
+        name: get("name").map(str::to_string),
+        class: get("class").map(str::to_string),
+        priority: match get("priority") {
+            Some(p) => p
+                .parse()
+                .map_err(|e| CsvFieldError::Number("priority", e))?,
+            None => 0,
+        },
+        runtime_ms: num("runtime_ms")?,
+        pod_sets: parse_pod_sets(req("podsets")?).map_err(CsvFieldError::PodSets)?,
+        topology: get("topology")
+            .map(parse_topology)
+            .transpose()
+            .map_err(CsvFieldError::Topology)?,
+    })
+}
+
 /// `16:nvidia.com/gpu=8;cpu=96|1:cpu=4` — pod sets separated by `|`, each
 /// `COUNT:` then `resource=quantity` pairs separated by `;`.
-fn parse_pod_sets(s: &str) -> Result<Vec<TracePodSet>, String> {
+fn parse_pod_sets(s: &str) -> Result<Vec<TracePodSet>, TraceSyntaxError> {
     s.split('|')
         .enumerate()
-        .map(|(i, ps)| {
-            let (count, reqs) = ps
-                .split_once(':')
-                .ok_or_else(|| format!("pod set {i} {ps:?}: expected COUNT:resource=qty;..."))?;
+        .map(|(index, ps)| {
+            let (count, reqs) =
+                ps.split_once(':')
+                    .ok_or_else(|| TraceSyntaxError::PodSetShape {
+                        index,
+                        text: ps.to_string(),
+                    })?;
             let count = count
                 .trim()
                 .parse()
-                .map_err(|e| format!("pod set {i} count {count:?}: {e}"))?;
+                .map_err(|source| TraceSyntaxError::PodSetCount {
+                    index,
+                    text: count.to_string(),
+                    source,
+                })?;
             let mut requests = BTreeMap::new();
             for kv in reqs.split(';').filter(|kv| !kv.trim().is_empty()) {
                 let (k, v) = kv
                     .split_once('=')
-                    .ok_or_else(|| format!("pod set {i} {kv:?}: expected resource=quantity"))?;
+                    .ok_or_else(|| TraceSyntaxError::Request {
+                        index,
+                        text: kv.to_string(),
+                    })?;
                 requests.insert(k.trim().to_string(), Quantity(v.trim().to_string()));
             }
             Ok(TracePodSet { count, requests })
@@ -203,7 +269,7 @@ fn parse_pod_sets(s: &str) -> Result<Vec<TracePodSet>, String> {
 }
 
 /// `required:LEVEL`, `preferred:LEVEL` or `unconstrained`.
-fn parse_topology(s: &str) -> Result<TraceTopology, String> {
+fn parse_topology(s: &str) -> Result<TraceTopology, TraceSyntaxError> {
     let (mode, level) = match s.split_once(':') {
         Some((m, l)) => (m, Some(l.to_string())),
         None => (s, None),
@@ -212,11 +278,7 @@ fn parse_topology(s: &str) -> Result<TraceTopology, String> {
         "required" => TraceTopologyMode::Required,
         "preferred" => TraceTopologyMode::Preferred,
         "unconstrained" => TraceTopologyMode::Unconstrained,
-        other => {
-            return Err(format!(
-                "{other:?}: expected required:LEVEL, preferred:LEVEL or unconstrained"
-            ));
-        }
+        other => return Err(TraceSyntaxError::TopologyMode(other.to_string())),
     };
     Ok(TraceTopology { mode, level })
 }
@@ -379,6 +441,21 @@ mod tests {
     }
 
     #[test]
+    fn quoted_csv_fields_and_comments_keep_line_numbers() {
+        let csv = "# recorded 2026-01-01\n\nsubmit_ms,namespace,queue,name,runtime_ms,podsets\n\
+                   1,ml,train,\"a, the first\",5,\"1:cpu=1|2:cpu=2\"\n\
+                   # a comment between rows\n\
+                   2,ml,train,b,5,1:cpu\n";
+        let e = parse("t.csv", csv).expect_err("bad request on line 6");
+        assert!(e.to_string().starts_with("t.csv:6: podsets"), "{e}");
+        let rows = parse("t.csv", &csv.replace("1:cpu\n", "1:cpu=1\n")).expect("parses");
+        assert_eq!(rows[0].0, 4);
+        assert_eq!(rows[0].1.name.as_deref(), Some("a, the first"));
+        assert_eq!(rows[0].1.pod_sets.len(), 2);
+        assert_eq!(rows[1].0, 6);
+    }
+
+    #[test]
     fn malformed_rows_name_line_and_field() {
         let head = "submit_ms,namespace,queue,runtime_ms,podsets\n";
         for (body, needle) in [
@@ -393,6 +470,7 @@ mod tests {
             assert!(e.to_string().starts_with(needle), "{needle}: {e}");
         }
         let e = parse("t.csv", "submit_ms,bogus\n").expect_err("bad header");
+        assert!(e.to_string().starts_with("t.csv:1: header"), "{e}");
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = parse(
             "t.jsonl",

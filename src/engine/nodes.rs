@@ -1,0 +1,270 @@
+//! Node events: applying Node and external-usage changes to the inventory, and
+//! retrying only the parked workloads those changes can help.
+//!
+//! Kubelets report every few seconds, so most Node updates change nothing the
+//! engine reads. Those cost one comparison. A real change touches only the TAS
+//! flavors whose nodes changed: their domain trees are rebuilt at the next cycle,
+//! and only ClusterQueues offering one of those flavors look at their parked
+//! workloads again.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::state::{Engine, EngineError};
+use crate::api;
+
+impl Engine {
+    pub(crate) fn node_upserted(&mut self, node: &Node) -> Result<(), EngineError> {
+        let change = self
+            .inventory
+            .upsert_node(&mut self.names, node)
+            .map_err(|e| EngineError::Invalid {
+                kind: "Node",
+                name: node.metadata.name.clone().unwrap_or_default(),
+                message: e.0,
+            })?;
+        self.evict_owners(change.lost, "the node became unschedulable or not ready");
+        if change.flavors.is_empty() {
+            return Ok(());
+        }
+        if !self.unresolved_restores.is_empty() {
+            self.resolve_restores();
+        }
+        self.revive_flavors(&change.flavors);
+        Ok(())
+    }
+
+    pub(crate) fn node_deleted(&mut self, name: &str) {
+        let change = self.inventory.remove_node(name);
+        self.evict_owners(change.lost, &format!("node {name} was removed"));
+        self.revive_flavors(&change.flavors);
+    }
+
+    pub(crate) fn node_external_usage(
+        &mut self,
+        node: &str,
+        usage: &BTreeMap<String, Quantity>,
+    ) -> Result<(), EngineError> {
+        let invalid = |message: String| EngineError::Invalid {
+            kind: "Node",
+            name: node.to_string(),
+            message,
+        };
+        let mut milli = BTreeMap::new();
+        for (k, q) in usage {
+            let v =
+                api::quantity::resource_value(k, q).map_err(|e| invalid(format!("usage[{k}]: {e}")))?;
+            milli.insert(k.clone(), v);
+        }
+        let flavors = self
+            .inventory
+            .set_external_usage(&mut self.names, node, &milli)
+            .map_err(|e| invalid(e.0))?;
+        self.revive_flavors(&flavors);
+        Ok(())
+    }
+
+    /// Retries the parked workloads of every ClusterQueue offering one of `flavors`:
+    /// their nodes changed, so a placement that failed may succeed now. Other
+    /// ClusterQueues' answers cannot have changed.
+    fn revive_flavors(&mut self, flavors: &[String]) {
+        if flavors.is_empty() {
+            return;
+        }
+        // Flavor searches resume past flavors that did not fit; start over.
+        self.quota_gen += 1;
+        for c in &mut self.cqs {
+            if c.spec.flavor_names.iter().any(|f| flavors.contains(f)) {
+                c.queue.revive();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Decision, Engine, Event, PendingReason, WorkloadKey, WorkloadState};
+
+    fn obj<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+        serde_norway::from_str(yaml).expect("test fixture is valid")
+    }
+
+    /// Two pools, each with its own Topology, TAS flavor, ClusterQueue and one 4-GPU node.
+    fn two_pools() -> Engine {
+        let mut e = Engine::default();
+        for p in ["a", "b"] {
+            let events = [
+                Event::TopologyUpserted(obj(&format!(
+                    "metadata: {{name: topo-{p}}}\nspec:\n  levels:\n  - nodeLabel: rack\n  - nodeLabel: kubernetes.io/hostname"
+                ))),
+                Event::ResourceFlavorUpserted(obj(&format!(
+                    "metadata: {{name: pool-{p}}}\nspec: {{nodeLabels: {{pool: {p}}}, topologyName: topo-{p}}}"
+                ))),
+                Event::ClusterQueueUpserted(obj(&format!(
+                    r#"
+metadata: {{name: cq-{p}}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{{name: pool-{p}, resources: [{{name: nvidia.com/gpu, nominalQuota: "100"}}]}}]
+"#
+                ))),
+                Event::LocalQueueUpserted(obj(&format!(
+                    "metadata: {{name: lq-{p}, namespace: ns}}\nspec: {{clusterQueue: cq-{p}}}"
+                ))),
+                node(p, 4, "2026-01-01T00:00:00Z"),
+            ];
+            for ev in events {
+                e.apply(0, ev).expect("fixture applies");
+            }
+        }
+        e
+    }
+
+    /// Node `node-{pool}` with `gpus` allocatable, as a kubelet reporting at `heartbeat`.
+    fn node(pool: &str, gpus: i64, heartbeat: &str) -> Event {
+        Event::NodeUpserted(obj(&format!(
+            r#"
+metadata:
+  name: node-{pool}
+  labels: {{pool: {pool}, rack: r1, kubernetes.io/hostname: node-{pool}}}
+status:
+  allocatable: {{nvidia.com/gpu: "{gpus}", pods: "110"}}
+  conditions: [{{type: Ready, status: "True", lastHeartbeatTime: "{heartbeat}"}}]
+"#
+        )))
+    }
+
+    /// A one-pod workload in pool `pool` that needs `gpus` GPUs on one node.
+    fn gpu_job(name: &str, pool: &str, gpus: i64) -> Event {
+        Event::WorkloadUpserted(obj(&format!(
+            r#"
+metadata: {{name: {name}, namespace: ns}}
+spec:
+  queueName: lq-{pool}
+  podSets:
+  - name: main
+    count: 1
+    topologyRequest: {{required: kubernetes.io/hostname}}
+    template:
+      spec:
+        containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}}}]
+"#
+        )))
+    }
+
+    /// Parked (inadmissible) workloads per ClusterQueue, as the metrics report them.
+    fn parked(e: &Engine) -> Vec<(String, usize)> {
+        e.snapshot()
+            .cluster_queues
+            .iter()
+            .map(|c| (c.name.clone(), c.pending_inadmissible))
+            .collect()
+    }
+
+    fn pending_message(e: &Engine, name: &str) -> String {
+        match e.workload_state(&WorkloadKey::new("ns", name)) {
+            Some(WorkloadState::Pending { reason, message }) => {
+                assert_eq!(reason, PendingReason::TopologyPlacementFailed, "{message}");
+                message
+            }
+            other => panic!("{name} should be pending, is {other:?}"),
+        }
+    }
+
+    /// Both pools hold one parked 8-GPU workload that no 4-GPU node can take.
+    fn with_parked_jobs() -> Engine {
+        let mut e = two_pools();
+        e.apply(1, gpu_job("big-a", "a", 8)).unwrap();
+        e.apply(1, gpu_job("big-b", "b", 8)).unwrap();
+        let d = e.schedule(2);
+        assert!(
+            !d.iter().any(|d| matches!(d, Decision::Admit { .. })),
+            "{d:?}"
+        );
+        assert_eq!(parked(&e), [("cq-a".into(), 1), ("cq-b".into(), 1)]);
+        e
+    }
+
+    #[test]
+    fn unchanged_node_heartbeats_rebuild_nothing_and_retry_nothing() {
+        let mut e = with_parked_jobs();
+        let message = pending_message(&e, "big-a");
+        let built = e.inventory().trees_built();
+        for i in 0..100 {
+            let at = format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60);
+            e.apply(3, node("a", 4, &at)).unwrap();
+            e.apply(3, node("b", 4, &at)).unwrap();
+        }
+        // Still parked: a heartbeat cannot make an 8-GPU pod fit on a 4-GPU node.
+        assert_eq!(parked(&e), [("cq-a".into(), 1), ("cq-b".into(), 1)]);
+        assert_eq!(e.schedule(4), vec![]);
+        assert_eq!(e.inventory().trees_built(), built);
+        assert_eq!(pending_message(&e, "big-a"), message);
+    }
+
+    #[test]
+    fn more_allocatable_on_one_node_admits_its_parked_workload_only() {
+        let mut e = with_parked_jobs();
+        let built = e.inventory().trees_built();
+        let message_b = pending_message(&e, "big-b");
+        e.apply(3, node("a", 8, "2026-01-01T00:01:00Z")).unwrap();
+        // Pool b's workload is not retried: nothing about its nodes changed.
+        assert_eq!(parked(&e), [("cq-a".into(), 0), ("cq-b".into(), 1)]);
+        let d = e.schedule(4);
+        let admitted: Vec<&str> = d
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Admit { workload, .. } => Some(&*workload.name),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(admitted, ["big-a"]);
+        let placed = e.placement(&WorkloadKey::new("ns", "big-a")).unwrap();
+        assert_eq!(placed[0].nodes, [("node-a".to_string(), 1)]);
+        // Only pool a's tree was rebuilt; pool b's domains were left alone.
+        assert_eq!(e.inventory().trees_built(), built + 1);
+        assert_eq!(pending_message(&e, "big-b"), message_b);
+    }
+
+    #[test]
+    fn external_usage_retries_only_when_it_changes() {
+        let mut e = two_pools();
+        let usage = |gpus: &str| Event::NodeExternalUsage {
+            node: "node-a".into(),
+            usage: [("nvidia.com/gpu".to_string(), obj(&format!("\"{gpus}\"")))].into(),
+        };
+        e.apply(1, usage("2")).unwrap();
+        e.apply(1, gpu_job("half-a", "a", 4)).unwrap();
+        e.apply(1, gpu_job("half-b", "b", 8)).unwrap();
+        e.schedule(2);
+        assert_eq!(parked(&e), [("cq-a".into(), 1), ("cq-b".into(), 1)]);
+        e.apply(3, usage("2")).unwrap();
+        assert_eq!(parked(&e), [("cq-a".into(), 1), ("cq-b".into(), 1)]);
+        e.apply(3, usage("0")).unwrap();
+        assert_eq!(parked(&e), [("cq-a".into(), 0), ("cq-b".into(), 1)]);
+        let d = e.schedule(4);
+        assert!(
+            d.iter().any(
+                |d| matches!(d, Decision::Admit { workload, .. } if &*workload.name == "half-a")
+            ),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn bad_allocatable_names_the_node_and_the_field() {
+        let mut e = two_pools();
+        let bad: Event = Event::NodeUpserted(obj(
+            "metadata: {name: broken}\nstatus: {allocatable: {nvidia.com/gpu: \"four\"}}",
+        ));
+        let err = e.apply(1, bad).unwrap_err().to_string();
+        assert!(
+            err.contains("broken") && err.contains("status.allocatable[nvidia.com/gpu]"),
+            "{err}"
+        );
+    }
+}
