@@ -4,12 +4,14 @@
 //! Every function is pure and total: it inspects an object and returns every problem found,
 //! in field order, never stopping at the first one.
 
+mod defaults;
 mod flavor;
 mod names;
 mod quota;
 mod update;
 mod workload;
 
+pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
 pub use names::{
     dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, qualified_name_errors,

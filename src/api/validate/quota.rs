@@ -18,8 +18,10 @@ use std::collections::BTreeSet;
 
 const LENDING_LIMIT_MSG: &str = "must be less than or equal to the nominalQuota";
 
-/// Validates a ClusterQueue like Kueue's webhook and CRD rules.
+/// Validates a ClusterQueue like Kueue's webhook and CRD rules, after Kueue's CRD defaults.
 pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
+    // The API server defaults before it validates; rules must see what Kueue would see.
+    let cq = &super::cluster_queue_with_defaults(cq);
     let mut errs = validate_object_meta(&cq.metadata, false);
     let spec = &cq.spec;
     let path = Path::new("spec");
@@ -298,8 +300,9 @@ fn policy_str(p: PreemptionPolicy) -> &'static str {
 }
 
 fn fungibility(errs: &mut Vec<FieldError>, f: &FlavorFungibility, path: &Path) {
-    let both_try_next = f.when_can_borrow == Some(FlavorFungibilityPolicy::TryNextFlavor)
-        && f.when_can_preempt == Some(FlavorFungibilityPolicy::TryNextFlavor);
+    // Absent policies count as their defaults (whenCanPreempt defaults to TryNextFlavor).
+    let both_try_next = f.effective_when_can_borrow() == FlavorFungibilityPolicy::TryNextFlavor
+        && f.effective_when_can_preempt() == FlavorFungibilityPolicy::TryNextFlavor;
     if let Some(pref) = f.preference
         && !both_try_next
     {
@@ -487,6 +490,28 @@ mod tests {
             "{m:?}"
         );
         assert!(m.contains(&"spec.flavorFungibility.preference: Invalid value: \"PreemptionOverBorrowing\": preference \"PreemptionOverBorrowing\" requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor".to_string()), "{m:?}");
+    }
+
+    #[test]
+    fn fungibility_preference_sees_defaults() {
+        // whenCanPreempt defaults to TryNextFlavor, so only whenCanBorrow must be set.
+        let q = cq(
+            "flavorFungibility: {whenCanBorrow: TryNextFlavor, preference: BorrowingOverPreemption}\n",
+        );
+        assert!(
+            validate_cluster_queue(&q).is_empty(),
+            "{:?}",
+            msgs(&validate_cluster_queue(&q))
+        );
+        // whenCanBorrow defaults to MayStopSearch, which rules the preference out.
+        let q = cq("flavorFungibility: {preference: PreemptionOverBorrowing}\n");
+        let m = msgs(&validate_cluster_queue(&q));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("spec.flavorFungibility.preference: Invalid value"));
+        let q = cq(
+            "flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: MayStopSearch, preference: PreemptionOverBorrowing}\n",
+        );
+        assert_eq!(msgs(&validate_cluster_queue(&q)).len(), 1);
     }
 
     #[test]
