@@ -17,6 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeSet;
 
 const LENDING_LIMIT_MSG: &str = "must be less than or equal to the nominalQuota";
+/// Kueue's cap on covered resources summed over a ClusterQueue's resource groups.
+const MAX_RESOURCES_TOTAL: usize = 256;
+/// Kueue's cap on flavor×resource quota entries in one resource group.
+const MAX_FLAVOR_RESOURCE_PAIRS: usize = 512;
 
 /// Validates a ClusterQueue like Kueue's webhook and CRD rules, after Kueue's CRD defaults.
 pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
@@ -35,6 +39,8 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
         lending_le_nominal: true,
     };
     resource_groups(&mut errs, &spec.resource_groups, &rg_path, &limits);
+    // Kueue caps these sizes for ClusterQueues only, not for Cohorts.
+    group_totals(&mut errs, &spec.resource_groups, &rg_path);
     if let Some(sel) = &spec.namespace_selector {
         label_selector(&mut errs, sel, &path.child("namespaceSelector"));
     }
@@ -156,11 +162,8 @@ fn resource_groups(
     }
     let mut seen_resources = BTreeSet::new();
     let mut seen_flavors = BTreeSet::new();
-    let (mut total_flavors, mut total_resources) = (0usize, 0usize);
     for (i, rg) in groups.iter().enumerate() {
         let path = path.index(i);
-        total_flavors += rg.flavors.len();
-        total_resources += rg.covered_resources.len();
         let cr_path = path.child("coveredResources");
         if rg.covered_resources.is_empty() {
             errs.push(FieldError::required(&cr_path, ""));
@@ -231,19 +234,37 @@ fn resource_groups(
             }
         }
     }
+}
+
+/// Kueue's webhook limits on sizes summed over groups: flavors and covered resources across
+/// all groups, and flavor×resource quota entries within each group (which bound the work
+/// of every flavor assignment).
+fn group_totals(errs: &mut Vec<FieldError>, groups: &[ResourceGroup], path: &Path) {
+    let total_flavors: usize = groups.iter().map(|rg| rg.flavors.len()).sum();
     if total_flavors > MAX_FLAVORS_TOTAL {
         errs.push(FieldError::invalid_num(
             path,
             total_flavors,
-            format!("total number of flavors across all resourceGroups must be ≤ 256, got {total_flavors}"),
+            format!("total number of flavors across all resourceGroups must be ≤ {MAX_FLAVORS_TOTAL}, got {total_flavors}"),
         ));
     }
-    if total_resources > 256 {
+    let total_resources: usize = groups.iter().map(|rg| rg.covered_resources.len()).sum();
+    if total_resources > MAX_RESOURCES_TOTAL {
         errs.push(FieldError::invalid_num(
             path,
             total_resources,
-            format!("total number of covered resources across all resourceGroups must be ≤ 256, got {total_resources}"),
+            format!("total number of covered resources across all resourceGroups must be ≤ {MAX_RESOURCES_TOTAL}, got {total_resources}"),
         ));
+    }
+    for (i, rg) in groups.iter().enumerate() {
+        let pairs: usize = rg.flavors.iter().map(|f| f.resources.len()).sum();
+        if pairs > MAX_FLAVOR_RESOURCE_PAIRS {
+            errs.push(FieldError::invalid_num(
+                &path.index(i),
+                pairs,
+                format!("number of flavor-resource combinations in a resourceGroup must be ≤ {MAX_FLAVOR_RESOURCE_PAIRS}, got {pairs}"),
+            ));
+        }
     }
 }
 
@@ -473,6 +494,34 @@ mod tests {
                 "total number of flavors across all resourceGroups must be ≤ 256, got 340"
             )),
             "{m:?}"
+        );
+    }
+
+    #[test]
+    fn flavor_resource_pairs_per_group_are_capped_at_512() {
+        let group = |flavors: usize, resources: usize| ResourceGroup {
+            covered_resources: (0..resources).map(|r| format!("r{r}")).collect(),
+            flavors: (0..flavors)
+                .map(|f| crate::api::FlavorQuotas {
+                    name: format!("f{f}"),
+                    resources: (0..resources)
+                        .map(|r| crate::api::ResourceQuota {
+                            name: format!("r{r}"),
+                            nominal_quota: crate::api::quantity::format_milli(1000),
+                            borrowing_limit: None,
+                            lending_limit: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let mut q = cq("{}");
+        q.spec.resource_groups = vec![group(8, 64)];
+        assert!(msgs(&validate_cluster_queue(&q)).is_empty());
+        q.spec.resource_groups = vec![group(9, 64)];
+        assert_eq!(
+            msgs(&validate_cluster_queue(&q)),
+            vec!["spec.resourceGroups[0]: Invalid value: 576: number of flavor-resource combinations in a resourceGroup must be ≤ 512, got 576".to_string()]
         );
     }
 
