@@ -9,6 +9,7 @@ mod flavor;
 mod names;
 mod quota;
 mod update;
+mod weight;
 mod workload;
 
 pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
@@ -21,6 +22,7 @@ pub use update::{
     FIELD_IMMUTABLE_MSG, validate_label_selector, validate_local_queue_update,
     validate_topology_update, validate_workload_update,
 };
+pub use weight::WEIGHT_TOO_SMALL_MSG;
 pub use workload::{validate_pod_template, validate_workload};
 
 use super::quantity::{QuantityError, parse_milli};

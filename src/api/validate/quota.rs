@@ -1,14 +1,15 @@
 //! ClusterQueue, Cohort and LocalQueue rules.
 
 use super::names::{labels, name_ref, push_errors, qualified_name_errors};
-use super::{FieldError, IS_NEGATIVE_MSG, Path, non_negative, quantity, validate_object_meta};
+use super::weight::fair_sharing;
+use super::{FieldError, Path, non_negative, validate_object_meta};
 use crate::api::clusterqueue::BorrowWithinCohortPolicy;
 use crate::api::clusterqueue::{
     ClusterQueue, ClusterQueuePreemption, FlavorFungibility, FlavorFungibilityPolicy,
     PreemptionPolicy,
 };
 use crate::api::cohort::Cohort;
-use crate::api::common::{FairSharing, ResourceGroup};
+use crate::api::common::ResourceGroup;
 use crate::api::constants::{
     MAX_FLAVORS_PER_GROUP, MAX_FLAVORS_TOTAL, MAX_RESOURCE_GROUPS, MAX_RESOURCES_PER_GROUP,
 };
@@ -343,18 +344,6 @@ fn fungibility(errs: &mut Vec<FieldError>, f: &FlavorFungibility, path: &Path) {
     }
 }
 
-fn fair_sharing(errs: &mut Vec<FieldError>, fs: Option<&FairSharing>, path: &Path) {
-    let Some(w) = fs.and_then(|f| f.weight.as_ref()) else {
-        return;
-    };
-    let p = path.child("weight");
-    if let Some(v) = quantity(w, &p, errs)
-        && v < 0
-    {
-        errs.push(FieldError::invalid(&p, &w.0, IS_NEGATIVE_MSG));
-    }
-}
-
 /// Validates a metav1.LabelSelector like apimachinery's `ValidateLabelSelector`.
 pub(super) fn label_selector(errs: &mut Vec<FieldError>, sel: &LabelSelector, path: &Path) {
     if let Some(ml) = &sel.match_labels {
@@ -591,6 +580,24 @@ mod tests {
             )),
             "{m:?}"
         );
+    }
+
+    #[test]
+    fn tiny_fair_sharing_weight_is_rejected_on_every_kind() {
+        let want =
+            "spec.fairSharing.weight: Invalid value: \"1n\": When not 0, weight must be > 10e-9";
+        let q = cq("fairSharing: {weight: 1n}\n");
+        assert_eq!(msgs(&validate_cluster_queue(&q)), vec![want.to_string()]);
+        let spec = serde_norway::from_str("fairSharing: {weight: 1n}\n").expect("valid");
+        let c = Cohort::new("c", spec);
+        assert_eq!(msgs(&validate_cohort(&c)), vec![want.to_string()]);
+        let spec =
+            serde_norway::from_str("clusterQueue: cq\nfairSharing: {weight: 1n}\n").expect("valid");
+        let mut lq = LocalQueue::new("q", spec);
+        lq.metadata.namespace = Some("ns".into());
+        assert_eq!(msgs(&validate_local_queue(&lq)), vec![want.to_string()]);
+        // Zero is allowed: it means "always last" in fair sharing.
+        assert!(msgs(&validate_cluster_queue(&cq("fairSharing: {weight: 0}\n"))).is_empty());
     }
 
     #[test]
