@@ -89,7 +89,9 @@ pub fn validate_cohort(cohort: &Cohort) -> Vec<FieldError> {
             errs.push(FieldError::invalid(
                 &path.child("parentName"),
                 p,
-                "cannot be the cohort itself",
+                // Kueue would accept it and then stop admitting in the whole tree (a
+                // cycle); rejecting it up front names the mistake instead.
+                "a Cohort cannot be its own parent",
             ));
         }
     }
@@ -598,6 +600,20 @@ mod tests {
         assert_eq!(msgs(&validate_local_queue(&lq)), vec![want.to_string()]);
         // Zero is allowed: it means "always last" in fair sharing.
         assert!(msgs(&validate_cluster_queue(&cq("fairSharing: {weight: 0}\n"))).is_empty());
+    }
+
+    #[test]
+    fn cohort_cannot_be_its_own_parent() {
+        let spec = serde_norway::from_str("parentName: team\n").expect("valid");
+        assert_eq!(
+            msgs(&validate_cohort(&Cohort::new("team", spec))),
+            vec![
+                "spec.parentName: Invalid value: \"team\": a Cohort cannot be its own parent"
+                    .to_string()
+            ]
+        );
+        let spec = serde_norway::from_str("parentName: org\n").expect("valid");
+        assert!(msgs(&validate_cohort(&Cohort::new("team", spec))).is_empty());
     }
 
     #[test]
