@@ -1,6 +1,8 @@
 //! ClusterQueue, Cohort and LocalQueue rules.
 
-use super::names::{labels, name_ref, push_errors, qualified_name_errors};
+use super::names::{
+    dns1123_subdomain_errors, labels, name_ref, push_errors, qualified_name_errors,
+};
 use super::weight::fair_sharing;
 use super::{FieldError, Path, non_negative, validate_object_meta};
 use crate::api::clusterqueue::BorrowWithinCohortPolicy;
@@ -62,7 +64,13 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
             .iter()
             .flat_map(|rg| rg.flavors.iter().map(|f| f.name.as_str()))
             .collect();
-        let allowed: Vec<&str> = flavors.iter().copied().collect();
+        // Offer only names that could be referenced: a malformed flavor name is reported
+        // at its own path and is no better a choice here.
+        let allowed: Vec<&str> = flavors
+            .iter()
+            .copied()
+            .filter(|f| dns1123_subdomain_errors(f).is_empty())
+            .collect();
         let p = path
             .child("admissionChecksStrategy")
             .child("admissionChecks");
@@ -70,7 +78,12 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
             for (j, f) in rule.on_flavors.iter().enumerate() {
                 if !flavors.contains(f.as_str()) {
                     let fp = p.index(i).child("onFlavors").index(j);
-                    errs.push(FieldError::not_supported(&fp, f, &allowed));
+                    errs.push(FieldError::not_supported_or(
+                        &fp,
+                        f,
+                        &allowed,
+                        "spec.resourceGroups defines no flavors to choose from",
+                    ));
                 }
             }
         }
@@ -364,10 +377,15 @@ pub(super) fn label_selector(errs: &mut Vec<FieldError>, sel: &LabelSelector, pa
                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
             )),
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            // Offer the operators that fit the values as given.
             other => errs.push(FieldError::not_supported(
                 &rp.child("operator"),
                 other,
-                &["In", "NotIn", "Exists", "DoesNotExist"],
+                if has_values {
+                    &["In", "NotIn"]
+                } else {
+                    &["Exists", "DoesNotExist"]
+                },
             )),
         }
         push_errors(
@@ -576,11 +594,31 @@ mod tests {
                     .starts_with("spec.namespaceSelector.matchExpressions[1].values: Forbidden")),
             "{m:?}"
         );
+        // With values given, only the operators that take values are offered.
         assert!(
-            m.iter().any(|e| e.starts_with(
-                "spec.namespaceSelector.matchExpressions[2].operator: Unsupported value: \"Like\""
-            )),
+            m.contains(
+                &"spec.namespaceSelector.matchExpressions[2].operator: Unsupported value: \"Like\": supported values: \"In\", \"NotIn\"".to_string()
+            ),
             "{m:?}"
+        );
+    }
+
+    #[test]
+    fn on_flavors_offers_only_valid_defined_flavors() {
+        let q = cq(
+            "resourceGroups:\n- coveredResources: [cpu]\n  flavors:\n  - name: Bad_Name\n    resources: [{name: cpu, nominalQuota: 1}]\n  - name: good\n    resources: [{name: cpu, nominalQuota: 1}]\nadmissionChecksStrategy:\n  admissionChecks:\n  - {name: ac, onFlavors: [other]}\n",
+        );
+        let m = msgs(&validate_cluster_queue(&q));
+        assert!(
+            m.contains(&"spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: \"other\": supported values: \"good\"".to_string()),
+            "{m:?}"
+        );
+        let q = cq(
+            "admissionChecksStrategy:\n  admissionChecks:\n  - {name: ac, onFlavors: [other]}\n",
+        );
+        assert_eq!(
+            msgs(&validate_cluster_queue(&q)),
+            vec!["spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: \"other\": spec.resourceGroups defines no flavors to choose from".to_string()]
         );
     }
 
