@@ -9,7 +9,7 @@ use crate::api::constants::{
     JOB_COMPLETION_INDEX_LABEL, JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
     JOB_MIN_PARALLELISM_ANNOTATION,
 };
-use crate::api::validate::{FieldError, Path};
+use crate::api::validate::{FieldError, JobSpecFields, Path, validate_job_spec};
 use crate::api::{DEFAULT_POD_SET_NAME, Workload};
 use json_patch::jsonptr::PointerBuf;
 use k8s_openapi::api::batch::v1::Job;
@@ -56,7 +56,7 @@ impl JobIntegration for BatchJob {
     /// Kueue's job webhook: partial admission and completions-equal-parallelism annotations,
     /// then topology annotations.
     fn validate_create(&self, job: &JobObject<'_>, opts: &RuleOptions) -> Vec<FieldError> {
-        let mut errs = Vec::new();
+        let mut errs = spec_rules(job);
         if let Err(e) = min_count(job, super::job_pods_count(job.spec())) {
             errs.push(e);
         }
@@ -77,7 +77,7 @@ impl JobIntegration for BatchJob {
         new: &JobObject<'_>,
         opts: &RuleOptions,
     ) -> Vec<FieldError> {
-        let mut errs = Vec::new();
+        let mut errs = spec_rules(new);
         let min_changed = old.annotation(JOB_MIN_PARALLELISM_ANNOTATION)
             != new.annotation(JOB_MIN_PARALLELISM_ANNOTATION);
         if min_changed && let Err(e) = min_count(new, super::job_pods_count(new.spec())) {
@@ -108,6 +108,20 @@ impl JobIntegration for BatchJob {
         }
         errs
     }
+}
+
+/// The API server's batch/v1 rules on counts, template and restart policy: a Job sent to the
+/// webhook directly (not through an API server, which would have refused it) gets the same
+/// answer.
+fn spec_rules(job: &JobObject<'_>) -> Vec<FieldError> {
+    let spec = job.spec();
+    let pod = spec.template.as_ref().and_then(|t| t.spec.as_deref());
+    validate_job_spec(&JobSpecFields {
+        parallelism: spec.parallelism,
+        completions: spec.completions,
+        containers: pod.and_then(|p| p.containers.as_ref()).map_or(0, Vec::len),
+        restart_policy: pod.and_then(|p| p.restart_policy.as_deref()),
+    })
 }
 
 /// The Workload Kueue would create for a batch/v1 Job.
@@ -299,7 +313,7 @@ spec:
     #[test]
     fn defaults_and_pod_priority_class() {
         let j = job(
-            "metadata: {name: j}\nspec:\n  template:\n    spec:\n      priorityClassName: pod-high\n      containers: []\n",
+            "metadata: {name: j}\nspec:\n  template:\n    spec:\n      priorityClassName: pod-high\n      restartPolicy: Never\n      containers: [{name: c}]\n",
         );
         let wl = workload_for(&j).expect("valid job");
         let ps = &wl.spec.pod_sets[0];
@@ -317,7 +331,7 @@ spec:
     #[test]
     fn bad_annotations_are_field_errors() {
         let j = job(
-            "metadata:\n  name: j\n  annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}\nspec: {parallelism: 1, template: {}}\n",
+            "metadata:\n  name: j\n  annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}\nspec: {parallelism: 1, template: {spec: {restartPolicy: Never, containers: [{name: c}]}}}\n",
         );
         let e = workload_for(&j).expect_err("min >= count").to_string();
         assert_eq!(
@@ -325,7 +339,7 @@ spec:
             "metadata.annotations[kueue.x-k8s.io/job-min-parallelism]: Invalid value: 1: should be between 0 and 0"
         );
         let j = job(
-            "metadata: {name: j}\nspec:\n  template:\n    metadata:\n      annotations:\n        kueue.x-k8s.io/podset-required-topology: a\n        kueue.x-k8s.io/podset-preferred-topology: b\n        kueue.x-k8s.io/podset-slice-required-topology: c\n",
+            "metadata: {name: j}\nspec:\n  template:\n    metadata:\n      annotations:\n        kueue.x-k8s.io/podset-required-topology: a\n        kueue.x-k8s.io/podset-preferred-topology: b\n        kueue.x-k8s.io/podset-slice-required-topology: c\n    spec: {restartPolicy: Never, containers: [{name: c}]}\n",
         );
         let e = workload_for(&j)
             .expect_err("conflicting annotations")
@@ -339,7 +353,7 @@ spec:
             "{e}"
         );
         let j = job(
-            "metadata:\n  name: j\n  labels: {kueue.x-k8s.io/max-exec-time-seconds: '0'}\nspec: {template: {}}\n",
+            "metadata:\n  name: j\n  labels: {kueue.x-k8s.io/max-exec-time-seconds: '0'}\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: c}]}}}\n",
         );
         assert!(workload_for(&j).is_err());
     }
@@ -347,10 +361,10 @@ spec:
     #[test]
     fn update_rules() {
         let old = view(
-            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 4, suspend: false}\n",
+            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 4, suspend: false, template: {spec: {restartPolicy: Never, containers: [{name: c}]}}}\n",
         );
         let new = view(
-            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 3, suspend: false}\n",
+            "metadata: {annotations: {kueue.x-k8s.io/job-min-parallelism: '1'}}\nspec: {parallelism: 3, suspend: false, template: {spec: {restartPolicy: Never, containers: [{name: c}]}}}\n",
         );
         let (o, n) = (
             JobObject::from_value(&old).expect("view"),
@@ -364,10 +378,40 @@ spec:
             ]
         );
         let sync = view(
-            "metadata: {annotations: {kueue.x-k8s.io/job-completions-equal-parallelism: 'true'}}\nspec: {parallelism: 2, completions: 3}\n",
+            "metadata: {annotations: {kueue.x-k8s.io/job-completions-equal-parallelism: 'true'}}\nspec: {parallelism: 2, completions: 3, template: {spec: {restartPolicy: Never, containers: [{name: c}]}}}\n",
         );
         let s = JobObject::from_value(&sync).expect("view");
         let errs = BatchJob.validate_create(&s, &RuleOptions::default());
         assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn api_server_job_rules_apply_to_intercepted_jobs() {
+        let bad = view("metadata: {name: j}\nspec: {parallelism: -1}\n");
+        let b = JobObject::from_value(&bad).expect("view");
+        let errs: Vec<String> = BatchJob
+            .validate_create(&b, &RuleOptions::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+                "spec.template.spec.containers: Required value",
+                "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+            ]
+        );
+        let always = view(
+            "metadata: {name: j}\nspec: {template: {spec: {restartPolicy: Always, containers: [{name: c}]}}}\n",
+        );
+        let a = JobObject::from_value(&always).expect("view");
+        let errs = BatchJob.validate_update(&a, &a, &RuleOptions::default());
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("spec.template.spec.restartPolicy: Required value")
+        );
     }
 }

@@ -259,7 +259,7 @@ pub struct OwnerRefView<'a> {
 ///   `shutdownAfterJobFinishes`.
 /// - RayCluster: `suspend`, `headGroupSpec`, `workerGroupSpecs`, `enableInTreeAutoscaling`.
 /// - Pod (and pod templates): `containers`, `initContainers`, `overhead`, `nodeSelector`,
-///   `affinity`, `schedulingGates`, `priorityClassName`.
+///   `affinity`, `schedulingGates`, `priorityClassName`, `restartPolicy`.
 #[derive(Deserialize, Debug, Default, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct SpecView<'a> {
@@ -329,6 +329,9 @@ pub struct SpecView<'a> {
     /// Pod priority class.
     #[serde(borrow, default)]
     pub priority_class_name: Option<Str<'a>>,
+    /// Pod restart policy (a Job's pods may not use `Always`).
+    #[serde(borrow, default)]
+    pub restart_policy: Option<Str<'a>>,
 }
 
 /// A pod template (`metadata` + pod `spec`).
@@ -573,6 +576,7 @@ impl SpecView<'static> {
         affinity: None,
         scheduling_gates: None,
         priority_class_name: None,
+        restart_policy: None,
     };
 }
 

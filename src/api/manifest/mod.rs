@@ -100,14 +100,7 @@ impl Manifest {
             Manifest::Workload(o) => validate::validate_workload(o),
             Manifest::WorkloadPriorityClass(o) => validate::validate_workload_priority_class(o),
             Manifest::Topology(o) => validate::validate_topology(o),
-            Manifest::Job(o) => {
-                let mut errs = validate::validate_object_meta(&o.metadata, true);
-                if let Some(spec) = &o.spec {
-                    let path = validate::Path::new("spec").child("template");
-                    errs.extend(validate::validate_pod_template(&spec.template, &path));
-                }
-                errs
-            }
+            Manifest::Job(o) => validate::validate_job(o),
             Manifest::PriorityClass(o) => validate::validate_object_meta(&o.metadata, false),
             Manifest::Namespace(o) => validate::validate_object_meta(&o.metadata, false),
             Manifest::Node(o) => validate::validate_object_meta(&o.metadata, false),

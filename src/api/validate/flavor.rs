@@ -105,16 +105,32 @@ fn tolerations(errs: &mut Vec<FieldError>, tols: &[Toleration], path: &Path) {
                     ));
                 }
             }
-            other => errs.push(FieldError::not_supported(
-                &p.child("operator"),
-                other,
-                &["Equal", "Exists"],
-            )),
+            other => {
+                // Offer only operators this toleration could use: Equal needs a key,
+                // Exists needs an empty value.
+                let has_value = t.value.as_deref().is_some_and(|v| !v.is_empty());
+                let fitting: Vec<&str> = [("Equal", !key.is_empty()), ("Exists", !has_value)]
+                    .into_iter()
+                    .filter_map(|(op, fits)| fits.then_some(op))
+                    .collect();
+                errs.push(FieldError::not_supported_or(
+                    &p.child("operator"),
+                    other,
+                    &fitting,
+                    "no operator fits a toleration with a value but no key; set a key",
+                ));
+            }
         }
         if let Some(e) = t.effect.as_deref().filter(|e| !e.is_empty())
             && !EFFECTS.contains(&e)
         {
-            errs.push(FieldError::not_supported(&p.child("effect"), e, &EFFECTS));
+            // tolerationSeconds only makes sense for NoExecute.
+            let fitting: &[&str] = if t.toleration_seconds.is_some() {
+                &["NoExecute"]
+            } else {
+                &EFFECTS
+            };
+            errs.push(FieldError::not_supported(&p.child("effect"), e, fitting));
         }
     }
 }
@@ -212,6 +228,28 @@ mod tests {
                 "spec.tolerations[0].operator: Invalid value: \"Equal\": operator must be Exists"
             )),
             "{m:?}"
+        );
+    }
+
+    #[test]
+    fn toleration_valid_values_fit_the_toleration() {
+        let spec = serde_norway::from_str(
+            "tolerations:\n- {key: a, operator: Near}\n- {operator: Near}\n- {operator: Near, value: v}\n- {key: a, operator: Exists, effect: Soon, tolerationSeconds: 5}\n",
+        )
+        .expect("valid");
+        let m = msgs(validate_resource_flavor(&ResourceFlavor::new("rf", spec)));
+        let has = |want: &str| assert!(m.contains(&want.to_string()), "{want}\n{m:?}");
+        has(
+            "spec.tolerations[0].operator: Unsupported value: \"Near\": supported values: \"Equal\", \"Exists\"",
+        );
+        has(
+            "spec.tolerations[1].operator: Unsupported value: \"Near\": supported values: \"Exists\"",
+        );
+        has(
+            "spec.tolerations[2].operator: Unsupported value: \"Near\": no operator fits a toleration with a value but no key; set a key",
+        );
+        has(
+            "spec.tolerations[3].effect: Unsupported value: \"Soon\": supported values: \"NoExecute\"",
         );
     }
 

@@ -4,13 +4,18 @@
 //! Every function is pure and total: it inspects an object and returns every problem found,
 //! in field order, never stopping at the first one.
 
+mod defaults;
 mod flavor;
+mod job;
 mod names;
 mod quota;
 mod update;
+mod weight;
 mod workload;
 
+pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
+pub use job::{JOB_RESTART_POLICIES, JobSpecFields, validate_job, validate_job_spec};
 pub use names::{
     dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, qualified_name_errors,
 };
@@ -19,6 +24,7 @@ pub use update::{
     FIELD_IMMUTABLE_MSG, validate_label_selector, validate_local_queue_update,
     validate_topology_update, validate_workload_update,
 };
+pub use weight::WEIGHT_TOO_SMALL_MSG;
 pub use workload::{validate_pod_template, validate_workload};
 
 use super::quantity::{QuantityError, parse_milli_wide};
@@ -123,10 +129,22 @@ impl FieldError {
         Self::new(path, ErrorKind::NotFound, Some(quote(value)), "")
     }
 
-    /// `Unsupported value` listing the supported ones.
+    /// `Unsupported value` listing the supported ones. Callers pass only values that are
+    /// valid for this field in this object; an empty list gets a generic explanation rather
+    /// than an empty `supported values:` (see [`FieldError::not_supported_or`]).
     pub fn not_supported(path: &Path, value: &str, supported: &[&str]) -> Self {
-        let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
-        let detail = format!("supported values: {}", list.join(", "));
+        Self::not_supported_or(path, value, supported, "no value is supported here")
+    }
+
+    /// `Unsupported value` listing the supported ones, or, when there are none (a list
+    /// derived from the object came out empty), explaining why with `if_none`.
+    pub fn not_supported_or(path: &Path, value: &str, supported: &[&str], if_none: &str) -> Self {
+        let detail = if supported.is_empty() {
+            if_none.to_string()
+        } else {
+            let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
+            format!("supported values: {}", list.join(", "))
+        };
         Self::new(path, ErrorKind::NotSupported, Some(quote(value)), detail)
     }
 
@@ -293,6 +311,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "a[k]: Unsupported value: \"x\": supported values: \"y\", \"z\""
+        );
+        let e = FieldError::not_supported_or(&Path::new("a"), "x", &[], "a has no values");
+        assert_eq!(
+            e.to_string(),
+            "a: Unsupported value: \"x\": a has no values"
         );
     }
 

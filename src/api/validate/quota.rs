@@ -1,14 +1,17 @@
 //! ClusterQueue, Cohort and LocalQueue rules.
 
-use super::names::{labels, name_ref, push_errors, qualified_name_errors};
-use super::{FieldError, IS_NEGATIVE_MSG, Path, non_negative, quantity, validate_object_meta};
+use super::names::{
+    dns1123_subdomain_errors, labels, name_ref, push_errors, qualified_name_errors,
+};
+use super::weight::fair_sharing;
+use super::{FieldError, Path, non_negative, validate_object_meta};
 use crate::api::clusterqueue::BorrowWithinCohortPolicy;
 use crate::api::clusterqueue::{
     ClusterQueue, ClusterQueuePreemption, FlavorFungibility, FlavorFungibilityPolicy,
     PreemptionPolicy,
 };
 use crate::api::cohort::Cohort;
-use crate::api::common::{FairSharing, ResourceGroup};
+use crate::api::common::ResourceGroup;
 use crate::api::constants::{
     MAX_FLAVORS_PER_GROUP, MAX_FLAVORS_TOTAL, MAX_RESOURCE_GROUPS, MAX_RESOURCES_PER_GROUP,
 };
@@ -17,9 +20,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeSet;
 
 const LENDING_LIMIT_MSG: &str = "must be less than or equal to the nominalQuota";
+/// Kueue's cap on covered resources summed over a ClusterQueue's resource groups.
+const MAX_RESOURCES_TOTAL: usize = 256;
+/// Kueue's cap on flavor×resource quota entries in one resource group.
+const MAX_FLAVOR_RESOURCE_PAIRS: usize = 512;
 
-/// Validates a ClusterQueue like Kueue's webhook and CRD rules.
+/// Validates a ClusterQueue like Kueue's webhook and CRD rules, after Kueue's CRD defaults.
 pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
+    // The API server defaults before it validates; rules must see what Kueue would see.
+    let cq = &super::cluster_queue_with_defaults(cq);
     let mut errs = validate_object_meta(&cq.metadata, false);
     let spec = &cq.spec;
     let path = Path::new("spec");
@@ -33,6 +42,8 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
         lending_le_nominal: true,
     };
     resource_groups(&mut errs, &spec.resource_groups, &rg_path, &limits);
+    // Kueue caps these sizes for ClusterQueues only, not for Cohorts.
+    group_totals(&mut errs, &spec.resource_groups, &rg_path);
     if let Some(sel) = &spec.namespace_selector {
         label_selector(&mut errs, sel, &path.child("namespaceSelector"));
     }
@@ -53,7 +64,13 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
             .iter()
             .flat_map(|rg| rg.flavors.iter().map(|f| f.name.as_str()))
             .collect();
-        let allowed: Vec<&str> = flavors.iter().copied().collect();
+        // Offer only names that could be referenced: a malformed flavor name is reported
+        // at its own path and is no better a choice here.
+        let allowed: Vec<&str> = flavors
+            .iter()
+            .copied()
+            .filter(|f| dns1123_subdomain_errors(f).is_empty())
+            .collect();
         let p = path
             .child("admissionChecksStrategy")
             .child("admissionChecks");
@@ -61,7 +78,12 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
             for (j, f) in rule.on_flavors.iter().enumerate() {
                 if !flavors.contains(f.as_str()) {
                     let fp = p.index(i).child("onFlavors").index(j);
-                    errs.push(FieldError::not_supported(&fp, f, &allowed));
+                    errs.push(FieldError::not_supported_or(
+                        &fp,
+                        f,
+                        &allowed,
+                        "spec.resourceGroups defines no flavors to choose from",
+                    ));
                 }
             }
         }
@@ -80,7 +102,9 @@ pub fn validate_cohort(cohort: &Cohort) -> Vec<FieldError> {
             errs.push(FieldError::invalid(
                 &path.child("parentName"),
                 p,
-                "cannot be the cohort itself",
+                // Kueue would accept it and then stop admitting in the whole tree (a
+                // cycle); rejecting it up front names the mistake instead.
+                "a Cohort cannot be its own parent",
             ));
         }
     }
@@ -142,11 +166,8 @@ fn resource_groups(
     }
     let mut seen_resources = BTreeSet::new();
     let mut seen_flavors = BTreeSet::new();
-    let (mut total_flavors, mut total_resources) = (0usize, 0usize);
     for (i, rg) in groups.iter().enumerate() {
         let path = path.index(i);
-        total_flavors += rg.flavors.len();
-        total_resources += rg.covered_resources.len();
         let cr_path = path.child("coveredResources");
         if rg.covered_resources.is_empty() {
             errs.push(FieldError::required(&cr_path, ""));
@@ -217,19 +238,37 @@ fn resource_groups(
             }
         }
     }
+}
+
+/// Kueue's webhook limits on sizes summed over groups: flavors and covered resources across
+/// all groups, and flavor×resource quota entries within each group (which bound the work
+/// of every flavor assignment).
+fn group_totals(errs: &mut Vec<FieldError>, groups: &[ResourceGroup], path: &Path) {
+    let total_flavors: usize = groups.iter().map(|rg| rg.flavors.len()).sum();
     if total_flavors > MAX_FLAVORS_TOTAL {
         errs.push(FieldError::invalid_num(
             path,
             total_flavors,
-            format!("total number of flavors across all resourceGroups must be ≤ 256, got {total_flavors}"),
+            format!("total number of flavors across all resourceGroups must be ≤ {MAX_FLAVORS_TOTAL}, got {total_flavors}"),
         ));
     }
-    if total_resources > 256 {
+    let total_resources: usize = groups.iter().map(|rg| rg.covered_resources.len()).sum();
+    if total_resources > MAX_RESOURCES_TOTAL {
         errs.push(FieldError::invalid_num(
             path,
             total_resources,
-            format!("total number of covered resources across all resourceGroups must be ≤ 256, got {total_resources}"),
+            format!("total number of covered resources across all resourceGroups must be ≤ {MAX_RESOURCES_TOTAL}, got {total_resources}"),
         ));
+    }
+    for (i, rg) in groups.iter().enumerate() {
+        let pairs: usize = rg.flavors.iter().map(|f| f.resources.len()).sum();
+        if pairs > MAX_FLAVOR_RESOURCE_PAIRS {
+            errs.push(FieldError::invalid_num(
+                &path.index(i),
+                pairs,
+                format!("number of flavor-resource combinations in a resourceGroup must be ≤ {MAX_FLAVOR_RESOURCE_PAIRS}, got {pairs}"),
+            ));
+        }
     }
 }
 
@@ -286,8 +325,9 @@ fn policy_str(p: PreemptionPolicy) -> &'static str {
 }
 
 fn fungibility(errs: &mut Vec<FieldError>, f: &FlavorFungibility, path: &Path) {
-    let both_try_next = f.when_can_borrow == Some(FlavorFungibilityPolicy::TryNextFlavor)
-        && f.when_can_preempt == Some(FlavorFungibilityPolicy::TryNextFlavor);
+    // Absent policies count as their defaults (whenCanPreempt defaults to TryNextFlavor).
+    let both_try_next = f.effective_when_can_borrow() == FlavorFungibilityPolicy::TryNextFlavor
+        && f.effective_when_can_preempt() == FlavorFungibilityPolicy::TryNextFlavor;
     if let Some(pref) = f.preference
         && !both_try_next
     {
@@ -304,18 +344,6 @@ fn fungibility(errs: &mut Vec<FieldError>, f: &FlavorFungibility, path: &Path) {
             name,
             format!("preference {name:?} requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor"),
         ));
-    }
-}
-
-fn fair_sharing(errs: &mut Vec<FieldError>, fs: Option<&FairSharing>, path: &Path) {
-    let Some(w) = fs.and_then(|f| f.weight.as_ref()) else {
-        return;
-    };
-    let p = path.child("weight");
-    if let Some(v) = quantity(w, &p, errs)
-        && v < 0
-    {
-        errs.push(FieldError::invalid(&p, &w.0, IS_NEGATIVE_MSG));
     }
 }
 
@@ -337,10 +365,15 @@ pub(super) fn label_selector(errs: &mut Vec<FieldError>, sel: &LabelSelector, pa
                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
             )),
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            // Offer the operators that fit the values as given.
             other => errs.push(FieldError::not_supported(
                 &rp.child("operator"),
                 other,
-                &["In", "NotIn", "Exists", "DoesNotExist"],
+                if has_values {
+                    &["In", "NotIn"]
+                } else {
+                    &["Exists", "DoesNotExist"]
+                },
             )),
         }
         push_errors(
@@ -462,6 +495,34 @@ mod tests {
     }
 
     #[test]
+    fn flavor_resource_pairs_per_group_are_capped_at_512() {
+        let group = |flavors: usize, resources: usize| ResourceGroup {
+            covered_resources: (0..resources).map(|r| format!("r{r}")).collect(),
+            flavors: (0..flavors)
+                .map(|f| crate::api::FlavorQuotas {
+                    name: format!("f{f}"),
+                    resources: (0..resources)
+                        .map(|r| crate::api::ResourceQuota {
+                            name: format!("r{r}"),
+                            nominal_quota: crate::api::quantity::format_milli(1000),
+                            borrowing_limit: None,
+                            lending_limit: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let mut q = cq("{}");
+        q.spec.resource_groups = vec![group(8, 64)];
+        assert!(msgs(&validate_cluster_queue(&q)).is_empty());
+        q.spec.resource_groups = vec![group(9, 64)];
+        assert_eq!(
+            msgs(&validate_cluster_queue(&q)),
+            vec!["spec.resourceGroups[0]: Invalid value: 576: number of flavor-resource combinations in a resourceGroup must be ≤ 512, got 576".to_string()]
+        );
+    }
+
+    #[test]
     fn preemption_and_fungibility_combos() {
         let q = cq(
             "preemption: {reclaimWithinCohort: Never, borrowWithinCohort: {policy: LowerPriority}, withinClusterQueue: Any}\nflavorFungibility: {whenCanBorrow: MayStopSearch, preference: PreemptionOverBorrowing}\n",
@@ -475,6 +536,28 @@ mod tests {
             "{m:?}"
         );
         assert!(m.contains(&"spec.flavorFungibility.preference: Invalid value: \"PreemptionOverBorrowing\": preference \"PreemptionOverBorrowing\" requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor".to_string()), "{m:?}");
+    }
+
+    #[test]
+    fn fungibility_preference_sees_defaults() {
+        // whenCanPreempt defaults to TryNextFlavor, so only whenCanBorrow must be set.
+        let q = cq(
+            "flavorFungibility: {whenCanBorrow: TryNextFlavor, preference: BorrowingOverPreemption}\n",
+        );
+        assert!(
+            validate_cluster_queue(&q).is_empty(),
+            "{:?}",
+            msgs(&validate_cluster_queue(&q))
+        );
+        // whenCanBorrow defaults to MayStopSearch, which rules the preference out.
+        let q = cq("flavorFungibility: {preference: PreemptionOverBorrowing}\n");
+        let m = msgs(&validate_cluster_queue(&q));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("spec.flavorFungibility.preference: Invalid value"));
+        let q = cq(
+            "flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: MayStopSearch, preference: PreemptionOverBorrowing}\n",
+        );
+        assert_eq!(msgs(&validate_cluster_queue(&q)).len(), 1);
     }
 
     #[test]
@@ -499,12 +582,64 @@ mod tests {
                     .starts_with("spec.namespaceSelector.matchExpressions[1].values: Forbidden")),
             "{m:?}"
         );
+        // With values given, only the operators that take values are offered.
         assert!(
-            m.iter().any(|e| e.starts_with(
-                "spec.namespaceSelector.matchExpressions[2].operator: Unsupported value: \"Like\""
-            )),
+            m.contains(
+                &"spec.namespaceSelector.matchExpressions[2].operator: Unsupported value: \"Like\": supported values: \"In\", \"NotIn\"".to_string()
+            ),
             "{m:?}"
         );
+    }
+
+    #[test]
+    fn on_flavors_offers_only_valid_defined_flavors() {
+        let q = cq(
+            "resourceGroups:\n- coveredResources: [cpu]\n  flavors:\n  - name: Bad_Name\n    resources: [{name: cpu, nominalQuota: 1}]\n  - name: good\n    resources: [{name: cpu, nominalQuota: 1}]\nadmissionChecksStrategy:\n  admissionChecks:\n  - {name: ac, onFlavors: [other]}\n",
+        );
+        let m = msgs(&validate_cluster_queue(&q));
+        assert!(
+            m.contains(&"spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: \"other\": supported values: \"good\"".to_string()),
+            "{m:?}"
+        );
+        let q = cq(
+            "admissionChecksStrategy:\n  admissionChecks:\n  - {name: ac, onFlavors: [other]}\n",
+        );
+        assert_eq!(
+            msgs(&validate_cluster_queue(&q)),
+            vec!["spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]: Unsupported value: \"other\": spec.resourceGroups defines no flavors to choose from".to_string()]
+        );
+    }
+
+    #[test]
+    fn tiny_fair_sharing_weight_is_rejected_on_every_kind() {
+        let want =
+            "spec.fairSharing.weight: Invalid value: \"1n\": When not 0, weight must be > 10e-9";
+        let q = cq("fairSharing: {weight: 1n}\n");
+        assert_eq!(msgs(&validate_cluster_queue(&q)), vec![want.to_string()]);
+        let spec = serde_norway::from_str("fairSharing: {weight: 1n}\n").expect("valid");
+        let c = Cohort::new("c", spec);
+        assert_eq!(msgs(&validate_cohort(&c)), vec![want.to_string()]);
+        let spec =
+            serde_norway::from_str("clusterQueue: cq\nfairSharing: {weight: 1n}\n").expect("valid");
+        let mut lq = LocalQueue::new("q", spec);
+        lq.metadata.namespace = Some("ns".into());
+        assert_eq!(msgs(&validate_local_queue(&lq)), vec![want.to_string()]);
+        // Zero is allowed: it means "always last" in fair sharing.
+        assert!(msgs(&validate_cluster_queue(&cq("fairSharing: {weight: 0}\n"))).is_empty());
+    }
+
+    #[test]
+    fn cohort_cannot_be_its_own_parent() {
+        let spec = serde_norway::from_str("parentName: team\n").expect("valid");
+        assert_eq!(
+            msgs(&validate_cohort(&Cohort::new("team", spec))),
+            vec![
+                "spec.parentName: Invalid value: \"team\": a Cohort cannot be its own parent"
+                    .to_string()
+            ]
+        );
+        let spec = serde_norway::from_str("parentName: org\n").expect("valid");
+        assert!(msgs(&validate_cohort(&Cohort::new("team", spec))).is_empty());
     }
 
     #[test]

@@ -86,11 +86,20 @@ pub fn validate_workload(wl: &Workload) -> Vec<FieldError> {
             let p = sp.child("reclaimablePods").key(&rp.name);
             match spec.pod_sets.iter().find(|ps| ps.name == rp.name) {
                 None => {
-                    let known: Vec<&str> = spec.pod_sets.iter().map(|p| p.name.as_str()).collect();
-                    errs.push(FieldError::not_supported(
+                    // Each valid pod set name once: malformed names are reported at their
+                    // own path and cannot be referenced.
+                    let known: BTreeSet<&str> = spec
+                        .pod_sets
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .filter(|n| dns1123_label_errors(n).is_empty())
+                        .collect();
+                    let known: Vec<&str> = known.into_iter().collect();
+                    errs.push(FieldError::not_supported_or(
                         &p.child("name"),
                         &rp.name,
                         &known,
+                        "spec.podSets has no pod set to reclaim pods from",
                     ));
                 }
                 Some(ps) if rp.count > ps.count => errs.push(FieldError::invalid_num(
@@ -193,10 +202,16 @@ fn priority_class_ref(errs: &mut Vec<FieldError>, r: &PriorityClassRef, path: &P
         ));
     }
     if !kinds.contains(&r.kind.as_str()) {
+        // A known group allows exactly one kind; offer only that one.
+        let fitting: &[&str] = match r.group.as_str() {
+            WORKLOAD_PRIORITY_CLASS_GROUP => &[WORKLOAD_PRIORITY_CLASS_KIND],
+            POD_PRIORITY_CLASS_GROUP => &[POD_PRIORITY_CLASS_KIND],
+            _ => &kinds,
+        };
         errs.push(FieldError::not_supported(
             &path.child("kind"),
             &r.kind,
-            &kinds,
+            fitting,
         ));
     }
     if r.group == POD_PRIORITY_CLASS_GROUP && r.kind != POD_PRIORITY_CLASS_KIND {
@@ -294,6 +309,35 @@ mod tests {
         let m = msgs(&w);
         assert!(m.contains(&"spec.podSets[0].template.spec.containers[0].resources.requests[pods]: Invalid value: \"pods\": the key is reserved for internal kueue use".to_string()), "{m:?}");
         assert!(m.iter().any(|e| e.starts_with("spec.podSets[0].template.spec.containers[0].resources.requests[cpu]: Invalid value: \"lots\"")), "{m:?}");
+    }
+
+    #[test]
+    fn valid_values_fit_the_field() {
+        let m = msgs(&wl(
+            "podSets: [{template: {}}]\npriority: 1\npriorityClassRef: {group: scheduling.k8s.io, kind: Klass, name: p}\n",
+        ));
+        assert!(
+            m.contains(&"spec.priorityClassRef.kind: Unsupported value: \"Klass\": supported values: \"PriorityClass\"".to_string()),
+            "{m:?}"
+        );
+        let mut w = wl("podSets: [{name: Bad_Name, template: {}}, {name: ok, template: {}}]\n");
+        w.status = Some(
+            serde_norway::from_str("reclaimablePods: [{name: gone, count: 1}]\n").expect("valid"),
+        );
+        let m = msgs(&w);
+        assert!(
+            m.contains(&"status.reclaimablePods[gone].name: Unsupported value: \"gone\": supported values: \"ok\"".to_string()),
+            "{m:?}"
+        );
+        let mut w = wl("podSets: []\n");
+        w.status = Some(
+            serde_norway::from_str("reclaimablePods: [{name: gone, count: 1}]\n").expect("valid"),
+        );
+        let m = msgs(&w);
+        assert!(
+            m.contains(&"status.reclaimablePods[gone].name: Unsupported value: \"gone\": spec.podSets has no pod set to reclaim pods from".to_string()),
+            "{m:?}"
+        );
     }
 
     #[test]
