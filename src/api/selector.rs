@@ -380,7 +380,8 @@ affinity:
         )
         .expect("valid");
         let tols: Vec<Toleration> =
-            serde_norway::from_str("- {key: spot, operator: Equal, value: 'true'}\n").expect("valid");
+            serde_norway::from_str("- {key: spot, operator: Equal, value: 'true'}\n")
+                .expect("valid");
         assert_eq!(
             tolerates_all(&taints, &tols).map(|t| t.key.as_str()),
             Some("gpu")
@@ -410,7 +411,8 @@ affinity:
         .expect("valid");
         assert!(untolerated_flavor_taint(&PodSpec::default(), &spec).is_none());
         let bare: ResourceFlavorSpec =
-            serde_norway::from_str("nodeTaints: [{key: spot, effect: NoSchedule}]\n").expect("valid");
+            serde_norway::from_str("nodeTaints: [{key: spot, effect: NoSchedule}]\n")
+                .expect("valid");
         assert!(untolerated_flavor_taint(&PodSpec::default(), &bare).is_some());
     }
 }

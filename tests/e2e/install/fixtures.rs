@@ -15,7 +15,8 @@ pub fn render(yaml: &str, prefix: &str, ns: &str) -> Vec<Value> {
     let text = yaml.replace("__P__", prefix).replace("__NS__", ns);
     serde_norway::Deserializer::from_str(&text)
         .map(|doc| {
-            let v: serde_norway::Value = serde::Deserialize::deserialize(doc).expect("fixture YAML");
+            let v: serde_norway::Value =
+                serde::Deserialize::deserialize(doc).expect("fixture YAML");
             serde_json::to_value(v).expect("fixture as JSON")
         })
         .filter(|v: &Value| !v.is_null())
