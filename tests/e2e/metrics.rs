@@ -76,27 +76,32 @@ async fn serve_reports_the_controllers_admissions_pending_workloads_and_writes()
             1.0,
         ),
     ];
-    // Gauges are republished at most every 250 ms and on the status tick: poll.
+    // Writes by kind: at least the admitted Workload's status and Events, the started
+    // Job, and the ClusterQueue's status (the counter is process-wide, so at least).
+    let writes: Vec<String> = ["Workload", "Job", "ClusterQueue", "Event"]
+        .iter()
+        .map(|kind| format!(r#"kuota_api_writes_total{{kind="{kind}",{leader}}}"#))
+        .collect();
+    // Gauges are republished at most every 250 ms and queue status once a second: poll.
     let mut last = String::new();
     let mut ok = false;
     for _ in 0..100 {
         let (status, body) = http_get(kuota.health_addr, "/metrics").await;
         assert_eq!(status, 200, "{body}");
-        ok = want.iter().all(|(s, v)| sample(&body, s) == Some(*v));
+        ok = want.iter().all(|(s, v)| sample(&body, s) == Some(*v))
+            && writes
+                .iter()
+                .all(|s| sample(&body, s).is_some_and(|n| n >= 1.0));
         last = body;
         if ok {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(ok, "expected {want:?} in /metrics:\n{last}");
-    // Writes by kind: at least the admitted Workload's status and Events, the started
-    // Job, and the ClusterQueue's status (the counter is process-wide, so at least).
-    for kind in ["Workload", "Job", "ClusterQueue", "Event"] {
-        let series = format!(r#"kuota_api_writes_total{{kind="{kind}",{leader}}}"#);
-        let n = sample(&last, &series).unwrap_or(0.0);
-        assert!(n >= 1.0, "{series} is {n}:\n{last}");
-    }
+    assert!(
+        ok,
+        "expected {want:?} and {writes:?} >= 1 in /metrics:\n{last}"
+    );
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
