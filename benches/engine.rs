@@ -34,74 +34,11 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Node;
 use kuota::engine::{Decision, Engine, Event, Millis, WorkloadKey};
-use kuota::sim::generator::set_creation_time;
-use kuota::sim::{Plan, SIM_EPOCH_MS, Scenario, SimConfig, Simulation, SourceFile};
+use kuota::sim::{SIM_EPOCH_MS, SimConfig, Simulation};
 
-const COHORTS: u32 = 10;
-const QUEUES_PER_COHORT: u32 = 100;
-
-/// Kueue's large-scale generator shape with 50 workloads per queue
-/// (33 small, 12 medium, 5 large): 1,000 queues × 50 = 50,000 workloads.
-fn large_scale_yaml() -> String {
-    generator_yaml(33, 12, 5)
-}
-
-/// The same shape with `small`, `medium` and `large` workloads per queue.
-fn generator_yaml(small: u32, medium: u32, large: u32) -> String {
-    format!(
-        r#"
-cohorts:
-- className: cohort
-  count: {COHORTS}
-  queuesSets:
-  - className: cq
-    count: {QUEUES_PER_COHORT}
-    nominalQuota: 20
-    borrowingLimit: 100
-    reclaimWithinCohort: Any
-    withinClusterQueue: LowerPriority
-    workloadsSets:
-    - count: {small}
-      creationIntervalMs: 20
-      workloads: [{{className: small, runtimeMs: 50, priority: 50, request: 1}}]
-    - count: {medium}
-      creationIntervalMs: 50
-      workloads: [{{className: medium, runtimeMs: 100, priority: 100, request: 5}}]
-    - count: {large}
-      creationIntervalMs: 200
-      workloads: [{{className: large, runtimeMs: 200, priority: 200, request: 20}}]
-"#
-    )
-}
-
-fn plan(name: &str, yaml: String) -> Plan {
-    let scenario = Scenario {
-        name: name.into(),
-        manifests: vec![],
-        generator: Some(SourceFile::new("generator.yaml", yaml)),
-    };
-    // The config above is fixed and valid; failing here is a bug in the generator.
-    scenario.plan(1).expect("benchmark scenario plans")
-}
-
-/// An engine holding the cluster and every workload of `plan` as pending.
-fn pending_engine(plan: &Plan) -> Engine {
-    let mut engine = Engine::default();
-    for (what, ev) in &plan.setup {
-        if let Err(e) = engine.apply(SIM_EPOCH_MS, ev.clone()) {
-            panic!("benchmark setup: {what}: {e}");
-        }
-    }
-    for w in &plan.workloads {
-        let at = SIM_EPOCH_MS + w.arrival;
-        let mut obj = w.object.clone();
-        set_creation_time(&mut obj, at);
-        if let Err(e) = engine.apply(at, Event::WorkloadUpserted(obj)) {
-            panic!("benchmark setup: {}: {e}", w.key);
-        }
-    }
-    engine
-}
+#[path = "common/large_scale.rs"]
+mod large_scale;
+use large_scale::{generator_yaml, large_scale_yaml, pending_engine, plan};
 
 fn admissions(decisions: &[Decision]) -> Vec<WorkloadKey> {
     decisions

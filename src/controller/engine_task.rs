@@ -1,6 +1,8 @@
 //! The one task that owns the [`Engine`]: it applies inputs as they arrive, runs one
 //! scheduling cycle per batch of inputs (and when the engine asks for a wake-up), hands
 //! the decisions to the actuators and publishes queue status at most once per interval.
+//! Events and cycles go through [`crate::telemetry::observed`], as in the simulator, so
+//! `kuota serve` reports Kueue's workload and quota metrics from the same feed.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -14,6 +16,11 @@ use super::actuate::Actuators;
 use super::actuate::queue_status::QueueStatus;
 use super::watch::Kind;
 use crate::engine::{Engine, EngineConfig, EngineError, Event, Millis, WorkloadKey};
+use crate::telemetry::{Metrics, Observer, observed};
+
+/// How often the state gauges (pending, usage, quota) are rebuilt at most: a busy
+/// cluster runs far more cycles than anyone scrapes.
+const GAUGE_REFRESH: Duration = Duration::from_millis(250);
 
 /// What the engine task receives.
 #[derive(Debug)]
@@ -37,6 +44,7 @@ impl Input {
 /// The engine's owner.
 pub struct EngineTask {
     engine: Engine,
+    observer: Observer,
     rx: Receiver<Input>,
     tx: Sender<Input>,
     unsynced: BTreeSet<Kind>,
@@ -54,9 +62,11 @@ pub fn now_millis() -> Millis {
 }
 
 impl EngineTask {
-    /// A task that schedules once every kind in `kinds` has been listed.
+    /// A task that schedules once every kind in `kinds` has been listed, recording
+    /// what it does into `metrics`.
     pub fn new(
         config: EngineConfig,
+        metrics: Metrics,
         rx: Receiver<Input>,
         tx: Sender<Input>,
         kinds: &[Kind],
@@ -65,6 +75,7 @@ impl EngineTask {
     ) -> Self {
         Self {
             engine: Engine::new(config),
+            observer: Observer::new(metrics, GAUGE_REFRESH),
             rx,
             tx,
             unsynced: kinds.iter().copied().collect(),
@@ -100,11 +111,14 @@ impl EngineTask {
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);
+                        // Gauges skipped by a burst of cycles catch up here.
+                        self.observer.maybe_refresh(&self.engine);
                     }
                 }
             }
             if cycle && self.unsynced.is_empty() {
-                let decisions = self.engine.schedule(now_millis());
+                let (decisions, _) =
+                    observed::schedule(&mut self.engine, Some(&mut self.observer), now_millis());
                 self.actuators.dispatch(decisions, &self.tx);
             }
         }
@@ -127,7 +141,13 @@ impl EngineTask {
                     Event::WorkloadUpserted(wl) => Some(super::translate::workload_key(wl)),
                     _ => None,
                 };
-                if let Err(e) = self.engine.apply(now_millis(), *event) {
+                let (result, _) = observed::apply(
+                    &mut self.engine,
+                    Some(&mut self.observer),
+                    now_millis(),
+                    *event,
+                );
+                if let Err(e) = result {
                     self.rejected(e, key);
                 }
             }
@@ -140,7 +160,13 @@ impl EngineTask {
             Input::AdmissionFailed(key) => {
                 // The engine holds the admission it decided: release it and queue the
                 // workload again (the status write never landed).
-                if let Err(e) = self.engine.apply(now_millis(), Event::AdmissionFailed(key)) {
+                let (result, _) = observed::apply(
+                    &mut self.engine,
+                    Some(&mut self.observer),
+                    now_millis(),
+                    Event::AdmissionFailed(key),
+                );
+                if let Err(e) = result {
                     warn!(error = %e, "releasing a failed admission");
                 }
             }

@@ -46,6 +46,12 @@ pub struct ControllerConfig {
     /// Attempts of one write before it fails for good (conflicts re-read fresh state,
     /// 429 and 5xx back off).
     pub write_attempts: u32,
+    /// Where the controller records Kueue's metrics and its API writes (`kuota serve`
+    /// passes the registry its `/metrics` serves).
+    pub metrics: crate::telemetry::Metrics,
+    /// Whether it runs under leader election: its metrics then say `replica_role="leader"`
+    /// while it runs and `follower` after; otherwise `standalone`, as Kueue labels them.
+    pub leader_elected: bool,
 }
 
 impl Default for ControllerConfig {
@@ -57,6 +63,8 @@ impl Default for ControllerConfig {
             queue_status_interval: Duration::from_secs(1),
             write_concurrency: 16,
             write_attempts: 5,
+            metrics: crate::telemetry::Metrics::default(),
+            leader_elected: false,
         }
     }
 }
@@ -130,12 +138,16 @@ pub async fn run(
     }
     let (tx, rx) = tokio::sync::mpsc::channel(4096);
     let (stores, writers) = watch::stores();
-    let recorder = actuate::events::Recorder::new(client.clone());
-    let writer = Arc::new(actuate::Writer::new(
-        client.clone(),
-        config.write_concurrency,
-        config.write_attempts,
-    ));
+    let _role = config.leader_elected.then(|| config.metrics.lead());
+    let recorder = actuate::events::Recorder::new(client.clone(), config.metrics.clone());
+    let writer = Arc::new(
+        actuate::Writer::new(
+            client.clone(),
+            config.write_concurrency,
+            config.write_attempts,
+        )
+        .with_metrics(config.metrics.clone()),
+    );
     let job_triggers = workload_sync::Triggers::new(&enabled);
     let mut tasks = watch::spawn(
         client.clone(),
@@ -167,6 +179,7 @@ pub async fn run(
     );
     let engine_task = engine_task::EngineTask::new(
         config.engine.clone(),
+        config.metrics.clone(),
         rx,
         tx,
         watch::ENGINE_KINDS,

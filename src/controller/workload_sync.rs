@@ -348,15 +348,20 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
         &ns,
         &job_api_resource(&integration.gvk()),
     );
+    let job_kind = integration.kind();
     let patch_job = |p: Option<json_patch::Patch>| {
         let api = api.clone();
         let name = name.clone();
+        let job_kind = &job_kind;
         async move {
-            let Some(p) = p else { return Ok(()) };
+            let Some(p) = p else {
+                return Ok::<(), SyncError>(());
+            };
             api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(p))
                 .await
-                .map(|_| ())
-                .map_err(|source| SyncError::Api { name, source })
+                .map_err(|source| SyncError::Api { name, source })?;
+            ctx.writer.wrote(job_kind);
+            Ok(())
         }
     };
     let wl_writer = WorkloadWriter {
@@ -391,6 +396,7 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
                     name: name.clone(),
                     source,
                 })?;
+            ctx.writer.wrote(&job_kind);
         }
         (Step::Restore, Some(wl)) => {
             patch_job(job::restore_patch(integration, &value, &wl)?).await?
@@ -438,6 +444,7 @@ async fn create_workload(
     };
     match api.create(&pp, &obj).await {
         Ok(_) => {
+            ctx.writer.wrote("Workload");
             info!(job = %name, namespace = %ns, workload = ?wl.metadata.name, "workload created");
             Ok(())
         }

@@ -543,12 +543,13 @@ impl<'p> Simulation<'p> {
 
     /// Applies one event to the engine, timing only the engine call.
     fn apply(&mut self, ev: Event) -> Result<(), crate::engine::EngineError> {
-        if let Some(o) = &mut self.observer {
-            o.observe_event(engine_time(self.now), &ev);
-        }
-        let start = Instant::now();
-        let r = self.engine.apply(engine_time(self.now), ev);
-        self.engine_time += start.elapsed();
+        let (r, took) = crate::telemetry::observed::apply(
+            &mut self.engine,
+            self.observer.as_mut(),
+            engine_time(self.now),
+            ev,
+        );
+        self.engine_time += took;
         self.totals.events += 1;
         r
     }
@@ -619,17 +620,13 @@ impl<'p> Simulation<'p> {
 
     /// One scheduling cycle; returns whether anything was admitted or evicted.
     fn cycle(&mut self, t: Millis) -> bool {
-        let span = crate::telemetry::trace::cycle_span(engine_time(t));
-        let _entered = span.enter();
-        let start = Instant::now();
-        let decisions = self.engine.schedule(engine_time(t));
-        let took = start.elapsed();
+        let (decisions, took) = crate::telemetry::observed::schedule(
+            &mut self.engine,
+            self.observer.as_mut(),
+            engine_time(t),
+        );
         let wake = self.engine.next_wakeup();
-        self.engine_time += start.elapsed();
-        crate::telemetry::trace::decision_events(&decisions);
-        if let Some(o) = &mut self.observer {
-            o.observe_cycle(engine_time(t), &decisions, took, &self.engine);
-        }
+        self.engine_time += took;
         if let Some(at) = wake.map(|w| w - SIM_EPOCH_MS)
             && at > t
             && self.wake_at != Some(at)

@@ -199,6 +199,18 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// This replica leads while it lives (see [`Metrics::lead`]).
+#[derive(Debug)]
+#[must_use = "the replica stops being the leader when this is dropped"]
+pub struct Leading(Metrics);
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        self.0.set_replica_role(ReplicaRole::Follower);
+        self.0.set_state(StateGauges::default());
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -409,6 +421,14 @@ impl Metrics {
 
     pub fn replica_role(&self) -> ReplicaRole {
         ReplicaRole::from_u8(self.0.role.load(Ordering::Relaxed))
+    }
+
+    /// Labels every series `leader` until the returned guard is dropped (the scheduler
+    /// stopped or was aborted), then `follower`, and empties the state gauges: a follower
+    /// no longer knows the cluster's state, and the new leader reports it.
+    pub fn lead(&self) -> Leading {
+        self.set_replica_role(ReplicaRole::Leader);
+        Leading(self.clone())
     }
 
     /// One write to the Kubernetes API made to carry out a decision, by the kind of

@@ -7,6 +7,7 @@
 
 pub mod labels;
 pub mod metrics;
+pub mod observed;
 pub mod observer;
 mod state;
 

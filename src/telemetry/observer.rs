@@ -1,7 +1,8 @@
 //! Turns what a shell feeds the engine (events) and what the engine returns
 //! (decisions, snapshots) into metrics, the same way for the simulator and the
-//! controller: both call [`Observer::observe_event`] next to `Engine::apply` and
-//! [`Observer::observe_cycle`] after `Engine::schedule`, so they report the same numbers.
+//! controller: both apply events and run cycles through [`super::observed`], which calls
+//! [`Observer::observe_event`] next to `Engine::apply` and [`Observer::observe_cycle`]
+//! after `Engine::schedule`, so they report the same numbers.
 //!
 //! Labels are queues, namespaces, priority classes and flavors: bounded by the
 //! cluster's configuration, never by its number of workloads.
@@ -90,6 +91,11 @@ impl Observer {
         &self.metrics
     }
 
+    /// Whether the observer counts this workload (it saw it upserted and not gone).
+    pub fn tracks(&self, key: &WorkloadKey) -> bool {
+        self.workloads.contains_key(key)
+    }
+
     fn role(&self) -> ReplicaRole {
         self.metrics.replica_role()
     }
@@ -121,17 +127,10 @@ impl Observer {
             Event::WorkloadDeleted(key) => {
                 self.remove(key);
             }
-            Event::WorkloadEvicted(key) => {
-                let queue_cq = self.workloads.get(key).map(|r| self.queue_cq(r));
-                if let Some(cq) = queue_cq {
-                    self.change(key, |r| {
-                        r.status = Status::Pending(None);
-                        r.queued_since = now;
-                        r.cluster_queue = cq;
-                        r.usage.clear();
-                    });
-                }
-            }
+            Event::WorkloadEvicted(key) => self.requeued(key, Some(now)),
+            // The admission never reached the API server: the workload waits again, still
+            // since it was queued (the admission counters cannot be taken back).
+            Event::AdmissionFailed(key) => self.requeued(key, None),
             _ => {}
         }
     }
@@ -173,6 +172,19 @@ impl Observer {
         }
         self.account(&rec, 1);
         self.workloads.insert(key, rec);
+    }
+
+    /// Back in its LocalQueue's ClusterQueue, pending; waiting since `since` if given.
+    fn requeued(&mut self, key: &WorkloadKey, since: Option<Millis>) {
+        let Some(cq) = self.workloads.get(key).map(|r| self.queue_cq(r)) else {
+            return;
+        };
+        self.change(key, |r| {
+            r.status = Status::Pending(None);
+            r.queued_since = since.unwrap_or(r.queued_since);
+            r.cluster_queue = cq;
+            r.usage.clear();
+        });
     }
 
     fn queue_cq(&self, rec: &WlRec) -> Arc<str> {

@@ -919,14 +919,23 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         }
         None => Vec::new(),
     };
+    // One registry for the webhook and the controller, served on the health listener.
+    let metrics = crate::telemetry::Metrics::default();
     // The queue controller schedules only on the replica holding the Lease, a fresh one
     // on every term (rebuilt from the API server); every replica serves the webhook.
     let scheduling = match (&client, args.no_controller) {
         (Some(client), false) => {
+            let leader_elected = settings.leader_election.enabled;
+            if leader_elected {
+                // Until this replica wins the Lease (Kueue's replicas start as followers).
+                metrics.set_replica_role(crate::telemetry::ReplicaRole::Follower);
+            }
             let config = crate::controller::ControllerConfig {
                 integrations: settings.frameworks.clone(),
                 manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
                 engine: settings.engine.clone(),
+                metrics: metrics.clone(),
+                leader_elected,
                 ..crate::controller::ControllerConfig::default()
             };
             let controller_client = client.clone();
@@ -945,14 +954,16 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         }
         _ => None,
     };
-    let state = Arc::new(WebhookState::new(
+    let mut state = WebhookState::new(
         index.clone(),
         policies,
         WebhookConfig {
             manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
             ..WebhookConfig::default()
         },
-    ));
+    );
+    state.metrics = super::WebhookMetrics::new(metrics.clone());
+    let state = Arc::new(state);
     let (ready, diagnostics) = index_readiness(state.clone(), health);
     let ready: Readiness = if args.ready_without_index {
         warn!("--ready-without-index: reporting ready with a cold cluster index");
@@ -960,7 +971,6 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     } else {
         ready
     };
-    let metrics = state.metrics.registry().clone();
     let server = WebhookServer::bind(args.server, super::router(state), ready)
         .await?
         .with_metrics(metrics)

@@ -22,7 +22,7 @@ use crate::webhook::{Kuota, Registration, create_namespace, delete_namespaces};
 
 /// A ClusterQueue with `cpu` of nominal quota in a flavor of its own, and LocalQueue
 /// `lq` in `ns` pointing at it. Returns (flavor, cluster queue) names.
-async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
+pub async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
     let (rf, cq) = (unique_name("rf"), unique_name("cq"));
     let flavor: ResourceFlavor = serde_json::from_value(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -66,7 +66,7 @@ async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
 
 /// A one-pod Job in LocalQueue `lq` requesting `cpu`, created NOT suspended: kuota's
 /// webhook is what holds it.
-fn job(ns: &str, name: &str, cpu: &str) -> Job {
+pub fn job(ns: &str, name: &str, cpu: &str) -> Job {
     serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"namespace": ns, "name": name,
@@ -99,14 +99,14 @@ async fn workload_of(client: &Client, ns: &str, job: &str) -> Option<Workload> {
     })
 }
 
-fn condition<'a>(wl: &'a Workload, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+pub fn condition<'a>(wl: &'a Workload, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
     wl.status
         .as_ref()?
         .condition(type_)
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
-async fn wait_for_workload(
+pub async fn wait_for_workload(
     client: &Client,
     ns: &str,
     job: &str,

@@ -13,4 +13,5 @@ mod support;
 mod api_compat;
 mod controller;
 mod install;
+mod metrics;
 mod webhook;

@@ -93,3 +93,23 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// A plain HTTP/1.1 GET of `path` on `addr` (the health listener): status and body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut tcp, req.as_bytes())
+        .await
+        .expect("write");
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut out)
+        .await
+        .expect("read");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    (status, body)
+}

@@ -1,5 +1,6 @@
 //! Kubernetes Events as Kueue emits them (QuotaReserved, Admitted, Pending, Preempted, ...),
-//! published in the background so that no decision waits on them.
+//! published in the background so that no decision waits on them, each one published
+//! counted in `kuota_api_writes_total{kind="Event"}`.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
@@ -17,23 +18,29 @@ const MAX_NOTE: usize = 1024;
 #[derive(Clone)]
 pub struct Recorder {
     inner: Option<kube::runtime::events::Recorder>,
+    metrics: Option<crate::telemetry::Metrics>,
 }
 
 impl Recorder {
-    /// A recorder reporting as `kuota` (instance: `POD_NAME` when set).
-    pub fn new(client: Client) -> Self {
+    /// A recorder reporting as `kuota` (instance: `POD_NAME` when set), counting the
+    /// Events it publishes in `metrics`.
+    pub fn new(client: Client, metrics: crate::telemetry::Metrics) -> Self {
         let reporter = Reporter {
             controller: "kuota".to_string(),
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
             inner: Some(kube::runtime::events::Recorder::new(client, reporter)),
+            metrics: Some(metrics),
         }
     }
 
     /// A recorder that publishes nothing.
     pub fn disabled() -> Self {
-        Self { inner: None }
+        Self {
+            inner: None,
+            metrics: None,
+        }
     }
 
     /// A Normal Event on a Workload.
@@ -84,9 +91,15 @@ impl Recorder {
             action: reason.to_string(),
             secondary: None,
         };
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
-            if let Err(e) = inner.publish(&event, &reference).await {
-                debug!(error = %e, reason = %event.reason, "event not published");
+            match inner.publish(&event, &reference).await {
+                Ok(()) => {
+                    if let Some(m) = metrics {
+                        m.record_api_write("Event");
+                    }
+                }
+                Err(e) => debug!(error = %e, reason = %event.reason, "event not published"),
             }
         });
     }

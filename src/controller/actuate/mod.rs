@@ -70,13 +70,15 @@ pub fn system_clock() -> Clock {
     Arc::new(|| Time(k8s_openapi::jiff::Timestamp::now()))
 }
 
-/// Shared by every writer: the client, the concurrency bound and the retry policy.
+/// Shared by every writer: the client, the concurrency bound, the retry policy and the
+/// count of writes that landed (`kuota_api_writes_total`, by kind).
 pub struct Writer {
     pub client: Client,
     permits: Semaphore,
     attempts: u32,
     backoff: Duration,
     pub clock: Clock,
+    metrics: crate::telemetry::Metrics,
 }
 
 impl Writer {
@@ -88,7 +90,19 @@ impl Writer {
             attempts: attempts.max(1),
             backoff: Duration::from_millis(200),
             clock: system_clock(),
+            metrics: crate::telemetry::Metrics::default(),
         }
+    }
+
+    /// The same writer, counting its writes in `metrics`.
+    pub fn with_metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Counts one write of `kind` that the API server accepted.
+    pub fn wrote(&self, kind: &str) {
+        self.metrics.record_api_write(kind);
     }
 
     /// The same writer with another clock and retry pause (tests).

@@ -251,6 +251,7 @@ impl QueueStatus {
             let result = writer
                 .retry(kind.name(), &name, |_| {
                     let body = status_patch(&view, &current, local, &(writer.clock)());
+                    let writer = writer.clone();
                     let api = api.clone();
                     let name = name.clone();
                     async move {
@@ -258,7 +259,10 @@ impl QueueStatus {
                             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
                             .await
                         {
-                            Ok(_) => Ok(Attempt::Done(())),
+                            Ok(_) => {
+                                writer.wrote(kind.name());
+                                Ok(Attempt::Done(()))
+                            }
                             Err(source) => Err(WriteError::Api {
                                 kind: kind.name(),
                                 name,

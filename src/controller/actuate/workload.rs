@@ -360,7 +360,10 @@ impl WorkloadWriter<'_> {
                         ..PatchParams::default()
                     };
                     match api.patch_status(&key.name, &pp, &Patch::Merge(&body)).await {
-                        Ok(_) => Ok(Attempt::Done(Written::Yes)),
+                        Ok(_) => {
+                            self.writer.wrote("Workload");
+                            Ok(Attempt::Done(Written::Yes))
+                        }
                         Err(e) if is_not_found(&e) => Err(WriteError::Gone {
                             kind: "Workload",
                             name,

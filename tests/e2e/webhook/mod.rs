@@ -67,6 +67,9 @@ pub struct Kuota {
     pub watch_health: Arc<WatchHealth>,
     /// Largest review body received, in bytes.
     pub largest_review: Arc<AtomicUsize>,
+    /// The registry served on the health listener's `/metrics` (share it with a
+    /// controller, as `kuota serve` does).
+    pub metrics: kuota::telemetry::Metrics,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     feed: Vec<tokio::task::JoinHandle<()>>,
@@ -97,6 +100,7 @@ impl Kuota {
             PolicyHandle::new(policies),
             WebhookConfig::default(),
         ));
+        let metrics = state.metrics.registry().clone();
         let (ready, diagnostics) = index_readiness(state.clone(), watch_health.clone());
         let largest_review = Arc::new(AtomicUsize::new(0));
         let app = {
@@ -123,6 +127,7 @@ impl Kuota {
         let server = WebhookServer::bind(config, app, ready)
             .await
             .expect("bind the webhook")
+            .with_metrics(metrics.clone())
             .with_diagnostics(diagnostics);
         let (addr, health_addr) = (server.local_addr(), server.health_addr());
         let (tx, rx) = oneshot::channel::<()>();
@@ -140,6 +145,7 @@ impl Kuota {
             index,
             watch_health,
             largest_review,
+            metrics,
             stop: Some(tx),
             server: Some(server),
             feed,

@@ -10,10 +10,9 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use kuota::policy::PolicySet;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Kuota, create_namespace, delete_namespaces};
-use crate::support::{client, kubeconfig_path, unique_name, wait_until};
+use crate::support::{client, http_get, kubeconfig_path, unique_name, wait_until};
 
 /// A client for a ServiceAccount that may watch everything the index needs but
 /// LocalQueues.
@@ -65,21 +64,6 @@ async fn client_without_local_queues(admin: &Client, ns: &str, name: &str) -> Cl
         .expect("config");
     config.auth_info = serde_json::from_value(serde_json::json!({"token": token})).expect("auth");
     Client::try_from(config).expect("client")
-}
-
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    tcp.write_all(req.as_bytes()).await.expect("write");
-    let mut out = String::new();
-    tcp.read_to_string(&mut out).await.expect("read");
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-    (status, body)
 }
 
 #[tokio::test]
