@@ -25,10 +25,10 @@ use super::actuate::{WriteError, Writer};
 use super::engine_task::Input;
 use super::translate::{TranslateError, decode};
 use super::watch::{Kind, Stores, job_api_resource};
-use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::api::constants::{
     QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
 };
+use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
 use crate::integrations::{IntegrationError, JobIntegration, JobObject, RuleOptions};
 

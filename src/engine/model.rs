@@ -233,7 +233,10 @@ impl CqSpec {
 /// `spec.admissionChecks` arrive here already folded into rules), first mention first.
 fn admission_check_names(s: &api::ClusterQueueSpec) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let rules = s.admission_checks_strategy.iter().flat_map(|st| &st.admission_checks);
+    let rules = s
+        .admission_checks_strategy
+        .iter()
+        .flat_map(|st| &st.admission_checks);
     for rule in rules {
         if !out.contains(&rule.name) {
             out.push(rule.name.clone());

@@ -991,9 +991,10 @@ spec:
         assert!(d.iter().all(|d| !d.error && d.file == "q.yaml"), "{d:?}");
         for (queue, check) in [("gated", "prov-req"), ("old-style", "multikueue")] {
             assert!(
-                msgs.iter().any(|m| m.starts_with(&format!("ClusterQueue {queue}:"))
-                    && m.contains(&format!("AdmissionCheck(s) {check};"))
-                    && m.contains("stays inactive")),
+                msgs.iter()
+                    .any(|m| m.starts_with(&format!("ClusterQueue {queue}:"))
+                        && m.contains(&format!("AdmissionCheck(s) {check};"))
+                        && m.contains("stays inactive")),
                 "{msgs:?}"
             );
         }

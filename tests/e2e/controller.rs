@@ -288,7 +288,9 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
 }
 
 /// Runs the controller in this process until the returned sender is used or dropped.
-pub(crate) fn start_controller(client: &Client) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+pub(crate) fn start_controller(
+    client: &Client,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn({
         let client = client.clone();

@@ -12,9 +12,7 @@ use tracing::debug;
 
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
-use crate::api::constants::{
-    CQ_REASON_READY, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED,
-};
+use crate::api::constants::{CQ_REASON_READY, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED};
 use crate::api::quantity::format_milli;
 use crate::api::{Workload, quantity};
 use crate::controller::translate::decode;
@@ -49,7 +47,9 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
         )
     } else {
         let why = report.inactive_reason.clone().unwrap_or_default();
-        let reason = report.inactive_condition_reason.unwrap_or(CQ_REASON_UNKNOWN);
+        let reason = report
+            .inactive_condition_reason
+            .unwrap_or(CQ_REASON_UNKNOWN);
         (
             false,
             reason.to_string(),

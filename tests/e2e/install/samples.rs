@@ -154,7 +154,10 @@ async fn admitted_as_the_readme_shows(client: &Client, jobs: &Api<DynamicObject>
         .spec
         .node_labels
         .unwrap_or_default();
-    assert!(!labels.is_empty(), "the sample flavor {flavor} has node labels");
+    assert!(
+        !labels.is_empty(),
+        "the sample flavor {flavor} has node labels"
+    );
     // `kubectl -n team-vision get job finetune -o jsonpath='{.spec.suspend}'` says false,
     // and its pods go to the admitted flavor's nodes.
     let started = wait_until(Duration::from_secs(30), || {
