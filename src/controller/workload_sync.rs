@@ -25,10 +25,10 @@ use super::actuate::{WriteError, Writer};
 use super::engine_task::Input;
 use super::translate::{TranslateError, decode};
 use super::watch::{Kind, Stores, job_api_resource};
-use crate::api::Workload;
 use crate::api::constants::{
     QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
 };
+use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
 use crate::integrations::{IntegrationError, JobIntegration, JobObject, RuleOptions};
 
@@ -53,6 +53,14 @@ pub enum SyncError {
     Write(#[from] WriteError),
     #[error(transparent)]
     Translate(#[from] TranslateError),
+    #[error("job {name}: cannot read {kind} {class} for its Workload's priority: {source}")]
+    Priority {
+        name: String,
+        kind: String,
+        class: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("job {name}: {source}")]
     Api {
         name: String,
@@ -421,12 +429,13 @@ async fn create_workload(
     name: &str,
     ns: &str,
 ) -> Result<(), SyncError> {
-    let wl = integration
+    let mut wl = integration
         .workload(job)
         .map_err(|source| SyncError::Integration {
             name: format!("{ns}/{name}"),
             source,
         })?;
+    wl.spec.priority = class_priority(ctx, &wl, &format!("{ns}/{name}")).await?;
     let obj: DynamicObject = serde_json::to_value(&wl)
         .and_then(serde_json::from_value)
         .map_err(|source| SyncError::Decode {
@@ -454,6 +463,34 @@ async fn create_workload(
             source,
         }),
     }
+}
+
+/// The value of the priority class a new Workload references, as Kueue's job framework
+/// copies it into `spec.priority` (the Workload CRD rejects a class reference without
+/// it). A class that does not exist yet is an error, retried like Kueue's.
+async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i32>, SyncError> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let Some(class) = &wl.spec.priority_class_ref else {
+        return Ok(wl.spec.priority);
+    };
+    let client = ctx.writer.client.clone();
+    let found = if class.kind == WORKLOAD_PRIORITY_CLASS_KIND {
+        Api::<WorkloadPriorityClass>::all(client)
+            .get(&class.name)
+            .await
+            .map(|c| c.value)
+    } else {
+        Api::<PriorityClass>::all(client)
+            .get(&class.name)
+            .await
+            .map(|c| c.value)
+    };
+    found.map(Some).map_err(|source| SyncError::Priority {
+        name: job.to_string(),
+        kind: class.kind.clone(),
+        class: class.name.clone(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -254,7 +254,7 @@ impl Engine {
     fn park_inactive(&mut self) {
         for c in 0..self.cqs.len() {
             let cq = &self.cqs[c];
-            let Some(msg) = cq.inactive.clone() else {
+            let Some(msg) = cq.inactive.as_ref().map(|i| i.message.clone()) else {
                 continue;
             };
             if cq.deleted || !cq.queue.has_active() {

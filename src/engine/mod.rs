@@ -243,7 +243,10 @@ pub struct ClusterQueueReport {
     /// Dominant resource share (Kueue's fair-sharing weightedShare), 0 when not borrowing.
     pub weighted_share: i64,
     pub active: bool,
+    /// Why it is inactive, in words (its pending workloads carry the same message).
     pub inactive_reason: Option<String>,
+    /// Kueue's reason for its `Active=False` condition.
+    pub inactive_condition_reason: Option<&'static str>,
 }
 
 /// A hash map for keys the engine makes itself (interned ids, names it interns):

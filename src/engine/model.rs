@@ -96,6 +96,9 @@ pub struct CqSpec {
     pub weight: i64,
     /// Flavors referenced by the resource groups, in order.
     pub flavor_names: Vec<String>,
+    /// AdmissionChecks named by `spec.admissionChecksStrategy`, in order, without repeats.
+    /// kuota runs no admission checks, so a queue naming any stays inactive.
+    pub admission_checks: Vec<String>,
 }
 
 impl CqSpec {
@@ -224,8 +227,25 @@ impl CqSpec {
             stop: s.stop_policy.unwrap_or_default(),
             weight: weight(&s.fair_sharing, "spec")?,
             flavor_names,
+            admission_checks: admission_check_names(s),
         })
     }
+}
+
+/// The AdmissionCheck names a ClusterQueue's strategy rules mention (v1beta1's
+/// `spec.admissionChecks` arrive here already folded into rules), first mention first.
+fn admission_check_names(s: &api::ClusterQueueSpec) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let rules = s
+        .admission_checks_strategy
+        .iter()
+        .flat_map(|st| &st.admission_checks);
+    for rule in rules {
+        if !out.contains(&rule.name) {
+            out.push(rule.name.clone());
+        }
+    }
+    out
 }
 
 /// A Cohort object's own quota and parent.

@@ -13,6 +13,10 @@ use super::{
     ClusterQueueReport, Decision, EngineConfig, Event, FlavorResourceUsage, Millis, PendingReason,
     WorkloadKey, WorkloadState,
 };
+use crate::api::constants::{
+    CQ_REASON_ADMISSION_CHECK_INACTIVE, CQ_REASON_FLAVOR_NOT_FOUND, CQ_REASON_STOPPED,
+    CQ_REASON_UNKNOWN,
+};
 use crate::api::{self, StopPolicy};
 
 /// Dense id of a ClusterQueue; stable for the engine's lifetime (a deleted one keeps its id).
@@ -90,10 +94,19 @@ pub(crate) struct Cq {
     pub root: NodeId,
     pub queue: ClusterQueueQueue,
     pub admitted: BTreeSet<WlId>,
-    /// Why it cannot admit: missing flavor, stop policy, cohort cycle.
-    pub inactive: Option<String>,
+    /// Why it cannot admit: missing flavor, admission checks, stop policy, cohort cycle.
+    pub inactive: Option<Inactive>,
     /// Admissions it built recently, for reuse by workloads of the same shape.
     pub admissions: super::admission::AdmissionCache,
+}
+
+/// Why a ClusterQueue cannot admit, as its `Active=False` condition says it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Inactive {
+    /// Kueue's condition reason (`FlavorNotFound`, `AdmissionCheckInactive`, ...).
+    pub reason: &'static str,
+    /// The message its pending workloads and its condition carry.
+    pub message: String,
 }
 
 #[derive(Clone, Debug)]
@@ -991,34 +1004,55 @@ impl Engine {
                 .iter()
                 .filter(|f| !flavors_known.contains(*f))
                 .collect();
-            c.inactive = if !missing.is_empty() {
-                Some(format!(
-                    "ClusterQueue {} is inactive: ResourceFlavor {} not found",
-                    c.spec.name,
-                    missing
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+            let (reason, message) = if !missing.is_empty() {
+                let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+                (
+                    CQ_REASON_FLAVOR_NOT_FOUND,
+                    format!(
+                        "ClusterQueue {} is inactive: ResourceFlavor {} not found",
+                        c.spec.name,
+                        missing.join(", ")
+                    ),
+                )
+            } else if !c.spec.admission_checks.is_empty() {
+                // kuota runs no admission checks: admitting without them would skip the
+                // gates the user asked for, so the queue waits, as Kueue's does for a
+                // check no controller marks active.
+                (
+                    CQ_REASON_ADMISSION_CHECK_INACTIVE,
+                    format!(
+                        "ClusterQueue {} is inactive: it references AdmissionCheck(s) {}, \
+                         and kuota does not run admission checks",
+                        c.spec.name,
+                        c.spec.admission_checks.join(", ")
+                    ),
+                )
             } else if c.spec.stop != StopPolicy::None {
-                Some(format!(
-                    "ClusterQueue {} is stopped (stopPolicy {:?})",
-                    c.spec.name, c.spec.stop
-                ))
+                (
+                    CQ_REASON_STOPPED,
+                    format!(
+                        "ClusterQueue {} is stopped (stopPolicy {:?})",
+                        c.spec.name, c.spec.stop
+                    ),
+                )
             } else if c
                 .spec
                 .cohort
                 .as_ref()
                 .is_some_and(|co| cohort_in_cycle(&self.cohort_specs, co, &in_cycle))
             {
-                Some(format!(
-                    "ClusterQueue {} is inactive: its cohort is part of a cycle",
-                    c.spec.name
-                ))
+                (
+                    CQ_REASON_UNKNOWN,
+                    format!(
+                        "ClusterQueue {} is inactive: its cohort is part of a cycle",
+                        c.spec.name
+                    ),
+                )
             } else {
-                None
+                c.inactive = None;
+                continue;
             };
+            c.inactive = Some(Inactive { reason, message });
         }
         tree.compute_subtree_quota();
         self.root_members.clear();
@@ -1127,7 +1161,8 @@ impl Engine {
             usage,
             weighted_share: super::fair::weighted_share(self, c.node, &[]),
             active: c.inactive.is_none(),
-            inactive_reason: c.inactive.clone(),
+            inactive_reason: c.inactive.as_ref().map(|i| i.message.clone()),
+            inactive_condition_reason: c.inactive.as_ref().map(|i| i.reason),
         })
     }
 

@@ -809,6 +809,16 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
                 }
             }
         }
+        let checks: Vec<&str> = cq
+            .spec
+            .admission_checks_strategy
+            .iter()
+            .flat_map(|s| &s.admission_checks)
+            .map(|r| r.name.as_str())
+            .collect();
+        if !checks.is_empty() {
+            out.push(warn(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {}; kuota does not run admission checks, so the queue stays inactive and admits nothing", checks.join(", "))));
+        }
         if let Some(c) = cq.spec.cohort()
             && !cohorts.contains(c)
             && !objs.cluster_queues.iter().any(|(_, o)| {
@@ -947,6 +957,47 @@ spec: {clusterQueue: missing}
         assert_eq!(d.len(), 1, "{d:?}");
         assert!(!d[0].error);
         assert!(d[0].message.contains("missing"));
+    }
+
+    #[test]
+    fn check_warns_that_a_queue_with_admission_checks_stays_inactive() {
+        let yaml = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gated}
+spec:
+  admissionChecksStrategy:
+    admissionChecks: [{name: prov-req}]
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: old-style}
+spec:
+  admissionChecks: [multikueue]
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+"#;
+        let d = check(&[SourceFile::new("q.yaml", yaml)]);
+        let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d.iter().all(|d| !d.error && d.file == "q.yaml"), "{d:?}");
+        for (queue, check) in [("gated", "prov-req"), ("old-style", "multikueue")] {
+            assert!(
+                msgs.iter()
+                    .any(|m| m.starts_with(&format!("ClusterQueue {queue}:"))
+                        && m.contains(&format!("AdmissionCheck(s) {check};"))
+                        && m.contains("stays inactive")),
+                "{msgs:?}"
+            );
+        }
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub fn job(ns: &str, name: &str, cpu: &str) -> Job {
 }
 
 /// The Workload whose controller owner is Job `job`.
-async fn workload_of(client: &Client, ns: &str, job: &str) -> Option<Workload> {
+pub(crate) async fn workload_of(client: &Client, ns: &str, job: &str) -> Option<Workload> {
     let list = Api::<Workload>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -99,14 +99,14 @@ async fn workload_of(client: &Client, ns: &str, job: &str) -> Option<Workload> {
     })
 }
 
-pub fn condition<'a>(wl: &'a Workload, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+pub(crate) fn condition<'a>(wl: &'a Workload, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
     wl.status
         .as_ref()?
         .condition(type_)
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
-pub async fn wait_for_workload(
+pub(crate) async fn wait_for_workload(
     client: &Client,
     ns: &str,
     job: &str,
@@ -288,7 +288,9 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
 }
 
 /// Runs the controller in this process until the returned sender is used or dropped.
-fn start_controller(client: &Client) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+pub(crate) fn start_controller(
+    client: &Client,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn({
         let client = client.clone();
@@ -379,4 +381,69 @@ async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
     let _ = Api::<ResourceFlavor>::all(client.clone())
         .delete(&rf, &Default::default())
         .await;
+}
+
+/// kuota runs no admission checks: a ClusterQueue naming one says so in its `Active`
+/// condition, with Kueue's reason, instead of admitting without the check.
+#[tokio::test]
+async fn a_cluster_queue_naming_admission_checks_reports_itself_inactive() {
+    let client = client().await;
+    ensure_crds(&client).await;
+    let (name, rf) = (unique_name("cq-gated"), unique_name("rf"));
+    let queue: ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "admissionChecksStrategy": {"admissionChecks": [{"name": "prov-req"}]},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": "1"}]}]
+            }]
+        }
+    }))
+    .expect("cluster queue");
+    let queues = Api::<ClusterQueue>::all(client.clone());
+    queues
+        .create(&PostParams::default(), &queue)
+        .await
+        .expect("create ClusterQueue");
+    // The flavor must exist, or the queue is inactive for that reason instead.
+    let flavors = Api::<ResourceFlavor>::all(client.clone());
+    let flavor: ResourceFlavor = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": rf}, "spec": {}
+    }))
+    .expect("flavor");
+    flavors
+        .create(&PostParams::default(), &flavor)
+        .await
+        .expect("create ResourceFlavor");
+
+    let (stop, task) = start_controller(&client);
+    let active = |cq: &ClusterQueue| {
+        cq.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Active"))
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let mut last = None;
+    for _ in 0..300 {
+        last = queues.get(&name).await.ok().as_ref().and_then(active);
+        if last.as_ref().is_some_and(|c| c.0 == "False") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = queues.delete(&name, &Default::default()).await;
+    let _ = flavors.delete(&rf, &Default::default()).await;
+    let (status, reason, message) = last.expect("an Active condition within 30 s");
+    assert_eq!(status, "False", "{reason}: {message}");
+    assert_eq!(reason, "AdmissionCheckInactive", "{message}");
+    assert!(
+        message.contains("AdmissionCheck(s) prov-req")
+            && message.contains("kuota does not run admission checks"),
+        "{message}"
+    );
 }

@@ -12,7 +12,7 @@ use tracing::debug;
 
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
-use crate::api::constants::{CQ_REASON_READY, QUEUE_ACTIVE, WORKLOAD_FINISHED};
+use crate::api::constants::{CQ_REASON_READY, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED};
 use crate::api::quantity::resource_quantity;
 use crate::api::{Workload, quantity};
 use crate::controller::translate::decode;
@@ -47,9 +47,12 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
         )
     } else {
         let why = report.inactive_reason.clone().unwrap_or_default();
+        let reason = report
+            .inactive_condition_reason
+            .unwrap_or(CQ_REASON_UNKNOWN);
         (
             false,
-            "Inactive".to_string(),
+            reason.to_string(),
             format!("Can't admit new workloads: {why}"),
         )
     };

@@ -1,18 +1,67 @@
-//! manifests/samples apply to the real API server with kuota's CRDs (server-side apply),
-//! as the README's walk-through does. The PyTorchJob and RayJob samples need the Kubeflow
-//! and KubeRay CRDs, which are not installed here: stand-ins that check apiVersion, kind and
-//! metadata take their place (their specs are not schema-checked).
+//! The README's walk-through, replayed against the real API server: manifests/samples apply
+//! with kuota's CRDs (server-side apply), the Jobs wait suspended on their queues, then
+//! kuota's controller (in-process, with the controller tests' harness) admits `finetune`
+//! and leaves `too-big` pending with a message saying why. The PyTorchJob and RayJob
+//! samples need the Kubeflow and KubeRay CRDs, which are not installed here: stand-ins that
+//! check apiVersion, kind and metadata take their place (their specs are not schema-checked).
+//!
+//! No Nodes are created: `finetune` requests no topology, and whichever flavor kuota picks
+//! (the TAS flavor h100 needs Nodes to place on, a100 does not), the test checks the Job is
+//! pinned to that flavor's node labels, as the README shows.
 
-use kube::api::{Api, DynamicObject};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kuota::api::{ResourceFlavor, Workload};
 
 use super::kustomize::{kubectl, stand_in_crd_versioned};
-use crate::support::{client, ensure_crds};
+use crate::controller::{condition, start_controller, wait_for_workload};
+use crate::support::{client, ensure_crds, wait_until};
+
+/// The samples' namespaces and the Jobs they create there.
+const SAMPLE_JOBS: [(&str, &str); 3] = [
+    ("team-vision", "finetune"),
+    ("team-vision", "too-big"),
+    ("inference", "score"),
+];
+
+fn jobs_api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("batch", "v1", "Job");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "jobs"),
+    )
+}
+
+/// Removes the sample Jobs and Workloads an earlier run left (admitted, unsuspended), so
+/// the replay starts from what a user applying the samples the first time has.
+async fn forget_earlier_runs(client: &Client) {
+    for (ns, name) in SAMPLE_JOBS {
+        let jobs = jobs_api(client, ns);
+        let _ = jobs.delete(name, &DeleteParams::foreground()).await;
+        wait_until(Duration::from_secs(60), || {
+            let jobs = jobs.clone();
+            async move { jobs.get_opt(name).await.is_ok_and(|j| j.is_none()) }
+        })
+        .await
+        .unwrap_or_else(|| panic!("Job {ns}/{name} from an earlier run was not deleted"));
+    }
+    for ns in ["team-vision", "team-language", "inference"] {
+        let workloads = Api::<Workload>::namespaced(client.clone(), ns);
+        let _ = workloads
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+    }
+}
 
 #[tokio::test]
-async fn the_samples_apply_and_jobs_wait_suspended_on_their_queues() {
+async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_big_waits() {
     let client = client().await;
     ensure_crds(&client).await;
+    forget_earlier_runs(&client).await;
     stand_in_crd_versioned(&client, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs").await;
     stand_in_crd_versioned(&client, "ray.io", "v1", "RayJob", "rayjobs").await;
     let (ok, stdout, stderr) = kubectl(&[
@@ -64,12 +113,7 @@ async fn the_samples_apply_and_jobs_wait_suspended_on_their_queues() {
         "{table}"
     );
     // The Job waits suspended with its queue name, for kuota to admit it.
-    let gvk = GroupVersionKind::gvk("batch", "v1", "Job");
-    let jobs: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "team-vision",
-        &ApiResource::from_gvk_with_plural(&gvk, "jobs"),
-    );
+    let jobs = jobs_api(&client, "team-vision");
     let job = jobs.get("finetune").await.expect("finetune Job");
     assert_eq!(job.data["spec"]["suspend"], true);
     assert_eq!(
@@ -80,4 +124,76 @@ async fn the_samples_apply_and_jobs_wait_suspended_on_their_queues() {
             .map(String::as_str),
         Some("vision")
     );
+
+    admitted_as_the_readme_shows(&client, &jobs).await;
+}
+
+/// The walk-through's last steps, with kuota's controller running: finetune Admitted and
+/// unsuspended on its flavor's nodes, too-big pending with a reason naming the GPUs.
+async fn admitted_as_the_readme_shows(client: &Client, jobs: &Api<DynamicObject>) {
+    let (stop, task) = start_controller(client);
+    let finetune = wait_for_workload(client, "team-vision", "finetune", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let admission = finetune
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.clone())
+        .expect("an admitted Workload has status.admission");
+    assert_eq!(admission.cluster_queue, "vision");
+    let assigned = serde_json::to_value(&admission.pod_set_assignments).expect("json");
+    let flavor = assigned[0]["flavors"]["nvidia.com/gpu"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no GPU flavor assigned: {assigned}"))
+        .to_string();
+    let labels = Api::<ResourceFlavor>::all(client.clone())
+        .get(&flavor)
+        .await
+        .unwrap_or_else(|e| panic!("ResourceFlavor {flavor}: {e}"))
+        .spec
+        .node_labels
+        .unwrap_or_default();
+    assert!(
+        !labels.is_empty(),
+        "the sample flavor {flavor} has node labels"
+    );
+    // `kubectl -n team-vision get job finetune -o jsonpath='{.spec.suspend}'` says false,
+    // and its pods go to the admitted flavor's nodes.
+    let started = wait_until(Duration::from_secs(30), || {
+        let (jobs, labels) = (jobs.clone(), labels.clone());
+        async move {
+            jobs.get("finetune").await.ok().is_some_and(|j| {
+                let selector = &j.data["spec"]["template"]["spec"]["nodeSelector"];
+                j.data["spec"]["suspend"] == false
+                    && labels.iter().all(|(k, v)| selector[k].as_str() == Some(v))
+            })
+        }
+    })
+    .await;
+
+    // too-big asks for 64 GPUs, more than the vision queue can ever get: the
+    // QuotaReserved column of the README's custom-columns command says why.
+    let too_big = wait_for_workload(client, "team-vision", "too-big", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let still_suspended = jobs
+        .get("too-big")
+        .await
+        .map(|j| j.data["spec"]["suspend"] == true);
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+
+    assert!(
+        started.is_some(),
+        "finetune was not unsuspended with flavor {flavor}'s node labels {labels:?}: {:?}",
+        jobs.get("finetune").await.map(|j| j.data["spec"].clone())
+    );
+    let (_, reason, message) = condition(&too_big, "QuotaReserved").expect("condition");
+    assert!(
+        message.contains("insufficient") && message.contains("nvidia.com/gpu"),
+        "too-big's pending message ({reason}) does not say which quota it lacks: {message}"
+    );
+    assert!(matches!(still_suspended, Ok(true)), "{still_suspended:?}");
 }
