@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CohortSpec {
     /// Parent cohort; `None` makes this cohort a root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +38,7 @@ impl CohortSpec {
 
 /// Observed state of a Cohort.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CohortStatus {
     /// Fair-sharing state.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {
     /// Backing ClusterQueue (immutable).
     #[serde(default)]
@@ -48,7 +48,7 @@ impl LocalQueueSpec {
 
 /// Wall-time budget of a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueWallTimeLimits {
     /// Hours of wall time the budget covers (>= 1).
     pub wall_time_allocated_hours: i32,
@@ -59,7 +59,7 @@ pub struct LocalQueueWallTimeLimits {
 
 /// Observed state of a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueStatus {
     /// Conditions (`Active`), at most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -89,7 +89,7 @@ pub struct LocalQueueStatus {
 
 /// Usage of one flavor by a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueFlavorUsage {
     /// Flavor name.
     pub name: String,
@@ -100,7 +100,7 @@ pub struct LocalQueueFlavorUsage {
 
 /// Usage of one resource by a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueResourceUsage {
     /// Resource name.
     pub name: String,
@@ -110,7 +110,7 @@ pub struct LocalQueueResourceUsage {
 
 /// Fair-sharing state of a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueFairSharingStatus {
     /// Weighted share.
     #[serde(default)]
@@ -122,7 +122,7 @@ pub struct LocalQueueFairSharingStatus {
 
 /// Decayed consumption of a LocalQueue for admission fair sharing.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueAdmissionFairSharingStatus {
     /// Aggregated usage over time.
     #[serde(default)]

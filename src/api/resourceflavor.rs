@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ResourceFlavorSpec {
     /// Labels of the nodes of this flavor (at most 8); injected into admitted pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]

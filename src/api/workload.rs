@@ -22,7 +22,7 @@ pub const DEFAULT_POD_SET_NAME: &str = "main";
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {
     /// Homogeneous sets of pods (1..=8), immutable.
     #[serde(default)]
@@ -63,7 +63,7 @@ impl WorkloadSpec {
 
 /// Reference to a WorkloadPriorityClass or a pod PriorityClass.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PriorityClassRef {
     /// `kueue.x-k8s.io` or `scheduling.k8s.io`.
     pub group: String,
@@ -109,7 +109,7 @@ impl PriorityClassRef {
 
 /// A set of identical pods.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSet {
     /// Pod set name (DNS label), default `main`.
     #[serde(default = "default_pod_set_name")]
@@ -150,7 +150,7 @@ fn default_count() -> i32 {
 
 /// Topology request of a pod set (from the `podset-*-topology` annotations).
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetTopologyRequest {
     /// All pods must land in one domain of this level.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Observed state of a Workload.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
     /// Conditions (`QuotaReserved`, `Admitted`, `Evicted`, `Preempted`, `Finished`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -60,7 +60,7 @@ impl WorkloadStatus {
 
 /// Result of admitting a workload into a ClusterQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Admission {
     /// ClusterQueue holding the reservation.
     pub cluster_queue: String,
@@ -71,7 +71,7 @@ pub struct Admission {
 
 /// Flavors, usage and placement assigned to one pod set.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetAssignment {
     /// Pod set name, default `main`.
     #[serde(default = "default_name")]
@@ -121,7 +121,7 @@ pub enum DelayedTopologyRequestState {
 
 /// Pods per topology domain, compressed as in Kueue v1beta2.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignment {
     /// Node label keys, highest level first (only the hostname when it is a level).
     #[serde(default)]
@@ -133,7 +133,7 @@ pub struct TopologyAssignment {
 
 /// A run of domains sharing compression parameters.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSlice {
     /// Number of domains in the slice (>= 1).
     pub domain_count: i32,
@@ -150,7 +150,7 @@ pub struct TopologyAssignmentSlice {
 
 /// Label values of one level across the domains of a slice.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSliceLevelValues {
     /// Common prefix of all values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,7 +201,7 @@ impl TopologyAssignmentSlice {
 
 /// Requeue backoff state.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RequeueState {
     /// Times requeued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,7 +213,7 @@ pub struct RequeueState {
 
 /// Pods of a pod set whose reservation can be released.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReclaimablePod {
     /// Pod set name.
     pub name: String,
@@ -223,7 +223,7 @@ pub struct ReclaimablePod {
 
 /// State of one admission check.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckState {
     /// Check name.
     pub name: String,
@@ -241,7 +241,7 @@ pub struct AdmissionCheckState {
 
 /// Additive changes to a pod set suggested by an admission check.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetUpdate {
     /// Pod set name.
     pub name: String,
@@ -261,7 +261,7 @@ pub struct PodSetUpdate {
 
 /// Resources requested by one pod set when considered for admission.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetRequest {
     /// Pod set name.
     pub name: String,
@@ -272,7 +272,7 @@ pub struct PodSetRequest {
 
 /// Scheduling statistics.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct SchedulingStats {
     /// Eviction counts by reason and cause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -281,7 +281,7 @@ pub struct SchedulingStats {
 
 /// Eviction count for one reason/cause pair.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSchedulingStatsEviction {
     /// Eviction reason.
     pub reason: String,
@@ -294,7 +294,7 @@ pub struct WorkloadSchedulingStatsEviction {
 
 /// A failed node running pods of the workload.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct UnhealthyNode {
     /// Node name.
     pub name: String,

@@ -9,6 +9,7 @@ pub mod labels;
 pub mod metrics;
 pub mod observer;
 mod state;
+pub mod unknown_fields;
 
 pub use labels::ReplicaRole;
 pub use metrics::{CONTENT_TYPE, Metrics, StateGauges};
