@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterQueueSpec {
     /// Groups of resources and the flavors that provide quota for them (at most 16).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -121,7 +121,7 @@ pub enum FlavorFungibilityPreference {
 
 /// Flavor fungibility: when to move on to the next flavor.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct FlavorFungibility {
     /// Behaviour when the workload needs borrowing; default MayStopSearch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,7 +155,7 @@ impl FlavorFungibility {
 
 /// Preemption policies of a ClusterQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterQueuePreemption {
     /// Preempt in other queues of the cohort that borrow, to reclaim nominal quota (Never/LowerPriority/Any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,7 +180,7 @@ pub enum BorrowWithinCohortPolicy {
 
 /// Configuration for preemption in the cohort while borrowing.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct BorrowWithinCohort {
     /// Policy; default Never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,7 +192,7 @@ pub struct BorrowWithinCohort {
 
 /// Strategies selecting which flavors need which AdmissionChecks.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AdmissionChecksStrategy {
     /// One rule per AdmissionCheck (1..=64).
     #[serde(default)]
@@ -201,7 +201,7 @@ pub struct AdmissionChecksStrategy {
 
 /// Flavors a single AdmissionCheck applies to.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckStrategyRule {
     /// AdmissionCheck name.
     pub name: String,
@@ -212,7 +212,7 @@ pub struct AdmissionCheckStrategyRule {
 
 /// Concurrent admission: pursue several flavors and migrate to a preferred one later.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConcurrentAdmissionPolicy {
     /// Migration constraints.
     pub migration: ConcurrentAdmissionMigration,
@@ -220,7 +220,7 @@ pub struct ConcurrentAdmissionPolicy {
 
 /// Migration settings of concurrent admission.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConcurrentAdmissionMigration {
     /// Migration mode.
     pub mode: ConcurrentAdmissionMigrationMode,
@@ -241,7 +241,7 @@ pub enum ConcurrentAdmissionMigrationMode {
 
 /// Constraints on concurrent admission migration.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConcurrentAdmissionConstraints {
     /// Least preferred flavor a workload may migrate to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,7 +250,7 @@ pub struct ConcurrentAdmissionConstraints {
 
 /// Observed state of a ClusterQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterQueueStatus {
     /// Conditions (`Active`, ...), at most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -277,7 +277,7 @@ pub struct ClusterQueueStatus {
 
 /// Usage of one flavor.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct FlavorUsage {
     /// Flavor name.
     pub name: String,
@@ -288,7 +288,7 @@ pub struct FlavorUsage {
 
 /// Usage of one resource in a flavor.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
     /// Resource name.
     pub name: String,
@@ -369,6 +369,6 @@ preemption:
                 .0,
             "9"
         );
-        assert!(serde_norway::from_str::<ClusterQueueSpec>("cohort: x").is_err());
+        assert!(crate::api::manifest::strict::strict_from_yaml::<ClusterQueueSpec>("cohort: x").is_none());
     }
 }

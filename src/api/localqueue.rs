@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {
     /// Backing ClusterQueue (immutable).
     #[serde(default)]
@@ -45,7 +45,7 @@ impl LocalQueueSpec {
 
 /// Observed state of a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueStatus {
     /// Conditions (`Active`), at most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -72,7 +72,7 @@ pub struct LocalQueueStatus {
 
 /// Usage of one flavor by a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueFlavorUsage {
     /// Flavor name.
     pub name: String,
@@ -83,7 +83,7 @@ pub struct LocalQueueFlavorUsage {
 
 /// Usage of one resource by a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueResourceUsage {
     /// Resource name.
     pub name: String,
@@ -93,7 +93,7 @@ pub struct LocalQueueResourceUsage {
 
 /// Fair-sharing state of a LocalQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueFairSharingStatus {
     /// Weighted share.
     #[serde(default)]
@@ -105,7 +105,7 @@ pub struct LocalQueueFairSharingStatus {
 
 /// Decayed consumption of a LocalQueue for admission fair sharing.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LocalQueueAdmissionFairSharingStatus {
     /// Aggregated usage over time.
     #[serde(default)]

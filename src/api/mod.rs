@@ -7,6 +7,7 @@ pub mod clusterqueue;
 pub mod cohort;
 pub mod common;
 pub mod constants;
+pub mod lenient;
 pub mod localqueue;
 pub mod manifest;
 pub mod priorityclass;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologySpec {
     /// Levels, 1..=16, unique; `kubernetes.io/hostname` only as the last one.
     #[serde(default)]
@@ -23,7 +23,7 @@ pub struct TopologySpec {
 
 /// One level of a topology.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyLevel {
     /// Node label key identifying the domain at this level.
     pub node_label: String,

@@ -22,7 +22,7 @@ pub const DEFAULT_POD_SET_NAME: &str = "main";
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {
     /// Homogeneous sets of pods (1..=8), immutable.
     #[serde(default)]
@@ -66,7 +66,7 @@ impl WorkloadSpec {
 
 /// Reference to a WorkloadPriorityClass or a pod PriorityClass.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PriorityClassRef {
     /// `kueue.x-k8s.io` or `scheduling.k8s.io`.
     pub group: String,
@@ -117,7 +117,7 @@ impl PriorityClassRef {
 
 /// A named gate on a workload's ability to preempt; closed until its status says `Open`.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PreemptionGate {
     /// Gate name (1..=63 characters), unique within the workload.
     pub name: String,
@@ -125,7 +125,7 @@ pub struct PreemptionGate {
 
 /// A set of identical pods.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSet {
     /// Pod set name (DNS label), default `main`.
     #[serde(default = "default_pod_set_name")]
@@ -166,7 +166,7 @@ fn default_count() -> i32 {
 
 /// Topology request of a pod set (from the `podset-*-topology` annotations).
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetTopologyRequest {
     /// All pods must land in one domain of this level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,7 +202,7 @@ pub struct PodSetTopologyRequest {
 
 /// One layer of slice topology: groups of `size` pods, each inside one `topology` domain.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodsetSliceRequiredTopologyConstraint {
     /// Topology level (node label key) each group must fit in.
     pub topology: String,
@@ -251,6 +251,6 @@ podSets:
         );
         assert_eq!(s.pod_sets[0].min_count, Some(2));
         assert_eq!(Workload::plural(&()), "workloads");
-        assert!(serde_norway::from_str::<WorkloadSpec>("priorityClassName: x").is_err());
+        assert!(crate::api::manifest::strict::strict_from_yaml::<WorkloadSpec>("priorityClassName: x").is_none());
     }
 }

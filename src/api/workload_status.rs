@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Observed state of a Workload.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
     /// Conditions (`QuotaReserved`, `Admitted`, `Evicted`, `Preempted`, `Finished`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -63,7 +63,7 @@ impl WorkloadStatus {
 
 /// Result of admitting a workload into a ClusterQueue.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Admission {
     /// ClusterQueue holding the reservation.
     pub cluster_queue: String,
@@ -74,7 +74,7 @@ pub struct Admission {
 
 /// Flavors, usage and placement assigned to one pod set.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetAssignment {
     /// Pod set name, default `main`.
     #[serde(default = "default_name")]
@@ -124,7 +124,7 @@ pub enum DelayedTopologyRequestState {
 
 /// Pods per topology domain, compressed as in Kueue v1beta2.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignment {
     /// Node label keys, highest level first (only the hostname when it is a level).
     #[serde(default)]
@@ -136,7 +136,7 @@ pub struct TopologyAssignment {
 
 /// A run of domains sharing compression parameters.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSlice {
     /// Number of domains in the slice (>= 1).
     pub domain_count: i32,
@@ -150,7 +150,7 @@ pub struct TopologyAssignmentSlice {
 
 /// Label values of one level across the domains of a slice; exactly one field is set.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSliceLevelValues {
     /// One value for every domain of the slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,7 +162,7 @@ pub struct TopologyAssignmentSliceLevelValues {
 
 /// Per-domain label values of one level: each is `prefix + root + suffix`.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSliceLevelIndividualValues {
     /// Common prefix of all values (unset rather than empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,7 +177,7 @@ pub struct TopologyAssignmentSliceLevelIndividualValues {
 
 /// Pods per domain of a slice; exactly one field is set.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignmentSlicePodCounts {
     /// The same count in every domain (>= 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,7 +226,7 @@ impl TopologyAssignmentSlice {
 
 /// Requeue backoff state.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RequeueState {
     /// Times requeued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,7 +238,7 @@ pub struct RequeueState {
 
 /// Pods of a pod set whose reservation can be released.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReclaimablePod {
     /// Pod set name.
     pub name: String,
@@ -248,7 +248,7 @@ pub struct ReclaimablePod {
 
 /// State of one admission check.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckState {
     /// Check name.
     pub name: String,
@@ -282,7 +282,7 @@ pub enum PreemptionGatePosition {
 
 /// Observed state of one preemption gate.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PreemptionGateState {
     /// Gate name, as in `spec.preemptionGates`.
     pub name: String,
@@ -294,7 +294,7 @@ pub struct PreemptionGateState {
 
 /// Additive changes to a pod set suggested by an admission check.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetUpdate {
     /// Pod set name.
     pub name: String,
@@ -314,7 +314,7 @@ pub struct PodSetUpdate {
 
 /// Resources requested by one pod set when considered for admission.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetRequest {
     /// Pod set name.
     pub name: String,
@@ -325,7 +325,7 @@ pub struct PodSetRequest {
 
 /// Scheduling statistics.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct SchedulingStats {
     /// Eviction counts by reason and cause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -334,7 +334,7 @@ pub struct SchedulingStats {
 
 /// Eviction count for one reason/cause pair.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSchedulingStatsEviction {
     /// Eviction reason.
     pub reason: String,
@@ -347,7 +347,7 @@ pub struct WorkloadSchedulingStatsEviction {
 
 /// A failed node running pods of the workload.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct UnhealthyNode {
     /// Node name.
     pub name: String,

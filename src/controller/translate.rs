@@ -19,8 +19,8 @@ pub struct TranslateError {
     pub source: serde_json::Error,
 }
 
-/// Decodes a watched object into its typed form. Cluster data is decoded leniently in
-/// spirit: what fails here is an object whose known fields do not have their types.
+/// Decodes a watched object into its typed form, leniently: what fails here is an object
+/// whose known fields do not have their types.
 pub fn decode<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, TranslateError> {
     let named = |source| TranslateError {
         kind: kind.name(),
@@ -28,7 +28,8 @@ pub fn decode<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T,
         source,
     };
     let value = serde_json::to_value(obj).map_err(named)?;
-    serde_json::from_value(value).map_err(named)
+    // Lenient: a field a newer Kueue added is ignored (and counted), never an error.
+    crate::api::lenient::from_value(kind.name(), &value).map_err(|e| named(e.into_inner()))
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.

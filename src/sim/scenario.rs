@@ -692,7 +692,7 @@ impl std::fmt::Display for Diagnostic {
 pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut objs = Objects::default();
-    let mut kinds: Vec<(String, Manifest)> = Vec::new();
+    let mut loaded = Vec::new();
     for f in files {
         if f.is_nodes() || f.is_trace() {
             let r = if f.is_nodes() {
@@ -731,35 +731,16 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
             }
             continue;
         }
-        match manifest::load_str(&f.name, &f.text) {
-            Ok(ms) => kinds.extend(ms.into_iter().map(|m| (f.name.clone(), m))),
-            Err(e) => out.extend(e.problems.into_iter().map(|p| {
-                let file = match p.line {
-                    Some(l) => format!("{}:{l}", p.source_name),
-                    None => p.source_name,
-                };
-                let mut message = String::new();
-                if let Some(d) = p.document {
-                    message.push_str(&format!("document {d}"));
-                }
-                if let Some(o) = &p.object {
-                    message.push_str(&format!(
-                        "{}({o})",
-                        if message.is_empty() { "" } else { " " }
-                    ));
-                }
-                if !message.is_empty() {
-                    message.push_str(": ");
-                }
-                message.push_str(&p.message);
-                Diagnostic {
-                    error: true,
-                    file,
-                    message,
-                }
-            })),
-        }
+        let (ms, problems) = manifest::load_partial(&f.name, &f.text);
+        loaded.extend(ms);
+        out.extend(problems.into_iter().map(problem_diagnostic));
     }
+    out.extend(
+        manifest::duplicates(&loaded)
+            .into_iter()
+            .map(problem_diagnostic),
+    );
+    let kinds = loaded.into_iter().map(|l| (l.source_name, l.manifest));
     for (src, m) in kinds {
         // Only Jobs can fail here (their Workload is built from the Job).
         if let Err(e) = objs.add(src.as_str(), m) {
@@ -864,6 +845,33 @@ fn strip_source(msg: &str, file: &str) -> String {
     msg.strip_prefix(file)
         .map(|m| m.trim_start_matches([':', ' ']).to_string())
         .unwrap_or_else(|| msg.to_string())
+}
+
+/// A loader problem as a `kuota check` diagnostic (`file:line`, then the document and object).
+fn problem_diagnostic(p: manifest::Problem) -> Diagnostic {
+    let file = match p.line {
+        Some(l) => format!("{}:{l}", p.source_name),
+        None => p.source_name,
+    };
+    let mut message = String::new();
+    if let Some(d) = p.document {
+        message.push_str(&format!("document {d}"));
+    }
+    if let Some(o) = &p.object {
+        message.push_str(&format!(
+            "{}({o})",
+            if message.is_empty() { "" } else { " " }
+        ));
+    }
+    if !message.is_empty() {
+        message.push_str(": ");
+    }
+    message.push_str(&p.message);
+    Diagnostic {
+        error: true,
+        file,
+        message,
+    }
 }
 
 #[cfg(test)]
@@ -998,6 +1006,32 @@ spec:
                 "{msgs:?}"
             );
         }
+    }
+
+    #[test]
+    fn check_names_cross_file_duplicates_and_reads_past_an_unsupported_kind() {
+        let rf = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: rf}\n";
+        let a = format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\n---\n{rf}---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec: {{namespaceSelector: {{}}}}\n"
+        );
+        let b = format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: q, namespace: ns}}\nspec: {{clusterQueue: cq}}\n---\n{rf}"
+        );
+        let d = check(&[SourceFile::new("a.yaml", &a), SourceFile::new("b.yaml", &b)]);
+        let errors: Vec<String> = d
+            .iter()
+            .filter(|d| d.error)
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(errors.len(), 2, "{d:?}");
+        assert!(
+            errors[0].contains("kind: Unsupported value: \"Deployment\""),
+            "{d:?}"
+        );
+        assert!(errors[1].contains("b.yaml:8"), "{d:?}");
+        assert!(errors[1].contains("also defined at a.yaml:7"), "{d:?}");
+        // The ClusterQueue after the unsupported document was still seen by the LocalQueue.
+        assert!(!d.iter().any(|d| d.message.contains("cq")), "{d:?}");
     }
 
     #[test]

@@ -375,6 +375,11 @@ impl Metrics {
                 GaugeFamily::default()
             ),
         };
+        r.register(
+            "kuota_unknown_fields",
+            "Fields of objects read from the cluster that this kuota does not know (a newer Kueue's), ignored while decoding, by kind",
+            super::unknown_fields::family(),
+        );
         let state = Arc::new(Mutex::new(Arc::new(StateGauges::default())));
         r.register_collector(Box::new(StateCollector(state.clone())));
         let m = Self(Arc::new(Inner {

@@ -16,7 +16,7 @@
 
 use super::WebhookState;
 use super::jobs::aggregate;
-use super::review::{AdmissionRequest, DecodeFailure, Operation, Verdict, from_value};
+use super::review::{AdmissionRequest, DecodeFailure, Operation, Verdict};
 use crate::api::constants::{API_VERSION_V1BETA1, API_VERSION_V1BETA2};
 use crate::api::validate::{self, FieldError};
 use crate::api::{
@@ -149,12 +149,34 @@ enum Hub {
     WorkloadPriorityClass(Box<WorkloadPriorityClass>),
 }
 
-fn obj<S, T>(value: &Value, prefix: &str) -> Result<Obj<S, T>, DecodeFailure>
+fn obj<S, T>(kind: CrdKind, value: &Value, prefix: &str) -> Result<Obj<S, T>, DecodeFailure>
 where
     S: DeserializeOwned + Default,
     T: DeserializeOwned,
 {
-    from_value(value, prefix)
+    lenient(kind, value, prefix)
+}
+
+/// Decodes a reviewed object leniently: the API server has already pruned or refused
+/// what the installed CRD lacks, so a field kuota does not know comes from a newer Kueue's
+/// CRDs and is ignored (and counted), never a reason to deny.
+fn lenient<T: DeserializeOwned>(
+    kind: CrdKind,
+    value: &Value,
+    prefix: &str,
+) -> Result<T, DecodeFailure> {
+    crate::api::lenient::from_value(kind.name(), value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{path}")
+        };
+        DecodeFailure {
+            path,
+            source: e.into_inner(),
+        }
+    })
 }
 
 fn to_hub(
@@ -165,7 +187,7 @@ fn to_hub(
 ) -> Result<Hub, DecodeFailure> {
     Ok(match (kind, version) {
         (CrdKind::ClusterQueue, Version::V1beta2) => {
-            let o: Obj<ClusterQueueSpec, ClusterQueueStatus> = obj(value, prefix)?;
+            let o: Obj<ClusterQueueSpec, ClusterQueueStatus> = obj(kind, value, prefix)?;
             Hub::ClusterQueue(Box::new(ClusterQueue {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -174,7 +196,7 @@ fn to_hub(
         }
         (CrdKind::ClusterQueue, Version::V1beta1) => {
             let o: Obj<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> =
-                obj(value, prefix)?;
+                obj(kind, value, prefix)?;
             let old = v1beta1::ClusterQueue {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -183,7 +205,7 @@ fn to_hub(
             Hub::ClusterQueue(Box::new(old.into()))
         }
         (CrdKind::LocalQueue, Version::V1beta2) => {
-            let o: Obj<LocalQueueSpec, LocalQueueStatus> = obj(value, prefix)?;
+            let o: Obj<LocalQueueSpec, LocalQueueStatus> = obj(kind, value, prefix)?;
             Hub::LocalQueue(Box::new(LocalQueue {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -191,7 +213,8 @@ fn to_hub(
             }))
         }
         (CrdKind::LocalQueue, Version::V1beta1) => {
-            let o: Obj<v1beta1::LocalQueueSpec, v1beta1::LocalQueueStatus> = obj(value, prefix)?;
+            let o: Obj<v1beta1::LocalQueueSpec, v1beta1::LocalQueueStatus> =
+                obj(kind, value, prefix)?;
             let old = v1beta1::LocalQueue {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -200,7 +223,7 @@ fn to_hub(
             Hub::LocalQueue(Box::new(old.into()))
         }
         (CrdKind::Workload, Version::V1beta2) => {
-            let o: Obj<WorkloadSpec, WorkloadStatus> = obj(value, prefix)?;
+            let o: Obj<WorkloadSpec, WorkloadStatus> = obj(kind, value, prefix)?;
             Hub::Workload(Box::new(Workload {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -208,7 +231,7 @@ fn to_hub(
             }))
         }
         (CrdKind::Workload, Version::V1beta1) => {
-            let o: Obj<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> = obj(value, prefix)?;
+            let o: Obj<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> = obj(kind, value, prefix)?;
             let old = v1beta1::Workload {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -218,7 +241,7 @@ fn to_hub(
         }
         // The remaining kinds have the same shape in v1beta1 and v1beta2.
         (CrdKind::Cohort, _) => {
-            let o: Obj<CohortSpec, CohortStatus> = obj(value, prefix)?;
+            let o: Obj<CohortSpec, CohortStatus> = obj(kind, value, prefix)?;
             Hub::Cohort(Box::new(Cohort {
                 metadata: o.metadata,
                 spec: o.spec,
@@ -226,21 +249,21 @@ fn to_hub(
             }))
         }
         (CrdKind::ResourceFlavor, _) => {
-            let o: Obj<ResourceFlavorSpec, serde::de::IgnoredAny> = obj(value, prefix)?;
+            let o: Obj<ResourceFlavorSpec, serde::de::IgnoredAny> = obj(kind, value, prefix)?;
             Hub::ResourceFlavor(Box::new(ResourceFlavor {
                 metadata: o.metadata,
                 spec: o.spec,
             }))
         }
         (CrdKind::Topology, _) => {
-            let o: Obj<TopologySpec, serde::de::IgnoredAny> = obj(value, prefix)?;
+            let o: Obj<TopologySpec, serde::de::IgnoredAny> = obj(kind, value, prefix)?;
             Hub::Topology(Box::new(Topology {
                 metadata: o.metadata,
                 spec: o.spec,
             }))
         }
         (CrdKind::WorkloadPriorityClass, _) => {
-            let o: WpcObj = from_value(value, prefix)?;
+            let o: WpcObj = lenient(kind, value, prefix)?;
             Hub::WorkloadPriorityClass(Box::new(WorkloadPriorityClass {
                 metadata: o.metadata,
                 value: o.value,

@@ -63,7 +63,9 @@ pub fn decode<K: DeserializeOwned>(
 ) -> Result<K, UndecodableObject> {
     let object = object_key(&obj.metadata);
     let value = serde_json::to_value(obj).unwrap_or_default();
-    serde_path_to_error::deserialize(value).map_err(|source| UndecodableObject {
+    // Lenient: a field a newer Kueue added is ignored (and counted), so it cannot keep the
+    // index from syncing.
+    crate::api::lenient::from_value(kind_name(kind), &value).map_err(|source| UndecodableObject {
         kind: kind_name(kind),
         object,
         source,

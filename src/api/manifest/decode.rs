@@ -1,6 +1,9 @@
-//! Per-document decoding: dispatch, strict typed decode, conversion and validation.
+//! Per-document decoding: merge keys, `kind: List`, dispatch on kind, strict typed decode,
+//! generated names, conversion and validation.
 
-use super::{Manifest, Problem};
+use super::locate::{self, Seg};
+use super::strict::{self, FieldProblem};
+use super::{Loaded, Manifest, Problem};
 use crate::api::v1beta1;
 use crate::api::validate::FieldError;
 use crate::api::{
@@ -10,7 +13,7 @@ use crate::api::{
     WorkloadStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 const V1BETA2: &str = "kueue.x-k8s.io/v1beta2";
@@ -34,7 +37,7 @@ const KINDS: &[(&str, &[&str])] = &[
 
 /// Top-level shape of a custom resource with spec and status; unknown top-level keys fail.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 #[serde(bound(deserialize = "S: Deserialize<'de> + Default, T: Deserialize<'de>"))]
 struct Envelope<S, T> {
     #[allow(dead_code)]
@@ -51,7 +54,7 @@ struct Envelope<S, T> {
 
 /// Top-level shape of a custom resource without status.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 #[serde(bound(deserialize = "S: Deserialize<'de> + Default"))]
 struct SpecOnly<S> {
     #[allow(dead_code)]
@@ -66,7 +69,7 @@ struct SpecOnly<S> {
 
 /// Top-level shape of a WorkloadPriorityClass.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct WpcEnvelope {
     #[allow(dead_code)]
     api_version: IgnoredAny,
@@ -81,7 +84,7 @@ struct WpcEnvelope {
 
 /// v1alpha1 Cohort spec: `parent` was later renamed `parentName`.
 #[derive(Deserialize, Serialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct CohortSpecV1alpha1 {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parent: Option<String>,
@@ -94,127 +97,199 @@ struct CohortSpecV1alpha1 {
 }
 
 /// Decodes all documents; returns what loaded and every problem found.
-pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Manifest>, Vec<Problem>) {
+pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Loaded>, Vec<Problem>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
-    let problem = |doc: Option<usize>,
-                   line: Option<usize>,
-                   object: Option<String>,
-                   message: String| Problem {
-        source_name: source.to_string(),
-        document: doc,
-        line,
-        object,
-        message,
-    };
-    // Pass 1: syntax. serde_norway keeps yielding the same error after a syntax error, so stop.
+    // Syntax first. serde_norway keeps yielding the same error after a syntax error, so stop.
     let mut values = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
         match serde_norway::Value::deserialize(doc) {
             Ok(v) => values.push(v),
             Err(e) => {
-                let line = e.location().map(|l| l.line());
-                problems.push(problem(
-                    Some(i + 1),
-                    line,
-                    None,
-                    strip_location(&e.to_string(), &e),
-                ));
+                problems.push(Problem {
+                    source_name: source.to_string(),
+                    document: Some(i + 1),
+                    line: e.location().map(|l| l.line()),
+                    object: None,
+                    message: strip_location(&e.to_string(), &e),
+                });
                 return (out, problems);
             }
         }
     }
-    // Pass 2: the same documents again, now decoded into the types their kind selects, so
-    // that serde errors carry line numbers.
-    for ((i, doc), value) in serde_norway::Deserializer::from_str(yaml)
-        .enumerate()
-        .zip(values)
-    {
-        let n = i + 1;
+    for (i, mut value) in values.into_iter().enumerate() {
+        let doc = Doc {
+            source,
+            yaml,
+            number: i + 1,
+        };
         if value.is_null() {
             continue;
         }
-        let Some(map) = value.as_mapping() else {
-            problems.push(problem(
-                Some(n),
-                None,
-                None,
-                "expected a Kubernetes object (a mapping with apiVersion and kind)".into(),
-            ));
+        // `<<: *anchor` merge keys, as kubectl accepts them.
+        if let Err(e) = value.apply_merge() {
+            problems.push(doc.problem(&[], None, format!("<<: {e}")));
             continue;
-        };
-        let get = |k: &str| map.get(k).and_then(serde_norway::Value::as_str);
-        let (Some(api_version), Some(kind)) = (get("apiVersion"), get("kind")) else {
-            let missing = if get("apiVersion").is_none() {
-                "apiVersion"
-            } else {
-                "kind"
-            };
-            problems.push(problem(
-                Some(n),
-                None,
-                None,
-                format!("{missing}: Required value: every document needs apiVersion and kind"),
-            ));
-            continue;
-        };
-        let name = map
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(serde_norway::Value::as_str)
-            .unwrap_or("");
-        let object = Some(format!("{kind} {name:?}"));
-        match decode(api_version, kind, doc, &value) {
-            Ok(m) => {
-                let errs = m.validate();
-                if errs.is_empty() {
-                    out.push(m);
-                } else {
-                    let v1beta1_cq = api_version == V1BETA1 && kind == "ClusterQueue";
-                    for e in errs {
-                        let msg = field_error_message(&e, v1beta1_cq);
-                        let line = find_line(yaml, n, &e.path);
-                        problems.push(problem(Some(n), line, object.clone(), msg));
-                    }
+        }
+        match list_items(&value) {
+            // `kind: List`, as `kubectl get -o yaml` prints several objects.
+            Some(items) => {
+                for (j, item) in items.iter().enumerate() {
+                    let prefix = [Seg::Key("items".into()), Seg::Index(j)];
+                    load_object(&doc, &prefix, item, &mut out, &mut problems);
                 }
             }
-            Err(DecodeError { line, message }) => {
-                problems.push(problem(Some(n), line, object, message))
-            }
+            None => load_object(&doc, &[], &value, &mut out, &mut problems),
         }
     }
     (out, problems)
 }
 
-struct DecodeError {
-    line: Option<usize>,
-    message: String,
+/// One document of the input, for locating problems.
+struct Doc<'a> {
+    source: &'a str,
+    yaml: &'a str,
+    number: usize,
 }
 
-impl DecodeError {
-    fn msg(message: String) -> Self {
-        Self {
-            line: None,
+impl Doc<'_> {
+    /// A problem at `path` (within this document), whose line is looked up along the path.
+    fn problem(&self, path: &[Seg], object: Option<String>, message: String) -> Problem {
+        Problem {
+            source_name: self.source.to_string(),
+            document: Some(self.number),
+            line: locate::line_of(self.yaml, self.number, path),
+            object,
             message,
         }
     }
 }
 
+/// The items of a `v1` `List`, if `value` is one.
+fn list_items(value: &serde_norway::Value) -> Option<&[serde_norway::Value]> {
+    let map = value.as_mapping()?;
+    let is = |k: &str, v: &str| map.get(k).and_then(serde_norway::Value::as_str) == Some(v);
+    if !(is("apiVersion", "v1") && is("kind", "List")) {
+        return None;
+    }
+    Some(
+        map.get("items")
+            .and_then(serde_norway::Value::as_sequence)
+            .map_or(&[], Vec::as_slice),
+    )
+}
+
+/// Decodes, names and validates one object found at `prefix` in `doc`.
+fn load_object(
+    doc: &Doc<'_>,
+    prefix: &[Seg],
+    value: &serde_norway::Value,
+    out: &mut Vec<Loaded>,
+    problems: &mut Vec<Problem>,
+) {
+    let at = |rel: &[Seg]| [prefix, rel].concat();
+    let Some(map) = value.as_mapping() else {
+        problems.push(doc.problem(
+            prefix,
+            None,
+            "expected a Kubernetes object (a mapping with apiVersion and kind)".into(),
+        ));
+        return;
+    };
+    let get = |k: &str| map.get(k).and_then(serde_norway::Value::as_str);
+    let (Some(api_version), Some(kind)) = (get("apiVersion"), get("kind")) else {
+        let missing = if get("apiVersion").is_none() {
+            "apiVersion"
+        } else {
+            "kind"
+        };
+        problems.push(doc.problem(
+            prefix,
+            None,
+            format!("{missing}: Required value: every document needs apiVersion and kind"),
+        ));
+        return;
+    };
+    let meta = map.get("metadata");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(serde_norway::Value::as_str)
+        .or_else(|| {
+            meta.and_then(|m| m.get("generateName"))
+                .and_then(serde_norway::Value::as_str)
+        })
+        .unwrap_or("");
+    let object = Some(format!("{kind} {name:?}"));
+    let mut m = match decode(api_version, kind, value) {
+        Ok(m) => m,
+        Err(errs) => {
+            for e in errs {
+                let message = if e.path.is_empty() {
+                    e.message
+                } else {
+                    format!("{}: {}", locate::display(&e.path), e.message)
+                };
+                problems.push(doc.problem(&at(&e.path), object.clone(), message));
+            }
+            return;
+        }
+    };
+    generate_name(&mut m, doc, prefix);
+    let errs = m.validate();
+    if !errs.is_empty() {
+        let v1beta1_cq = api_version == V1BETA1 && kind == "ClusterQueue";
+        for e in errs {
+            let path = at(&locate::parse(&e.path.to_string()));
+            problems.push(doc.problem(&path, object.clone(), field_error_message(&e, v1beta1_cq)));
+        }
+        return;
+    }
+    let name_path = at(&[Seg::Key("metadata".into()), Seg::Key("name".into())]);
+    out.push(Loaded {
+        manifest: m,
+        source_name: doc.source.to_string(),
+        document: doc.number,
+        line: locate::line_of(doc.yaml, doc.number, &name_path),
+    });
+}
+
+/// Gives an object with `generateName` and no name the name the API server would: the
+/// prefix and five characters from its alphabet. They are derived from the object's place
+/// in the input rather than drawn at random, so a simulation stays reproducible.
+fn generate_name(m: &mut Manifest, doc: &Doc<'_>, prefix: &[Seg]) {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let meta = m.metadata_mut();
+    let Some(base) = meta.generate_name.as_deref() else {
+        return;
+    };
+    if meta.name.as_deref().is_some_and(|n| !n.is_empty()) {
+        return;
+    }
+    use std::hash::BuildHasher;
+    let place = (doc.source, doc.number, locate::display(prefix));
+    let mut h = foldhash::fast::FixedState::with_seed(0).hash_one(place);
+    let mut suffix = String::with_capacity(5);
+    for _ in 0..5 {
+        suffix.push(char::from(ALPHABET[(h % ALPHABET.len() as u64) as usize]));
+        h /= ALPHABET.len() as u64;
+    }
+    meta.name = Some(format!("{base}{suffix}"));
+}
+
 fn decode(
     api_version: &str,
     kind: &str,
-    doc: serde_norway::Deserializer<'_>,
     value: &serde_norway::Value,
-) -> Result<Manifest, DecodeError> {
+) -> Result<Manifest, Vec<FieldProblem>> {
     let Some((_, versions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
         let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
-        return Err(DecodeError::msg(format!(
+        return Err(kind_problem(format!(
             "kind: Unsupported value: \"{kind}\" (apiVersion {api_version}): supported kinds: {}",
             known.join(", ")
         )));
     };
     if !versions.contains(&api_version) {
-        return Err(DecodeError::msg(format!(
+        return Err(kind_problem(format!(
             "apiVersion: Unsupported value: \"{api_version}\": {kind} is served at {}",
             versions.join(", ")
         )));
@@ -222,14 +297,14 @@ fn decode(
     let v2 = api_version == V1BETA2;
     Ok(match kind {
         "ResourceFlavor" => {
-            let e: SpecOnly<ResourceFlavorSpec> = typed(doc, value)?;
+            let e: SpecOnly<ResourceFlavorSpec> = strict::decode(value)?;
             Manifest::ResourceFlavor(ResourceFlavor {
                 metadata: e.metadata,
                 spec: e.spec,
             })
         }
         "ClusterQueue" if v2 => {
-            let e: Envelope<ClusterQueueSpec, ClusterQueueStatus> = typed(doc, value)?;
+            let e: Envelope<ClusterQueueSpec, ClusterQueueStatus> = strict::decode(value)?;
             Manifest::ClusterQueue(ClusterQueue {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -238,7 +313,7 @@ fn decode(
         }
         "ClusterQueue" => {
             let e: Envelope<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> =
-                typed(doc, value)?;
+                strict::decode(value)?;
             let old = v1beta1::ClusterQueue {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -247,9 +322,9 @@ fn decode(
             Manifest::ClusterQueue(old.into())
         }
         "Cohort" if api_version == V1ALPHA1 => {
-            let e: SpecOnly<CohortSpecV1alpha1> = typed(doc, value)?;
+            let e: SpecOnly<CohortSpecV1alpha1> = strict::decode(value)?;
             if e.spec.parent.is_some() && e.spec.parent_name.is_some() {
-                return Err(DecodeError::msg(
+                return Err(kind_problem(
                     "spec.parent: Forbidden: set only one of parent and parentName".into(),
                 ));
             }
@@ -265,7 +340,7 @@ fn decode(
             })
         }
         "Cohort" => {
-            let e: Envelope<CohortSpec, CohortStatus> = typed(doc, value)?;
+            let e: Envelope<CohortSpec, CohortStatus> = strict::decode(value)?;
             Manifest::Cohort(Cohort {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -273,7 +348,7 @@ fn decode(
             })
         }
         "LocalQueue" if v2 => {
-            let e: Envelope<LocalQueueSpec, LocalQueueStatus> = typed(doc, value)?;
+            let e: Envelope<LocalQueueSpec, LocalQueueStatus> = strict::decode(value)?;
             Manifest::LocalQueue(LocalQueue {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -282,7 +357,7 @@ fn decode(
         }
         "LocalQueue" => {
             let e: Envelope<v1beta1::LocalQueueSpec, v1beta1::LocalQueueStatus> =
-                typed(doc, value)?;
+                strict::decode(value)?;
             let old = v1beta1::LocalQueue {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -291,7 +366,7 @@ fn decode(
             Manifest::LocalQueue(old.into())
         }
         "Workload" if v2 => {
-            let e: Envelope<WorkloadSpec, WorkloadStatus> = typed(doc, value)?;
+            let e: Envelope<WorkloadSpec, WorkloadStatus> = strict::decode(value)?;
             Manifest::Workload(Box::new(Workload {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -299,7 +374,8 @@ fn decode(
             }))
         }
         "Workload" => {
-            let e: Envelope<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> = typed(doc, value)?;
+            let e: Envelope<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> =
+                strict::decode(value)?;
             let old = v1beta1::Workload {
                 metadata: e.metadata,
                 spec: e.spec,
@@ -308,7 +384,7 @@ fn decode(
             Manifest::Workload(Box::new(old.into()))
         }
         "WorkloadPriorityClass" => {
-            let e: WpcEnvelope = typed(doc, value)?;
+            let e: WpcEnvelope = strict::decode(value)?;
             Manifest::WorkloadPriorityClass(WorkloadPriorityClass {
                 metadata: e.metadata,
                 value: e.value,
@@ -316,157 +392,29 @@ fn decode(
             })
         }
         "Topology" => {
-            let e: SpecOnly<TopologySpec> = typed(doc, value)?;
+            let e: SpecOnly<TopologySpec> = strict::decode(value)?;
             Manifest::Topology(Topology {
                 metadata: e.metadata,
                 spec: e.spec,
             })
         }
-        "Job" => Manifest::Job(Box::new(strict(doc, value)?)),
-        "PriorityClass" => Manifest::PriorityClass(strict(doc, value)?),
-        "Namespace" => Manifest::Namespace(strict(doc, value)?),
-        "Node" => Manifest::Node(Box::new(strict(doc, value)?)),
+        "Job" => Manifest::Job(Box::new(strict::decode(value)?)),
+        "PriorityClass" => Manifest::PriorityClass(strict::decode(value)?),
+        "Namespace" => Manifest::Namespace(strict::decode(value)?),
+        "Node" => Manifest::Node(Box::new(strict::decode(value)?)),
         // KINDS lists exactly the arms above.
         other => {
-            return Err(DecodeError::msg(format!(
-                "kind: Unsupported value: {other:?}"
-            )));
+            return Err(kind_problem(format!("kind: Unsupported value: {other:?}")));
         }
     })
 }
 
-/// Decodes a document into a type of ours whose envelope rejects unknown keys, then checks
-/// the nested Kubernetes types (ObjectMeta, PodTemplateSpec, ...) that ignore them.
-fn typed<T: DeserializeOwned + RoundTrip>(
-    doc: serde_norway::Deserializer<'_>,
-    value: &serde_norway::Value,
-) -> Result<T, DecodeError> {
-    let t: T = serde_path_to_error::deserialize(doc).map_err(|e| {
-        let inner = e.inner();
-        let line = inner.location().map(|l| l.line());
-        let msg = strip_location(&inner.to_string(), inner);
-        let path = e.path().to_string();
-        let message = if path.is_empty() || path == "." {
-            msg
-        } else {
-            format!("{path}: {msg}")
-        };
-        DecodeError { line, message }
-    })?;
-    unknown_fields(value, &t.round_trip())?;
-    Ok(t)
-}
-
-/// Decodes a Kubernetes built-in type and rejects keys it would silently drop.
-fn strict<T: DeserializeOwned + Serialize>(
-    doc: serde_norway::Deserializer<'_>,
-    value: &serde_norway::Value,
-) -> Result<T, DecodeError> {
-    struct Plain<T>(T);
-    impl<T: Serialize> RoundTrip for Plain<T> {
-        fn round_trip(&self) -> serde_json::Value {
-            serde_json::to_value(&self.0).unwrap_or_default()
-        }
-    }
-    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Plain<T> {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            T::deserialize(d).map(Plain)
-        }
-    }
-    typed::<Plain<T>>(doc, value).map(|p| p.0)
-}
-
-/// Re-serialization of a decoded envelope, used to spot input keys that were dropped.
-trait RoundTrip {
-    fn round_trip(&self) -> serde_json::Value;
-}
-
-fn meta_json(m: &ObjectMeta) -> serde_json::Value {
-    serde_json::to_value(m).unwrap_or_default()
-}
-
-impl<S: Serialize, T: Serialize> RoundTrip for Envelope<S, T> {
-    fn round_trip(&self) -> serde_json::Value {
-        serde_json::json!({"apiVersion": "", "kind": "", "metadata": meta_json(&self.metadata), "spec": self.spec, "status": self.status})
-    }
-}
-
-impl<S: Serialize> RoundTrip for SpecOnly<S> {
-    fn round_trip(&self) -> serde_json::Value {
-        serde_json::json!({"apiVersion": "", "kind": "", "metadata": meta_json(&self.metadata), "spec": self.spec})
-    }
-}
-
-impl RoundTrip for WpcEnvelope {
-    fn round_trip(&self) -> serde_json::Value {
-        serde_json::json!({"apiVersion": "", "kind": "", "metadata": meta_json(&self.metadata), "value": self.value, "description": self.description})
-    }
-}
-
-/// Fails on the first key present (and non-empty) in the input but absent after decoding.
-fn unknown_fields(
-    input: &serde_norway::Value,
-    output: &serde_json::Value,
-) -> Result<(), DecodeError> {
-    // Non-string keys cannot reach our types; serde already rejected those it saw.
-    let Ok(input) = serde_json::to_value(input) else {
-        return Ok(());
-    };
-    let mut path = String::new();
-    match first_unknown(&input, output, &mut path) {
-        Some(p) => Err(DecodeError::msg(format!("{p}: unknown field"))),
-        None => Ok(()),
-    }
-}
-
-fn first_unknown(
-    input: &serde_json::Value,
-    output: &serde_json::Value,
-    path: &mut String,
-) -> Option<String> {
-    use serde_json::Value as J;
-    let empty = |v: &J| match v {
-        J::Null => true,
-        J::Array(a) => a.is_empty(),
-        J::Object(o) => o.is_empty(),
-        _ => false,
-    };
-    match (input, output) {
-        (J::Object(i), J::Object(o)) => {
-            for (k, v) in i {
-                if empty(v) {
-                    continue;
-                }
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(k);
-                let found = match o.get(k) {
-                    None => Some(path.clone()),
-                    Some(ov) => first_unknown(v, ov, path),
-                };
-                path.truncate(len);
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
-        }
-        (J::Array(i), J::Array(o)) if i.len() == o.len() => {
-            for (idx, (iv, ov)) in i.iter().zip(o).enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{idx}]"));
-                let found = first_unknown(iv, ov, path);
-                path.truncate(len);
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
-        }
-        _ => None,
-    }
+/// A problem with the object as a whole (its kind or version).
+fn kind_problem(message: String) -> Vec<FieldProblem> {
+    vec![FieldProblem {
+        path: Vec::new(),
+        message,
+    }]
 }
 
 /// Drops serde_norway's own " at line L column C" suffix and path prefix (we print both our way).
@@ -496,43 +444,4 @@ fn field_error_message(e: &FieldError, v1beta1_cq: bool) -> String {
         return format!("spec.cohort{rest}");
     }
     s
-}
-
-/// Best-effort line of the last key of `path` within document `doc` (1-based): the line is
-/// reported only when that key appears exactly once in the document.
-fn find_line(yaml: &str, doc: usize, path: &str) -> Option<usize> {
-    let key = path.rsplit('.').next()?.split('[').next()?;
-    if key.is_empty() {
-        return None;
-    }
-    let mut current = 1usize;
-    let mut hits = Vec::new();
-    let mut started = false;
-    for (i, line) in yaml.lines().enumerate() {
-        if line.starts_with("---") {
-            if started {
-                current += 1;
-            }
-            continue;
-        }
-        if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
-            started = true;
-        }
-        if current != doc {
-            continue;
-        }
-        let t = line.trim_start().trim_start_matches("- ");
-        if t.starts_with(&format!("{key}:"))
-            || t.contains(&format!("{{{key}:"))
-            || t.contains(&format!(" {key}:"))
-        {
-            hits.push(i + 1);
-        }
-    }
-    (hits.len() == 1).then(|| hits[0])
-}
-
-#[cfg(test)]
-pub(super) fn find_line_for_test(yaml: &str, doc: usize, path: &str) -> Option<usize> {
-    find_line(yaml, doc, path)
 }

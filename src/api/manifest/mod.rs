@@ -1,12 +1,16 @@
 //! Loading plain Kueue/Kubernetes YAML manifests (multi-document) into typed objects.
 //!
-//! Each document is dispatched on `apiVersion` + `kind`, decoded strictly (unknown fields
-//! are errors, including inside Kubernetes' own types), converted to v1beta2 and validated.
-//! Every problem names the file, the document, the line when known, the object and the
-//! field path, e.g.
+//! Each document (or each item of a `kind: List`) is dispatched on `apiVersion` + `kind`,
+//! decoded strictly (unknown fields are errors, including inside Kubernetes' own types;
+//! YAML merge keys and YAML 1.1 booleans are read as kubectl reads them), converted to
+//! v1beta2 and validated. Every problem names the file, the document, the line when known,
+//! the object and the field path, e.g.
 //! `cluster.yaml:14: document 3 (ClusterQueue "team-a"): spec.resourceGroups[0]...: ...`.
 
 mod decode;
+mod locate;
+pub(crate) mod strict;
+mod yaml11;
 
 use super::validate::{self, FieldError};
 use super::{
@@ -77,6 +81,32 @@ impl Manifest {
             Manifest::PriorityClass(o) => &o.metadata,
             Manifest::Namespace(o) => &o.metadata,
             Manifest::Node(o) => &o.metadata,
+        }
+    }
+
+    fn metadata_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Manifest::ResourceFlavor(o) => &mut o.metadata,
+            Manifest::ClusterQueue(o) => &mut o.metadata,
+            Manifest::Cohort(o) => &mut o.metadata,
+            Manifest::LocalQueue(o) => &mut o.metadata,
+            Manifest::Workload(o) => &mut o.metadata,
+            Manifest::WorkloadPriorityClass(o) => &mut o.metadata,
+            Manifest::Topology(o) => &mut o.metadata,
+            Manifest::Job(o) => &mut o.metadata,
+            Manifest::PriorityClass(o) => &mut o.metadata,
+            Manifest::Namespace(o) => &mut o.metadata,
+            Manifest::Node(o) => &mut o.metadata,
+        }
+    }
+
+    /// The API group of the object's apiVersion (empty for the core group).
+    pub fn group(&self) -> &'static str {
+        match self {
+            Manifest::Job(_) => "batch",
+            Manifest::PriorityClass(_) => "scheduling.k8s.io",
+            Manifest::Namespace(_) | Manifest::Node(_) => "",
+            _ => "kueue.x-k8s.io",
         }
     }
 
@@ -160,14 +190,74 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// An object that loaded, with where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The object.
+    pub manifest: Manifest,
+    /// The file name (or other source label) given to the loader.
+    pub source_name: String,
+    /// 1-based document index within the stream.
+    pub document: usize,
+    /// 1-based line of its `metadata.name`, when written.
+    pub line: Option<usize>,
+}
+
+impl Loaded {
+    fn place(&self) -> String {
+        match self.line {
+            Some(l) => format!("{}:{l}", self.source_name),
+            None => format!("{}: document {}", self.source_name, self.document),
+        }
+    }
+}
+
 /// Loads every document of a YAML stream; `source_name` labels errors (usually the file name).
 pub fn load_str(source_name: &str, yaml: &str) -> Result<Vec<Manifest>, LoadError> {
-    let (manifests, problems) = decode::load_documents(source_name, yaml);
+    let (loaded, mut problems) = load_partial(source_name, yaml);
+    problems.extend(duplicates(&loaded));
     if problems.is_empty() {
-        Ok(manifests)
+        Ok(loaded.into_iter().map(|l| l.manifest).collect())
     } else {
         Err(LoadError { problems })
     }
+}
+
+/// Loads what can be loaded of a YAML stream and reports the rest: a document that fails
+/// (an unsupported kind, a bad field) does not keep the others from loading, so checks
+/// across files still see them. Duplicates are left to [`duplicates`], which the caller
+/// runs over everything it loaded.
+pub fn load_partial(source_name: &str, yaml: &str) -> (Vec<Loaded>, Vec<Problem>) {
+    decode::load_documents(source_name, yaml)
+}
+
+/// One problem per object that has the same API group, kind, namespace and name as an
+/// earlier one, naming both places.
+pub fn duplicates(loaded: &[Loaded]) -> Vec<Problem> {
+    let mut first: std::collections::HashMap<_, &Loaded> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for l in loaded {
+        let m = &l.manifest;
+        let key = (m.group(), m.kind(), m.namespace(), m.name());
+        match first.get(&key) {
+            Some(earlier) => out.push(Problem {
+                source_name: l.source_name.clone(),
+                document: Some(l.document),
+                line: l.line,
+                object: Some(format!("{} {:?}", m.kind(), m.name().unwrap_or(""))),
+                message: format!(
+                    "metadata.name: Duplicate value: {:?}: the same {} is also defined at {}",
+                    m.name().unwrap_or(""),
+                    m.kind(),
+                    earlier.place()
+                ),
+            }),
+            None => {
+                first.insert(key, l);
+            }
+        }
+    }
+    out
 }
 
 /// Reads and loads a YAML file; errors are labelled with the path as given.
@@ -188,5 +278,7 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<Vec<Manifest>, LoadError> {
     }
 }
 
+#[cfg(test)]
+mod forms_tests;
 #[cfg(test)]
 mod tests;

@@ -313,9 +313,20 @@ status:
 }
 
 #[test]
-fn line_lookup_is_unique_or_absent() {
+fn line_lookup_follows_the_path() {
+    use locate::{Seg, line_of, parse};
     let y = "a: 1\n---\nb:\n  c: 2\n  d: 3\n---\nc: 4\n";
-    assert_eq!(decode::find_line_for_test(y, 2, "b.c"), Some(4));
-    assert_eq!(decode::find_line_for_test(y, 3, "c"), Some(7));
-    assert_eq!(decode::find_line_for_test(y, 2, "zz"), None);
+    assert_eq!(line_of(y, 2, &parse("b.c")), Some(4));
+    assert_eq!(line_of(y, 3, &parse("c")), Some(7));
+    assert_eq!(line_of(y, 2, &parse("zz")), None);
+    // A missing field is placed at its closest written ancestor.
+    assert_eq!(line_of(y, 2, &parse("b.zz")), Some(3));
+    // The same key in several places: the path decides, not the key name.
+    let y = "l:\n- {name: a, q: 1}\n- name: b\n  q: 2\n";
+    assert_eq!(line_of(y, 1, &parse("l[1].q")), Some(4));
+    assert_eq!(line_of(y, 1, &parse("l[0].q")), Some(2));
+    assert_eq!(
+        line_of(y, 1, &[Seg::Key("l".into()), Seg::Index(1)]),
+        Some(3)
+    );
 }

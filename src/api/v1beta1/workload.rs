@@ -28,7 +28,7 @@ pub const POD_PRIORITY_CLASS_SOURCE: &str = "scheduling.k8s.io/priorityclass";
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {
     /// Pod sets (same shape as v1beta2).
     #[serde(default)]
@@ -55,7 +55,7 @@ pub struct WorkloadSpec {
 
 /// v1beta1 Workload status.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
     /// Conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -98,7 +98,7 @@ pub struct WorkloadStatus {
 
 /// v1beta1 admission.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Admission {
     /// ClusterQueue.
     pub cluster_queue: String,
@@ -109,7 +109,7 @@ pub struct Admission {
 
 /// v1beta1 pod set assignment.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSetAssignment {
     /// Pod set name.
     #[serde(default)]
@@ -133,7 +133,7 @@ pub struct PodSetAssignment {
 
 /// v1beta1 topology assignment: one entry per domain.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyAssignment {
     /// Level keys.
     #[serde(default)]
@@ -145,7 +145,7 @@ pub struct TopologyAssignment {
 
 /// Pods assigned to one domain.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TopologyDomainAssignment {
     /// Label value per level.
     #[serde(default)]

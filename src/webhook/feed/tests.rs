@@ -226,3 +226,31 @@ fn a_relist_failing_halfway_keeps_the_old_set_and_turns_unhealthy() {
     assert!(index.has_default_local_queue("other"));
     assert!(health.failing(at).is_empty());
 }
+
+#[test]
+fn a_field_from_a_newer_kueue_is_ignored_and_counted() {
+    let before = crate::telemetry::unknown_fields::count("LocalQueue");
+    let obj = dynamic(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"namespace": "ns", "name": "q"},
+        "spec": {"clusterQueue": "cq", "aFutureKnob": {"on": true}},
+        "status": {"aFutureCount": 3}
+    }));
+    let lq: LocalQueue = decode(IndexKind::LocalQueue, obj).expect("decodes leniently");
+    assert_eq!(lq.spec.cluster_queue, "cq");
+    assert_eq!(
+        crate::telemetry::unknown_fields::count("LocalQueue") - before,
+        2
+    );
+    // A known field of the wrong type still names the object and the field.
+    let bad = dynamic(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"namespace": "ns", "name": "q"}, "spec": {"clusterQueue": 7}
+    }));
+    let e = decode::<LocalQueue>(IndexKind::LocalQueue, bad).expect_err("wrong type");
+    assert!(
+        e.to_string()
+            .starts_with("LocalQueue ns/q: spec.clusterQueue: invalid type"),
+        "{e}"
+    );
+}
