@@ -369,6 +369,9 @@ preemption:
                 .0,
             "9"
         );
-        assert!(crate::api::manifest::strict::strict_from_yaml::<ClusterQueueSpec>("cohort: x").is_none());
+        assert!(
+            crate::api::manifest::strict::strict_from_yaml::<ClusterQueueSpec>("cohort: x")
+                .is_none()
+        );
     }
 }

@@ -55,6 +55,9 @@ mod tests {
         let s: CohortSpec = serde_norway::from_str("parentName: root\n").expect("valid");
         assert_eq!(s.parent(), Some("root"));
         assert_eq!(Cohort::kind(&()), "Cohort");
-        assert!(crate::api::manifest::strict::strict_from_yaml::<CohortSpec>("parent: root\n").is_none());
+        assert!(
+            crate::api::manifest::strict::strict_from_yaml::<CohortSpec>("parent: root\n")
+                .is_none()
+        );
     }
 }

@@ -53,6 +53,9 @@ topologyName: default
         let s: ResourceFlavorSpec = serde_norway::from_str(yaml).expect("valid");
         assert_eq!(s.node_taints.as_ref().map(Vec::len), Some(1));
         assert_eq!(ResourceFlavor::plural(&()), "resourceflavors");
-        assert!(crate::api::manifest::strict::strict_from_yaml::<ResourceFlavorSpec>("labels: {}").is_none());
+        assert!(
+            crate::api::manifest::strict::strict_from_yaml::<ResourceFlavorSpec>("labels: {}")
+                .is_none()
+        );
     }
 }

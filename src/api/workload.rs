@@ -251,6 +251,9 @@ podSets:
         );
         assert_eq!(s.pod_sets[0].min_count, Some(2));
         assert_eq!(Workload::plural(&()), "workloads");
-        assert!(crate::api::manifest::strict::strict_from_yaml::<WorkloadSpec>("priorityClassName: x").is_none());
+        assert!(
+            crate::api::manifest::strict::strict_from_yaml::<WorkloadSpec>("priorityClassName: x")
+                .is_none()
+        );
     }
 }

@@ -54,8 +54,8 @@ impl Engine {
         };
         let mut milli = BTreeMap::new();
         for (k, q) in usage {
-            let v =
-                api::quantity::resource_value(k, q).map_err(|e| invalid(format!("usage[{k}]: {e}")))?;
+            let v = api::quantity::resource_value(k, q)
+                .map_err(|e| invalid(format!("usage[{k}]: {e}")))?;
             milli.insert(k.clone(), v);
         }
         let flavors = self

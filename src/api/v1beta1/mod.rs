@@ -480,7 +480,10 @@ resourceGroups:
             serde_norway::from_str::<FlavorFungibility>("whenCanBorrow: Preempt").is_err(),
             "Preempt is not a whenCanBorrow value"
         );
-        assert!(crate::api::manifest::strict::strict_from_yaml::<ClusterQueueSpec>("cohortName: x").is_none());
+        assert!(
+            crate::api::manifest::strict::strict_from_yaml::<ClusterQueueSpec>("cohortName: x")
+                .is_none()
+        );
     }
 
     #[test]
