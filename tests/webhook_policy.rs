@@ -130,6 +130,22 @@ async fn max_gpus_per_pod_counts_containers_and_init_containers() {
     );
 }
 
+/// A request too large for milli-units (Kueue and the API server accept it) must still
+/// count: read as "unparsable, ignore", it would slip past every GPU limit.
+#[tokio::test]
+async fn a_gpu_request_beyond_milli_range_is_still_limited() {
+    let s = state();
+    let mut obj = gpu_job(1, 1);
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"nvidia.com/gpu": "10P"}, "limits": {"nvidia.com/gpu": "10P"}});
+    assert_forbidden(
+        &validate(&s, &obj).await,
+        "gpu-teams.yaml",
+        "maxGPUsPerPod",
+        "requests 10000000000000000 nvidia.com/gpu per pod",
+    );
+}
+
 #[tokio::test]
 async fn allowed_flavors() {
     let s = state();

@@ -35,9 +35,10 @@ pub struct PodSetFacts {
     pub name: String,
     /// Pods.
     pub count: i64,
-    /// Effective requests of one pod, in milli-units (max of init containers and the sum of
-    /// containers, plus overhead; a limit stands in for a missing request).
-    pub requests_milli: BTreeMap<String, i64>,
+    /// Effective requests of one pod in Kueue's units: cpu in milli, the rest whole (max of
+    /// init containers and the sum of containers, plus overhead; a limit stands in for a
+    /// missing request).
+    pub requests: BTreeMap<String, i64>,
     /// Values the pod requires for node labels: `nodeSelector` and required `In` affinity.
     pub node_label_values: BTreeMap<String, Vec<String>>,
 }
@@ -47,9 +48,8 @@ impl PodSetFacts {
     pub fn gpus_per_pod(&self, resources: &[String]) -> i64 {
         resources
             .iter()
-            .filter_map(|r| self.requests_milli.get(r))
-            .map(|m| m.div_euclid(1000) + i64::from(m.rem_euclid(1000) != 0))
-            .sum()
+            .filter_map(|r| self.requests.get(r))
+            .fold(0i64, |a, b| a.saturating_add(*b))
     }
 }
 
@@ -284,7 +284,7 @@ mod tests {
             pod_sets: vec![PodSetFacts {
                 name: "main".into(),
                 count: pods,
-                requests_milli: BTreeMap::from([("nvidia.com/gpu".into(), gpus_per_pod * 1000)]),
+                requests: BTreeMap::from([("nvidia.com/gpu".into(), gpus_per_pod)]),
                 ..Default::default()
             }],
             ..Default::default()

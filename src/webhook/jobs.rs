@@ -26,7 +26,7 @@ use super::review::{AdmissionRequest, Operation, Verdict};
 use crate::api::constants::{
     MAX_EXEC_TIME_SECONDS_LABEL, PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
-use crate::api::quantity::parse_milli_str;
+use crate::api::quantity::resource_value_str;
 use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, dns1123_subdomain_errors};
 use crate::integrations::object::{ContainerView, SpecView};
 use crate::integrations::{
@@ -364,7 +364,7 @@ pub fn job_facts(integ: &dyn JobIntegration, job: &JobObject<'_>) -> JobFacts {
         .map(|ps| PodSetFacts {
             name: ps.name.to_string(),
             count: i64::from(ps.count),
-            requests_milli: ps.spec.map(pod_requests).unwrap_or_default(),
+            requests: ps.spec.map(pod_requests).unwrap_or_default(),
             node_label_values: ps.spec.map(node_label_values).unwrap_or_default(),
         })
         .collect();
@@ -380,7 +380,8 @@ pub fn job_facts(integ: &dyn JobIntegration, job: &JobObject<'_>) -> JobFacts {
     }
 }
 
-/// Effective per-pod requests in milli-units, as the scheduler counts them: the larger of
+/// Effective per-pod requests in Kueue's units (cpu in milli, the rest whole and rounded
+/// up, clamped at i64::MAX so a huge request still counts), as the scheduler counts them: the larger of
 /// the containers' sum and any one init container, plus overhead. A limit stands in for a
 /// missing request (Kubernetes defaults requests to limits). Unparsable quantities are left
 /// to the API server's own validation and ignored here.
@@ -391,13 +392,13 @@ fn pod_requests(spec: &SpecView<'_>) -> BTreeMap<String, i64> {
             return out;
         };
         for (k, v) in r.requests.iter().flatten() {
-            if let Ok(q) = parse_milli_str(v) {
+            if let Ok(q) = resource_value_str(k, v) {
                 out.insert(k.as_str(), q);
             }
         }
         for (k, v) in r.limits.iter().flatten() {
             if !out.contains_key(k.as_str())
-                && let Ok(q) = parse_milli_str(v)
+                && let Ok(q) = resource_value_str(k, v)
             {
                 out.insert(k.as_str(), q);
             }
@@ -418,7 +419,7 @@ fn pod_requests(spec: &SpecView<'_>) -> BTreeMap<String, i64> {
         }
     }
     for (k, v) in spec.overhead.iter().flatten() {
-        if let Ok(q) = parse_milli_str(v) {
+        if let Ok(q) = resource_value_str(k, v) {
             let e = sum.entry(k.to_string()).or_insert(0);
             *e = e.saturating_add(q);
         }
