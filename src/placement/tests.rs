@@ -256,14 +256,14 @@ fn never_double_books_a_node() {
 #[test]
 fn bad_topologies_are_rejected_with_the_field() {
     let dup = validate_levels("t", &["rack".into(), "rack".into()]).expect_err("duplicate");
-    assert!(
-        dup.0.contains("spec.levels[1].nodeLabel: Duplicate value"),
-        "{}",
-        dup.0
+    assert_eq!(
+        dup.to_string(),
+        "Topology t: spec.levels[1].nodeLabel: Duplicate value: \"rack\""
     );
     let host = validate_levels("t", &["kubernetes.io/hostname".into(), "rack".into()])
         .expect_err("hostname first");
-    assert!(host.0.contains("must be the lowest level"), "{}", host.0);
+    let host = host.to_string();
+    assert!(host.contains("must be the lowest level"), "{host}");
 }
 
 #[test]
