@@ -34,10 +34,11 @@ pub enum SimError {
         source_name: String,
         message: String,
     },
-    #[error("{source_name}: {message}")]
+    #[error("{source_name}: {source}")]
     Generator {
         source_name: String,
-        message: String,
+        #[source]
+        source: generator::GeneratorError,
     },
     #[error("{source_name}: {message}")]
     Scenario {
