@@ -385,16 +385,14 @@ fn compare_config(
         match k {
             "placement" => cfg.engine.placement = parse_strategy(v).map_err(bad)?,
             "fair-sharing" => {
-                let on: bool = v
-                    .parse()
-                    .map_err(|e| bad(SimulateError::NotABool(e)))?;
+                let on: bool = v.parse().map_err(|e| bad(SimulateError::NotABool(e)))?;
                 cfg.engine.fair_sharing = fair_sharing(on);
             }
             "preemption-min-runtime-ms" => {
-                cfg.engine.preemption_min_runtime =
-                    v.parse::<u32>()
-                        .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
-                        .into();
+                cfg.engine.preemption_min_runtime = v
+                    .parse::<u32>()
+                    .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
+                    .into();
             }
             "eviction-delay-ms" => {
                 cfg.eviction_delay_ms = v

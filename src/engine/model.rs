@@ -427,11 +427,12 @@ impl WorkloadSpec {
                 min_count: ps.min_count,
                 per_pod,
                 constraints,
-                topology: crate::placement::topology_mode(ps)
-                    .map_err(|source| ModelError::Topology {
+                topology: crate::placement::topology_mode(ps).map_err(|source| {
+                    ModelError::Topology {
                         field: format!("spec.podSets[{i}]"),
                         source,
-                    })?,
+                    }
+                })?,
             });
         }
         let pod_sets_hash = pod_sets_hash(&pod_sets);

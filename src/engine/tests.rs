@@ -420,3 +420,31 @@ spec:
         s => panic!("unexpected {s:?}"),
     }
 }
+
+#[test]
+fn an_unusable_quota_names_the_object_and_field_and_keeps_the_quantity_error() {
+    let mut e = Engine::new(EngineConfig::default());
+    let err = e
+        .apply(
+            0,
+            Event::ClusterQueueUpserted(cq("team-a", None, "lots", None, "")),
+        )
+        .expect_err("the quota is not a quantity");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(
+            "ClusterQueue \"team-a\": spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: \
+             invalid quantity \"lots\": "
+        ),
+        "{message}"
+    );
+    // The chain goes object -> field -> quantity, so callers can inspect each cause.
+    let model = std::error::Error::source(&err).expect("the model error is kept");
+    let quantity = model.source().expect("the quantity error is kept");
+    assert!(
+        quantity
+            .downcast_ref::<crate::api::quantity::QuantityError>()
+            .is_some(),
+        "{quantity:?}"
+    );
+}

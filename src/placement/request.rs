@@ -41,7 +41,10 @@ pub type TopologyRequest = (TopologyMode, Option<(String, i32)>);
 /// Why a PodSet's topology request cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyRequestError {
-    #[error("annotation {}: {value:?} is not an integer", constants::PODSET_SLICE_SIZE_ANNOTATION)]
+    #[error(
+        "annotation {}: {value:?} is not an integer",
+        constants::PODSET_SLICE_SIZE_ANNOTATION
+    )]
     SliceSizeNotInteger {
         value: String,
         #[source]

@@ -286,3 +286,30 @@ fn nodes_without_level_labels_are_named_in_failures() {
         err.message
     );
 }
+
+#[test]
+fn a_bad_allocatable_quantity_names_the_node_and_keeps_the_parse_error() {
+    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 1)]);
+    let bad: Node = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "odd", "labels": { "kubernetes.io/hostname": "odd" } },
+        "status": { "allocatable": { GPU: "eight" } }
+    }))
+    .expect("fixture");
+    let err = inv
+        .upsert_node(&mut names, &bad)
+        .expect_err("not a quantity");
+    assert!(
+        err.to_string().starts_with(
+            "Node odd: status.allocatable[nvidia.com/gpu]: invalid quantity \"eight\""
+        ),
+        "{err}"
+    );
+    let source = std::error::Error::source(&err).expect("the quantity error is kept");
+    assert!(
+        matches!(
+            source.downcast_ref::<crate::api::quantity::QuantityError>(),
+            Some(crate::api::quantity::QuantityError::Format(q)) if q == "eight"
+        ),
+        "{source:?}"
+    );
+}

@@ -559,18 +559,16 @@ impl Template {
                 topology_request: Some(tr.clone()),
                 ..Default::default()
             };
-            crate::placement::topology_mode(&probe)
-                .map_err(|source| GeneratorError::Topology {
-                    path: path.to_string(),
-                    source,
-                })?;
+            crate::placement::topology_mode(&probe).map_err(|source| GeneratorError::Topology {
+                path: path.to_string(),
+                source,
+            })?;
         }
         Ok(Self {
             class: t.class_name.clone(),
-            runtime: Millis::try_from(t.runtime_ms)
-                .map_err(|_| GeneratorError::TooLarge {
-                    field: field("runtimeMs"),
-                })?,
+            runtime: Millis::try_from(t.runtime_ms).map_err(|_| GeneratorError::TooLarge {
+                field: field("runtimeMs"),
+            })?,
             priority: t.priority,
             pod_count,
             requests,

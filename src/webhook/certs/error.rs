@@ -42,9 +42,7 @@ pub enum PatchError {
     /// The line edit produced YAML that no longer parses: a layout we do not handle.
     #[error("patched YAML does not parse: {0}")]
     Reparse(#[source] serde_norway::Error),
-    #[error(
-        "unexpected layout: {set} of {total} webhooks got the caBundle (use block-style YAML)"
-    )]
+    #[error("unexpected layout: {set} of {total} webhooks got the caBundle (use block-style YAML)")]
     Layout { set: usize, total: usize },
 }
 
