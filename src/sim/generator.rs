@@ -208,10 +208,10 @@ impl GeneratorConfig {
         let de = serde_norway::Deserializer::from_str(yaml);
         serde_path_to_error::deserialize(de).map_err(|e| SimError::Generator {
             source_name: source.to_string(),
-            source: GeneratorError::Yaml {
+            source: Box::new(GeneratorError::Yaml {
                 path: e.path().to_string(),
                 message: e.inner().to_string(),
-            },
+            }),
         })
     }
 
@@ -242,7 +242,7 @@ impl GeneratorConfig {
     ) -> Result<Generated, SimError> {
         let err = |e: GeneratorError| SimError::Generator {
             source_name: source.to_string(),
-            source: e,
+            source: Box::new(e),
         };
         let total = self.workload_count();
         if total > MAX_WORKLOADS {

@@ -37,8 +37,9 @@ pub enum SimError {
     #[error("{source_name}: {source}")]
     Generator {
         source_name: String,
+        // Boxed: the variant would otherwise make every `Result<_, SimError>` large.
         #[source]
-        source: generator::GeneratorError,
+        source: Box<generator::GeneratorError>,
     },
     #[error("{source_name}: {message}")]
     Scenario {
