@@ -126,21 +126,58 @@ impl Default for SimulateArgs {
     }
 }
 
-fn parse_factor(s: &str) -> Result<f64, String> {
+/// Why `kuota simulate` cannot run with the flags given; shown after `error: `.
+#[derive(Debug, thiserror::Error)]
+enum SimulateError {
+    #[error("{0:?}: expected a positive number")]
+    NotPositive(String),
+    #[error("{0:?}: expected kuota, kueue-bestfit or first-fit")]
+    UnknownStrategy(String),
+    #[error("--compare {0:?}: expected KEY=VALUE")]
+    CompareSyntax(String),
+    #[error("--compare {item:?}: {source}")]
+    Compare {
+        item: String,
+        #[source]
+        source: Box<SimulateError>,
+    },
+    #[error("expected true or false")]
+    NotABool(#[source] std::str::ParseBoolError),
+    #[error("{0}")]
+    NotAnInteger(#[source] std::num::ParseIntError),
+    #[error(
+        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, scenario, scenario-dir)"
+    )]
+    UnknownCompareKey(String),
+    #[error("--scenario {name:?}: no such built-in scenario (built-in: {builtin})")]
+    NoSuchScenario { name: String, builtin: String },
+    #[error("{0}")]
+    Sim(#[from] sim::SimError),
+    #[error("the run recorded no time series")]
+    NoTimeSeries,
+    #[error("{0}")]
+    Chart(#[from] sim::chart::ChartError),
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn parse_factor(s: &str) -> Result<f64, SimulateError> {
     match s.parse::<f64>() {
         Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
-        _ => Err(format!("{s:?}: expected a positive number")),
+        _ => Err(SimulateError::NotPositive(s.to_string())),
     }
 }
 
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
+fn parse_strategy(s: &str) -> Result<Strategy, SimulateError> {
     match s {
         "kuota" => Ok(Strategy::Kuota),
         "kueue-bestfit" => Ok(Strategy::KueueBestFit),
         "first-fit" => Ok(Strategy::FirstFit),
-        other => Err(format!(
-            "{other:?}: expected kuota, kueue-bestfit or first-fit"
-        )),
+        other => Err(SimulateError::UnknownStrategy(other.to_string())),
     }
 }
 
@@ -312,13 +349,16 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn write_chart(path: &std::path::Path, report: &sim::Report) -> Result<(), String> {
+fn write_chart(path: &std::path::Path, report: &sim::Report) -> Result<(), SimulateError> {
     let ts = report
         .timeseries
         .as_ref()
-        .ok_or("the run recorded no time series")?;
+        .ok_or(SimulateError::NoTimeSeries)?;
     let svg = sim::chart::svg(&report.scenario, ts)?;
-    std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, svg).map_err(|source| SimulateError::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Run B of `--compare`: run A's scenario and configuration with the overrides applied.
@@ -326,7 +366,7 @@ fn compare_config(
     args: &SimulateArgs,
     scenario: &Scenario,
     cfg: &SimConfig,
-) -> Result<(Scenario, SimConfig), String> {
+) -> Result<(Scenario, SimConfig), SimulateError> {
     let mut scenario = scenario.clone();
     let mut cfg = SimConfig {
         timeseries: false,
@@ -337,22 +377,28 @@ fn compare_config(
     for item in &args.compare {
         let (k, v) = item
             .split_once('=')
-            .ok_or_else(|| format!("--compare {item:?}: expected KEY=VALUE"))?;
-        let bad = |e: String| format!("--compare {item:?}: {e}");
+            .ok_or_else(|| SimulateError::CompareSyntax(item.clone()))?;
+        let bad = |e: SimulateError| SimulateError::Compare {
+            item: item.clone(),
+            source: Box::new(e),
+        };
         match k {
             "placement" => cfg.engine.placement = parse_strategy(v).map_err(bad)?,
             "fair-sharing" => {
-                let on: bool = v
-                    .parse()
-                    .map_err(|_| bad("expected true or false".into()))?;
+                let on: bool = v.parse().map_err(|e| bad(SimulateError::NotABool(e)))?;
                 cfg.engine.fair_sharing = fair_sharing(on);
             }
             "preemption-min-runtime-ms" => {
-                cfg.engine.preemption_min_runtime =
-                    v.parse::<u32>().map_err(|e| bad(e.to_string()))?.into();
+                cfg.engine.preemption_min_runtime = v
+                    .parse::<u32>()
+                    .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
+                    .into();
             }
             "eviction-delay-ms" => {
-                cfg.eviction_delay_ms = v.parse::<u32>().map_err(|e| bad(e.to_string()))?.into();
+                cfg.eviction_delay_ms = v
+                    .parse::<u32>()
+                    .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
+                    .into();
             }
             "scenario" | "scenario-dir" => {
                 let b = SimulateArgs {
@@ -364,9 +410,7 @@ fn compare_config(
                 scenario = load_scenario(&b).map_err(bad)?;
             }
             other => {
-                return Err(bad(format!(
-                    "unknown key {other:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, scenario, scenario-dir)"
-                )));
+                return Err(bad(SimulateError::UnknownCompareKey(other.to_string())));
             }
         }
     }
@@ -374,21 +418,21 @@ fn compare_config(
 }
 
 /// The scenario the flags name: a directory, a built-in, or the demo; plus the trace.
-fn load_scenario(args: &SimulateArgs) -> Result<Scenario, String> {
+fn load_scenario(args: &SimulateArgs) -> Result<Scenario, SimulateError> {
     let scenario = match (&args.scenario_dir, &args.scenario) {
-        (Some(dir), _) => Scenario::from_dir(dir).map_err(|e| e.to_string())?,
-        (None, Some(name)) => Scenario::builtin(name).ok_or_else(|| {
-            format!(
-                "--scenario {name:?}: no such built-in scenario (built-in: {})",
-                Scenario::builtin_names().join(", ")
-            )
-        })?,
+        (Some(dir), _) => Scenario::from_dir(dir)?,
+        (None, Some(name)) => {
+            Scenario::builtin(name).ok_or_else(|| SimulateError::NoSuchScenario {
+                name: name.clone(),
+                builtin: Scenario::builtin_names().join(", "),
+            })?
+        }
         (None, None) => Scenario::demo(),
     };
     match &args.trace {
         Some(path) => {
-            let f = SourceFile::read(path).map_err(|e| e.to_string())?;
-            scenario.with_trace(f).map_err(|e| e.to_string())
+            let f = SourceFile::read(path)?;
+            Ok(scenario.with_trace(f)?)
         }
         None => Ok(scenario),
     }
@@ -534,7 +578,7 @@ mod tests {
                 compare: vec![bad.into()],
                 ..SimulateArgs::default()
             };
-            let e = compare_config(&args, &a, &cfg).expect_err(bad);
+            let e = compare_config(&args, &a, &cfg).expect_err(bad).to_string();
             assert!(e.contains(bad), "{e}");
         }
     }

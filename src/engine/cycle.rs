@@ -694,7 +694,12 @@ impl Engine {
 
     /// Places the gang and reserves its quota; on a placement failure nothing is
     /// reserved and the reason is returned.
-    fn admit(&mut self, c: CqId, id: WlId, a: &Assignment) -> Result<(), String> {
+    fn admit(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+    ) -> Result<(), super::topology::GangPlacementError> {
         let needs = super::topology::needs(&self.names, &self.inventory, &self.wl(id).spec, a);
         let placed = super::topology::place_all(
             &self.names,

@@ -359,7 +359,7 @@ impl Assigner<'_> {
         ps: &super::model::PodSetReq,
         count: i32,
         flavor: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::placement::PlacementFailure> {
         let (mode, slice) = ps
             .topology
             .clone()
@@ -374,7 +374,6 @@ impl Assigner<'_> {
         self.inventory
             .find(self.names, flavor, &req, self.strategy)
             .map(|_| ())
-            .map_err(|f| f.message)
     }
 
     /// Whether `a` is a better choice than the earlier candidate `b`.

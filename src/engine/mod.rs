@@ -278,7 +278,7 @@ pub(crate) mod resources;
 mod state;
 mod topology;
 
-pub use state::{Engine, EngineError};
+pub use state::{Engine, EngineError, InvalidObject};
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use super::resources::{FlavorId, Names, ResourceId};
 use super::{Millis, WorkloadKey};
 use crate::api::{
     self,
-    quantity::{parse_milli, resource_value},
+    quantity::{QuantityError, parse_milli, resource_value},
 };
 
 /// The resource Kueue counts as one per pod when a ClusterQueue covers it.
@@ -109,13 +109,20 @@ impl CqSpec {
 }
 
 /// A model-building error; it names the field like the API validation does.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelError(pub String);
-
-impl std::fmt::Display for ModelError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("{field}: {source}")]
+    Quantity {
+        field: String,
+        #[source]
+        source: QuantityError,
+    },
+    #[error("{field}: {source}")]
+    Topology {
+        field: String,
+        #[source]
+        source: crate::placement::TopologyRequestError,
+    },
 }
 
 /// An amount of `resource` in the engine's unit for it (milli for cpu, whole units else).
@@ -124,15 +131,19 @@ fn quantity(
     q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
     field: &str,
 ) -> Result<i64, ModelError> {
-    resource_value(resource, q).map_err(|e| ModelError(format!("{field}: {e}")))
+    resource_value(resource, q).map_err(|source| ModelError::Quantity {
+        field: field.to_string(),
+        source,
+    })
 }
 
 fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
     match fs.as_ref().and_then(|f| f.weight.as_ref()) {
         // A weight is no resource: milli-units, so 0.5 stays distinct from 1.
-        Some(w) => {
-            parse_milli(w).map_err(|e| ModelError(format!("{field}.fairSharing.weight: {e}")))
-        }
+        Some(w) => parse_milli(w).map_err(|source| ModelError::Quantity {
+            field: format!("{field}.fairSharing.weight"),
+            source,
+        }),
         None => Ok(1000),
     }
 }
@@ -436,8 +447,12 @@ impl WorkloadSpec {
                 min_count: ps.min_count,
                 per_pod,
                 constraints,
-                topology: crate::placement::topology_mode(ps)
-                    .map_err(|e| ModelError(format!("spec.podSets[{i}]: {e}")))?,
+                topology: crate::placement::topology_mode(ps).map_err(|source| {
+                    ModelError::Topology {
+                        field: format!("spec.podSets[{i}]"),
+                        source,
+                    }
+                })?,
             });
         }
         let pod_sets_hash = pod_sets_hash(&pod_sets);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::state::{Engine, EngineError};
+use super::state::{Engine, EngineError, InvalidObject};
 use crate::api;
 
 impl Engine {
@@ -23,7 +23,7 @@ impl Engine {
             .map_err(|e| EngineError::Invalid {
                 kind: "Node",
                 name: node.metadata.name.clone().unwrap_or_default(),
-                message: e.0,
+                source: e.into(),
             })?;
         self.evict_owners(change.lost, "the node became unschedulable or not ready");
         if change.flavors.is_empty() {
@@ -47,21 +47,25 @@ impl Engine {
         node: &str,
         usage: &BTreeMap<String, Quantity>,
     ) -> Result<(), EngineError> {
-        let invalid = |message: String| EngineError::Invalid {
+        let invalid = |source: InvalidObject| EngineError::Invalid {
             kind: "Node",
             name: node.to_string(),
-            message,
+            source,
         };
         let mut milli = BTreeMap::new();
         for (k, q) in usage {
-            let v = api::quantity::resource_value(k, q)
-                .map_err(|e| invalid(format!("usage[{k}]: {e}")))?;
+            let v = api::quantity::resource_value(k, q).map_err(|source| {
+                invalid(InvalidObject::Usage {
+                    resource: k.clone(),
+                    source,
+                })
+            })?;
             milli.insert(k.clone(), v);
         }
         let flavors = self
             .inventory
             .set_external_usage(&mut self.names, node, &milli)
-            .map_err(|e| invalid(e.0))?;
+            .map_err(|e| invalid(e.into()))?;
         self.revive_flavors(&flavors);
         Ok(())
     }

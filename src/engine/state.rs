@@ -25,11 +25,28 @@ pub type CqId = u32;
 /// An engine error: an object the engine cannot use, named with its field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
-    #[error("{kind} {name:?}: {message}")]
+    #[error("{kind} {name:?}: {source}")]
     Invalid {
         kind: &'static str,
         name: String,
-        message: String,
+        #[source]
+        source: InvalidObject,
+    },
+}
+
+/// Why the engine cannot use an object; each variant keeps the underlying error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidObject {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
+    /// A node's externally used amount that is not a quantity.
+    #[error("usage[{resource}]: {source}")]
+    Usage {
+        resource: String,
+        #[source]
+        source: api::quantity::QuantityError,
     },
 }
 
@@ -234,7 +251,7 @@ impl Engine {
                     .map_err(|e| EngineError::Invalid {
                         kind: "Topology",
                         name,
-                        message: e.0,
+                        source: e.into(),
                     })?;
                 self.revive_all();
             }
@@ -1193,7 +1210,7 @@ fn invalid(kind: &'static str, name: &str, e: ModelError) -> EngineError {
     EngineError::Invalid {
         kind,
         name: name.to_string(),
-        message: e.0,
+        source: e.into(),
     }
 }
 

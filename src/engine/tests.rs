@@ -454,3 +454,31 @@ fn a_cluster_queue_with_admission_checks_is_inactive_until_they_are_removed() {
     let r = e.cluster_queue_report("a").unwrap();
     assert!(r.active && r.inactive_condition_reason.is_none());
 }
+
+#[test]
+fn an_unusable_quota_names_the_object_and_field_and_keeps_the_quantity_error() {
+    let mut e = Engine::new(EngineConfig::default());
+    let err = e
+        .apply(
+            0,
+            Event::ClusterQueueUpserted(cq("team-a", None, "lots", None, "")),
+        )
+        .expect_err("the quota is not a quantity");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(
+            "ClusterQueue \"team-a\": spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: \
+             invalid quantity \"lots\": "
+        ),
+        "{message}"
+    );
+    // The chain goes object -> field -> quantity, so callers can inspect each cause.
+    let model = std::error::Error::source(&err).expect("the model error is kept");
+    let quantity = model.source().expect("the quantity error is kept");
+    assert!(
+        quantity
+            .downcast_ref::<crate::api::quantity::QuantityError>()
+            .is_some(),
+        "{quantity:?}"
+    );
+}

@@ -6,8 +6,18 @@ use super::model::WorkloadSpec;
 use super::queue::WlId;
 use super::resources::Names;
 use crate::placement::{
-    Inventory, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode,
+    Inventory, PlacementFailure, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode,
 };
+
+/// Why a gang could not be placed: the first PodSet that did not fit, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("pod set {pod_set} (flavor {flavor}): {source}")]
+pub struct GangPlacementError {
+    pub pod_set: String,
+    pub flavor: String,
+    #[source]
+    pub source: PlacementFailure,
+}
 
 /// One PodSet that must be placed: its index, its TAS flavor and the request.
 pub struct PlacementNeed {
@@ -59,14 +69,14 @@ pub fn needs(
 pub type Placed = (usize, PodSetPlacement, Vec<(u32, i32)>);
 
 /// Places every need, all or nothing, charging `owner` in the inventory.
-/// On failure nothing stays charged and the first failure's message is returned.
+/// On failure nothing stays charged and the first failure is returned.
 pub fn place_all(
     names: &Names,
     inv: &mut Inventory,
     owner: WlId,
     needs: &[PlacementNeed],
     strategy: Strategy,
-) -> Result<Vec<Placed>, String> {
+) -> Result<Vec<Placed>, GangPlacementError> {
     let mut placed = Vec::with_capacity(needs.len());
     for need in needs {
         match inv.find(names, &need.flavor, &need.request, strategy) {
@@ -85,17 +95,17 @@ pub fn place_all(
                     nodes,
                 ));
             }
-            Err(f) => {
+            Err(source) => {
                 inv.release(owner);
-                return Err(format!("pod set {}: {}", need_name(need), f.message));
+                return Err(GangPlacementError {
+                    pod_set: need.name.clone(),
+                    flavor: need.flavor.clone(),
+                    source,
+                });
             }
         }
     }
     Ok(placed)
-}
-
-fn need_name(n: &PlacementNeed) -> String {
-    format!("{} (flavor {})", n.name, n.flavor)
 }
 
 /// Whether every need could be placed right now; leaves the inventory unchanged.
@@ -105,7 +115,7 @@ pub fn feasible(
     owner: WlId,
     needs: &[PlacementNeed],
     strategy: Strategy,
-) -> Result<(), String> {
+) -> Result<(), GangPlacementError> {
     if needs.is_empty() {
         return Ok(());
     }

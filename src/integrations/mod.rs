@@ -210,7 +210,7 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
             let template = full_template(obj, &ps.pointer).map_err(|e| {
                 let p = ps.meta_path.to_string();
                 let path = Path::new(p.strip_suffix(".metadata").unwrap_or(&p));
-                IntegrationError::from(FieldError::invalid_omit(&path, e))
+                IntegrationError::from(FieldError::invalid_omit(&path, e.to_string()))
             })?;
             let topology_request = ps
                 .meta
@@ -344,7 +344,10 @@ pub fn max_execution_time(value: Option<&str>) -> Result<Option<i32>, FieldError
 
 /// The full pod template at `pointer` (the object itself when empty), with its metadata
 /// reduced to labels and annotations as Workload pod templates require.
-fn full_template(obj: &serde_json::Value, pointer: &PointerBuf) -> Result<PodTemplateSpec, String> {
+fn full_template(
+    obj: &serde_json::Value,
+    pointer: &PointerBuf,
+) -> Result<PodTemplateSpec, serde_json::Error> {
     let at = if pointer.is_root() {
         Some(obj)
     } else {
@@ -353,7 +356,7 @@ fn full_template(obj: &serde_json::Value, pointer: &PointerBuf) -> Result<PodTem
     let Some(at) = at else {
         return Ok(PodTemplateSpec::default());
     };
-    let t = PodTemplateSpec::deserialize_from(at).map_err(|e| e.to_string())?;
+    let t = PodTemplateSpec::deserialize_from(at)?;
     let metadata = t.metadata.map(|m| ObjectMeta {
         labels: m.labels,
         annotations: m.annotations,

@@ -23,7 +23,8 @@ pub enum Strategy {
 }
 
 /// Why a PodSet cannot be placed, for the user.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct PlacementFailure {
     pub message: String,
 }

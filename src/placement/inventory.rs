@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
-use crate::api::{self, quantity::resource_value};
+use crate::api::{
+    self,
+    quantity::{QuantityError, resource_value},
+};
 use crate::names::{Names, ResourceId};
 
 /// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
@@ -14,10 +17,38 @@ const MAX_SLOTS: i64 = 256;
 /// Histogram resources per tree: GPUs, a few MIG profiles, CPU.
 const MAX_HISTS: usize = 6;
 
-/// A problem with topology or node data, named for the user.
+/// A problem with topology or node data, naming the object and field for the user.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PlacementError(pub String);
+pub enum PlacementError {
+    #[error("Topology {topology}: spec.levels: Required value: at least one level")]
+    NoLevels { topology: String },
+    #[error("Topology {topology}: spec.levels: Too many: {count} > 16")]
+    TooManyLevels { topology: String, count: usize },
+    #[error("Topology {topology}: spec.levels[{index}].nodeLabel: Duplicate value: {label:?}")]
+    DuplicateLevel {
+        topology: String,
+        index: usize,
+        label: String,
+    },
+    #[error(
+        "Topology {topology}: spec.levels[{index}].nodeLabel: Invalid value: {label:?}: {} must be the lowest level",
+        api::constants::HOSTNAME_LABEL
+    )]
+    HostnameNotLowest {
+        topology: String,
+        index: usize,
+        label: String,
+    },
+    #[error("Node {node}: status.allocatable[{resource}]: {source}")]
+    Allocatable {
+        node: String,
+        resource: String,
+        #[source]
+        source: QuantityError,
+    },
+    #[error("Node {0} is not known")]
+    UnknownNode(String),
+}
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeRec {
@@ -205,26 +236,30 @@ pub struct Inventory {
 /// Validates a Topology's levels the way Kueue does.
 pub fn validate_levels(name: &str, levels: &[String]) -> Result<(), PlacementError> {
     if levels.is_empty() {
-        return Err(PlacementError(format!(
-            "Topology {name}: spec.levels: Required value: at least one level"
-        )));
+        return Err(PlacementError::NoLevels {
+            topology: name.to_string(),
+        });
     }
     if levels.len() > 16 {
-        return Err(PlacementError(format!(
-            "Topology {name}: spec.levels: Too many: {} > 16",
-            levels.len()
-        )));
+        return Err(PlacementError::TooManyLevels {
+            topology: name.to_string(),
+            count: levels.len(),
+        });
     }
     for (i, l) in levels.iter().enumerate() {
         if levels[..i].contains(l) {
-            return Err(PlacementError(format!(
-                "Topology {name}: spec.levels[{i}].nodeLabel: Duplicate value: {l:?}"
-            )));
+            return Err(PlacementError::DuplicateLevel {
+                topology: name.to_string(),
+                index: i,
+                label: l.clone(),
+            });
         }
         if l == api::constants::HOSTNAME_LABEL && i + 1 != levels.len() {
-            return Err(PlacementError(format!(
-                "Topology {name}: spec.levels[{i}].nodeLabel: Invalid value: {l:?}: kubernetes.io/hostname must be the lowest level"
-            )));
+            return Err(PlacementError::HostnameNotLowest {
+                topology: name.to_string(),
+                index: i,
+                label: l.clone(),
+            });
         }
     }
     Ok(())
@@ -311,8 +346,10 @@ impl Inventory {
             .into_iter()
             .flatten()
         {
-            let v = resource_value(k, q).map_err(|e| {
-                PlacementError(format!("Node {name}: status.allocatable[{k}]: {e}"))
+            let v = resource_value(k, q).map_err(|source| PlacementError::Allocatable {
+                node: name.to_string(),
+                resource: k.clone(),
+                source,
             })?;
             add_at(&mut allocatable, names.resource(k) as usize, v);
         }
@@ -430,7 +467,7 @@ impl Inventory {
         usage: &BTreeMap<String, i64>,
     ) -> Result<Vec<String>, PlacementError> {
         let Some(&idx) = self.node_index.get(node) else {
-            return Err(PlacementError(format!("Node {node} is not known")));
+            return Err(PlacementError::UnknownNode(node.to_string()));
         };
         let mut ext = Vec::new();
         for (k, v) in usage {

@@ -18,7 +18,7 @@ pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;
 pub use inventory::{Held, Inventory, NodeChange, NodeSummary, PlacementError, validate_levels};
 pub use pool::{NodePoolSpec, PoolLevel};
-pub use request::{PodSetPlacementRequest, TopologyMode, topology_mode};
+pub use request::{PodSetPlacementRequest, TopologyMode, TopologyRequestError, topology_mode};
 
 /// Where one PodSet's pods go: (node name, pod count), in domain order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -38,9 +38,41 @@ pub struct PodSetPlacementRequest {
 /// A PodSet's topology mode and optional slice (level, size).
 pub type TopologyRequest = (TopologyMode, Option<(String, i32)>);
 
+/// Why a PodSet's topology request cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyRequestError {
+    #[error(
+        "annotation {}: {value:?} is not an integer",
+        constants::PODSET_SLICE_SIZE_ANNOTATION
+    )]
+    SliceSizeNotInteger {
+        value: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("pod set may have only one of required, preferred or unconstrained topology")]
+    ConflictingModes,
+    #[error("podset slice size must be at least 1, got {0}")]
+    SliceSizeTooSmall(i32),
+    #[error(
+        "{} requires {}",
+        constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+        constants::PODSET_SLICE_SIZE_ANNOTATION
+    )]
+    SliceLevelWithoutSize,
+    #[error(
+        "{} requires {}",
+        constants::PODSET_SLICE_SIZE_ANNOTATION,
+        constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+    )]
+    SliceSizeWithoutLevel,
+    #[error("{SPREAD_ANNOTATION} can only be combined with a required topology")]
+    SpreadWithOtherMode,
+}
+
 /// Reads the topology request of a PodSet: the Workload's `topologyRequest`, else the
 /// pod template's annotations (what a Job carries), else `None` (no TAS request).
-pub fn topology_mode(ps: &api::PodSet) -> Result<Option<TopologyRequest>, String> {
+pub fn topology_mode(ps: &api::PodSet) -> Result<Option<TopologyRequest>, TopologyRequestError> {
     let ann = ps
         .template
         .metadata
@@ -68,11 +100,11 @@ pub fn topology_mode(ps: &api::PodSet) -> Result<Option<TopologyRequest>, String
     let slice_size = match tr.pod_set_slice_size {
         Some(s) => Some(s),
         None => match ann.get(constants::PODSET_SLICE_SIZE_ANNOTATION) {
-            Some(v) => Some(v.parse::<i32>().map_err(|_| {
-                format!(
-                    "annotation {}: {v:?} is not an integer",
-                    constants::PODSET_SLICE_SIZE_ANNOTATION
-                )
+            Some(v) => Some(v.parse::<i32>().map_err(|source| {
+                TopologyRequestError::SliceSizeNotInteger {
+                    value: v.clone(),
+                    source,
+                }
             })?),
             None => None,
         },
@@ -82,36 +114,18 @@ pub fn topology_mode(ps: &api::PodSet) -> Result<Option<TopologyRequest>, String
         .filter(|b| **b)
         .count();
     if set > 1 {
-        return Err(
-            "pod set may have only one of required, preferred or unconstrained topology".into(),
-        );
+        return Err(TopologyRequestError::ConflictingModes);
     }
     let slice = match (slice_level, slice_size) {
         (Some(l), Some(s)) if s >= 1 => Some((l, s)),
-        (Some(_), Some(s)) => return Err(format!("podset slice size must be at least 1, got {s}")),
-        (Some(_), None) => {
-            return Err(format!(
-                "{} requires {}",
-                constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
-                constants::PODSET_SLICE_SIZE_ANNOTATION
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(format!(
-                "{} requires {}",
-                constants::PODSET_SLICE_SIZE_ANNOTATION,
-                constants::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
-            ));
-        }
+        (Some(_), Some(s)) => return Err(TopologyRequestError::SliceSizeTooSmall(s)),
+        (Some(_), None) => return Err(TopologyRequestError::SliceLevelWithoutSize),
+        (None, Some(_)) => return Err(TopologyRequestError::SliceSizeWithoutLevel),
         (None, None) => None,
     };
     let mode = match (spread, required, preferred, unconstrained) {
         (Some(level), within, None, false) => Some(TopologyMode::Spread { level, within }),
-        (Some(_), _, _, _) => {
-            return Err(format!(
-                "{SPREAD_ANNOTATION} can only be combined with a required topology"
-            ));
-        }
+        (Some(_), _, _, _) => return Err(TopologyRequestError::SpreadWithOtherMode),
         (None, Some(l), _, _) => Some(TopologyMode::Required(l)),
         (None, None, Some(l), _) => Some(TopologyMode::Preferred(l)),
         (None, None, None, true) => Some(TopologyMode::Unconstrained),

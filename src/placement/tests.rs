@@ -256,14 +256,14 @@ fn never_double_books_a_node() {
 #[test]
 fn bad_topologies_are_rejected_with_the_field() {
     let dup = validate_levels("t", &["rack".into(), "rack".into()]).expect_err("duplicate");
-    assert!(
-        dup.0.contains("spec.levels[1].nodeLabel: Duplicate value"),
-        "{}",
-        dup.0
+    assert_eq!(
+        dup.to_string(),
+        "Topology t: spec.levels[1].nodeLabel: Duplicate value: \"rack\""
     );
     let host = validate_levels("t", &["kubernetes.io/hostname".into(), "rack".into()])
         .expect_err("hostname first");
-    assert!(host.0.contains("must be the lowest level"), "{}", host.0);
+    let host = host.to_string();
+    assert!(host.contains("must be the lowest level"), "{host}");
 }
 
 #[test]
@@ -284,5 +284,32 @@ fn nodes_without_level_labels_are_named_in_failures() {
         err.message.contains("node stray has no label cloud/block"),
         "{}",
         err.message
+    );
+}
+
+#[test]
+fn a_bad_allocatable_quantity_names_the_node_and_keeps_the_parse_error() {
+    let (mut inv, mut names) = cluster(&[("a1", "b1", "r1", 1)]);
+    let bad: Node = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "odd", "labels": { "kubernetes.io/hostname": "odd" } },
+        "status": { "allocatable": { GPU: "eight" } }
+    }))
+    .expect("fixture");
+    let err = inv
+        .upsert_node(&mut names, &bad)
+        .expect_err("not a quantity");
+    assert!(
+        err.to_string().starts_with(
+            "Node odd: status.allocatable[nvidia.com/gpu]: invalid quantity \"eight\""
+        ),
+        "{err}"
+    );
+    let source = std::error::Error::source(&err).expect("the quantity error is kept");
+    assert!(
+        matches!(
+            source.downcast_ref::<crate::api::quantity::QuantityError>(),
+            Some(crate::api::quantity::QuantityError::Format(q)) if q == "eight"
+        ),
+        "{source:?}"
     );
 }

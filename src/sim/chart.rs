@@ -5,14 +5,20 @@ use plotters::prelude::*;
 
 use super::report::TimeSeries;
 
+/// Why the chart could not be drawn (plotters' SVG backend writes to a string,
+/// so this is a drawing error, never a file error).
+#[derive(Debug, thiserror::Error)]
+#[error("drawing the chart: {0}")]
+pub struct ChartError(#[from] DrawingAreaErrorKind<std::io::Error>);
+
 /// Renders the time series as an SVG document.
-pub fn svg(title: &str, ts: &TimeSeries) -> Result<String, String> {
+pub fn svg(title: &str, ts: &TimeSeries) -> Result<String, ChartError> {
     let mut out = String::new();
-    draw(&mut out, title, ts).map_err(|e| format!("drawing the chart: {e}"))?;
+    draw(&mut out, title, ts)?;
     Ok(out)
 }
 
-fn draw(out: &mut String, title: &str, ts: &TimeSeries) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(out: &mut String, title: &str, ts: &TimeSeries) -> Result<(), ChartError> {
     let root = SVGBackend::with_string(out, (1100, 800)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(400);

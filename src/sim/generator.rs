@@ -24,6 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use serde::{Deserialize, Serialize};
 
 use super::SimError;
+pub use error::GeneratorError;
+
+mod error;
 use super::rng::{SplitMix64, derive_seed};
 use crate::api;
 use crate::api::quantity::resource_value;
@@ -205,7 +208,10 @@ impl GeneratorConfig {
         let de = serde_norway::Deserializer::from_str(yaml);
         serde_path_to_error::deserialize(de).map_err(|e| SimError::Generator {
             source_name: source.to_string(),
-            message: format!("{}: {}", e.path(), e.inner()),
+            source: Box::new(GeneratorError::Yaml {
+                path: e.path().to_string(),
+                message: e.inner().to_string(),
+            }),
         })
     }
 
@@ -234,15 +240,16 @@ impl GeneratorConfig {
         existing: &ExistingObjects,
         seed: u64,
     ) -> Result<Generated, SimError> {
-        let err = |message: String| SimError::Generator {
+        let err = |e: GeneratorError| SimError::Generator {
             source_name: source.to_string(),
-            message,
+            source: Box::new(e),
         };
         let total = self.workload_count();
         if total > MAX_WORKLOADS {
-            return Err(err(format!(
-                "the config creates {total} workloads, more than the limit of {MAX_WORKLOADS}"
-            )));
+            return Err(err(GeneratorError::TooManyWorkloads {
+                total,
+                limit: MAX_WORKLOADS,
+            }));
         }
         let flavor = self
             .resource_flavor
@@ -277,17 +284,19 @@ impl GeneratorConfig {
                     .map_err(&err)?;
                     for (qidx, cq) in queue_names.iter().enumerate() {
                         if !seen_cqs.insert(cq.clone()) {
-                            return Err(err(format!(
-                                "{qpath}: ClusterQueue {cq:?} is generated twice"
-                            )));
+                            return Err(err(GeneratorError::GeneratedTwice {
+                                path: qpath,
+                                cq: cq.clone(),
+                            }));
                         }
                         // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
                         let (namespace, lq) = (cq.clone(), cq.clone());
                         if let Some(nominal) = &qset.nominal_quota {
                             if existing.cluster_queues.contains(cq) {
-                                return Err(err(format!(
-                                    "{qpath}: ClusterQueue {cq:?} is both in the manifests and generated (drop nominalQuota to use the manifest's)"
-                                )));
+                                return Err(err(GeneratorError::AlsoInManifests {
+                                    path: qpath,
+                                    cq: cq.clone(),
+                                }));
                             }
                             out.cluster_queues.push(
                                 kueue_cluster_queue(cq, cohort, &flavor, nominal, qset, &qpath)
@@ -307,14 +316,21 @@ impl GeneratorConfig {
                             match existing.local_queues.get(&(namespace.clone(), lq.clone())) {
                                 Some(target) if target == cq => {}
                                 Some(target) => {
-                                    return Err(err(format!(
-                                        "{qpath}: LocalQueue {namespace}/{lq} points at ClusterQueue {target:?}, expected {cq:?}"
-                                    )));
+                                    return Err(err(GeneratorError::LocalQueueElsewhere {
+                                        path: qpath,
+                                        namespace,
+                                        local_queue: lq,
+                                        target: target.clone(),
+                                        cq: cq.clone(),
+                                    }));
                                 }
                                 None => {
-                                    return Err(err(format!(
-                                        "{qpath}: no LocalQueue {namespace}/{lq} in the manifests; add it (pointing at ClusterQueue {cq:?}) or set nominalQuota to generate one"
-                                    )));
+                                    return Err(err(GeneratorError::NoLocalQueue {
+                                        path: qpath,
+                                        namespace,
+                                        local_queue: lq,
+                                        cq: cq.clone(),
+                                    }));
                                 }
                             }
                         }
@@ -379,25 +395,28 @@ fn names_of(
     count: Option<u32>,
     names: Option<&Vec<String>>,
     generated: impl Fn(u32) -> String,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, GeneratorError> {
+    let path = path.to_string();
     if class.is_empty() && names.is_none() {
-        return Err(format!("{path}.className: must not be empty"));
+        return Err(GeneratorError::EmptyClassName { path });
     }
     match (count, names) {
-        (Some(c), Some(n)) if c as usize != n.len() => Err(format!(
-            "{path}: count is {c} but {} names are given",
-            n.len()
-        )),
+        (Some(c), Some(n)) if c as usize != n.len() => Err(GeneratorError::CountMismatch {
+            path,
+            count: c,
+            names: n.len(),
+        }),
         (_, Some(n)) => {
             if let Some(bad) = n.iter().find(|s| !is_dns_label(s)) {
-                return Err(format!(
-                    "{path}.names: {bad:?} is not a valid name (lowercase DNS label)"
-                ));
+                return Err(GeneratorError::InvalidName {
+                    path: format!("{path}.names"),
+                    name: bad.clone(),
+                });
             }
             Ok(n.clone())
         }
         (Some(c), None) => Ok((0..c).map(generated).collect()),
-        (None, None) => Err(format!("{path}: set count or names")),
+        (None, None) => Err(GeneratorError::NoCountOrNames { path }),
     }
 }
 
@@ -419,10 +438,16 @@ fn kueue_cluster_queue(
     nominal: &Quantity,
     qset: &QueuesSet,
     path: &str,
-) -> Result<api::ClusterQueue, String> {
-    resource_value("cpu", nominal).map_err(|e| format!("{path}.nominalQuota: {e}"))?;
+) -> Result<api::ClusterQueue, GeneratorError> {
+    let quantity = |field: &str, q: &Quantity| {
+        resource_value("cpu", q).map_err(|source| GeneratorError::Quantity {
+            field: format!("{path}.{field}"),
+            source,
+        })
+    };
+    quantity("nominalQuota", nominal)?;
     if let Some(b) = &qset.borrowing_limit {
-        resource_value("cpu", b).map_err(|e| format!("{path}.borrowingLimit: {e}"))?;
+        quantity("borrowingLimit", b)?;
     }
     let spec = api::ClusterQueueSpec {
         resource_groups: vec![api::ResourceGroup {
@@ -486,35 +511,45 @@ struct Template {
 }
 
 impl Template {
-    fn new(t: &WorkloadTemplate, path: &str, kueue_mode: bool) -> Result<Self, String> {
+    fn new(t: &WorkloadTemplate, path: &str, kueue_mode: bool) -> Result<Self, GeneratorError> {
+        let field = |f: &str| format!("{path}.{f}");
         if !is_dns_label(&t.class_name) {
-            return Err(format!(
-                "{path}.className: {:?} is not a valid name (lowercase DNS label)",
-                t.class_name
-            ));
+            return Err(GeneratorError::InvalidName {
+                path: field("className"),
+                name: t.class_name.clone(),
+            });
         }
         let pod_count = t.pod_count.unwrap_or(1);
         if pod_count == 0 {
-            return Err(format!("{path}.podCount: must be at least 1"));
+            return Err(GeneratorError::Zero {
+                field: field("podCount"),
+            });
         }
-        let pod_count =
-            i32::try_from(pod_count).map_err(|_| format!("{path}.podCount: too large"))?;
+        let pod_count = i32::try_from(pod_count).map_err(|_| GeneratorError::TooLarge {
+            field: field("podCount"),
+        })?;
         let mut requests = t.requests.clone();
         if let Some(cpu) = &t.request {
             requests.insert("cpu".to_string(), cpu.clone());
         }
         let mut per_pod = BTreeMap::new();
         for (r, q) in &requests {
-            let m = resource_value(r, q).map_err(|e| format!("{path}.requests[{r}]: {e}"))?;
+            let m = resource_value(r, q).map_err(|source| GeneratorError::Quantity {
+                field: field(&format!("requests[{r}]")),
+                source,
+            })?;
             if m < 0 {
-                return Err(format!("{path}.requests[{r}]: must not be negative"));
+                return Err(GeneratorError::Negative {
+                    field: field(&format!("requests[{r}]")),
+                });
             }
             per_pod.insert(r.clone(), m);
         }
         if kueue_mode && let Some(r) = requests.keys().find(|r| *r != "cpu") {
-            return Err(format!(
-                "{path}: requests {r:?}, but generated ClusterQueues only cover cpu; define the queues in manifests to use other resources"
-            ));
+            return Err(GeneratorError::NotCpu {
+                path: path.to_string(),
+                resource: r.clone(),
+            });
         }
         if let Some(tr) = &t.topology_request {
             // Validate with the engine's own reader so a bad request is a
@@ -524,13 +559,16 @@ impl Template {
                 topology_request: Some(tr.clone()),
                 ..Default::default()
             };
-            crate::placement::topology_mode(&probe)
-                .map_err(|e| format!("{path}.topologyRequest: {e}"))?;
+            crate::placement::topology_mode(&probe).map_err(|source| GeneratorError::Topology {
+                path: path.to_string(),
+                source,
+            })?;
         }
         Ok(Self {
             class: t.class_name.clone(),
-            runtime: Millis::try_from(t.runtime_ms)
-                .map_err(|_| format!("{path}.runtimeMs: too large"))?,
+            runtime: Millis::try_from(t.runtime_ms).map_err(|_| GeneratorError::TooLarge {
+                field: field("runtimeMs"),
+            })?,
             priority: t.priority,
             pod_count,
             requests,

@@ -34,10 +34,12 @@ pub enum SimError {
         source_name: String,
         message: String,
     },
-    #[error("{source_name}: {message}")]
+    #[error("{source_name}: {source}")]
     Generator {
         source_name: String,
-        message: String,
+        // Boxed: the variant would otherwise make every `Result<_, SimError>` large.
+        #[source]
+        source: Box<generator::GeneratorError>,
     },
     #[error("{source_name}: {message}")]
     Scenario {

@@ -169,7 +169,7 @@ impl NodesConfig {
                     }
                 };
                 crate::placement::validate_levels(&t.name, &levels)
-                    .map_err(|e| err(format!("topology.levels: {}", e.0)))?;
+                    .map_err(|e| err(format!("topology.levels: {e}")))?;
                 Some(api::Topology::new(
                     &t.name,
                     api::TopologySpec {

@@ -34,7 +34,10 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
 use super::server::parse_duration;
-use super::tls::{self, CA_FILE, CERT_FILE, CertInfo, KEY_FILE};
+use super::tls::{self, CA_FILE, CERT_FILE, CertInfo, CertParseError, KEY_FILE};
+
+mod error;
+pub use error::{CertsError, CheckFailure, PatchError};
 
 /// The CA's private key; never part of the Secret.
 pub const CA_KEY_FILE: &str = "ca.key";
@@ -126,20 +129,6 @@ impl CertsArgs {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CertsError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
-    #[error("certificate generation: {0}")]
-    Rcgen(#[from] rcgen::Error),
-    #[error("{}: {reason}", path.display())]
-    Invalid { path: PathBuf, reason: String },
-    #[error("{}: cannot set caBundle: {reason}", path.display())]
-    Patch { path: PathBuf, reason: String },
-    #[error("check failed: {0}")]
-    CheckFailed(String),
-}
-
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CertsError + '_ {
     move |source| CertsError::Io {
         path: path.to_owned(),
@@ -174,9 +163,8 @@ impl std::fmt::Debug for PemPair {
 }
 
 impl PemPair {
-    pub fn info(&self) -> Result<CertInfo, String> {
-        let der =
-            CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).map_err(|e| e.to_string())?;
+    pub fn info(&self) -> Result<CertInfo, CertParseError> {
+        let der = CertificateDer::from_pem_slice(self.cert_pem.as_bytes())?;
         CertInfo::from_der(&der)
     }
 }
@@ -328,15 +316,13 @@ pub fn ensure(args: &CertsArgs) -> Result<Outcome, CertsError> {
     };
     let (ca_pair, ca_action) = match existing_ca {
         Some(ca) => {
-            let info = ca.info().map_err(|reason| CertsError::Invalid {
+            let info = ca.info().map_err(|source| CertsError::Invalid {
                 path: dir.join(CA_FILE),
-                reason,
+                source,
             })?;
             if info.remaining(now) <= args.rotate_before {
                 if args.check {
-                    return Err(CertsError::CheckFailed(
-                        "CA expires within --rotate-before".into(),
-                    ));
+                    return Err(CheckFailure::CaExpiring.into());
                 }
                 (generate_ca(args.ca_validity)?, Action::Renewed)
             } else {
@@ -344,16 +330,13 @@ pub fn ensure(args: &CertsArgs) -> Result<Outcome, CertsError> {
             }
         }
         None if args.check => {
-            return Err(CertsError::CheckFailed(format!(
-                "no CA in {}",
-                dir.display()
-            )));
+            return Err(CheckFailure::NoCa { dir: dir.clone() }.into());
         }
         None => (generate_ca(args.ca_validity)?, Action::Created),
     };
-    let ca_info = ca_pair.info().map_err(|reason| CertsError::Invalid {
+    let ca_info = ca_pair.info().map_err(|source| CertsError::Invalid {
         path: dir.join(CA_FILE),
-        reason,
+        source,
     })?;
 
     let existing = if args.force || ca_action != Action::Kept {
@@ -366,9 +349,7 @@ pub fn ensure(args: &CertsArgs) -> Result<Outcome, CertsError> {
         {
             None => (serving, Action::Kept, None),
             Some(reason) if args.check => {
-                return Err(CertsError::CheckFailed(format!(
-                    "serving certificate: {reason}"
-                )));
+                return Err(CheckFailure::Serving { reason }.into());
             }
             Some(reason) => (
                 issue_serving(&ca_pair, &names, args.validity)?,
@@ -377,10 +358,7 @@ pub fn ensure(args: &CertsArgs) -> Result<Outcome, CertsError> {
             ),
         },
         None if args.check => {
-            return Err(CertsError::CheckFailed(format!(
-                "no serving certificate in {}",
-                dir.display()
-            )));
+            return Err(CheckFailure::NoServing { dir: dir.clone() }.into());
         }
         None => {
             let action = if dir.join(CERT_FILE).exists() {
@@ -413,9 +391,9 @@ pub fn ensure(args: &CertsArgs) -> Result<Outcome, CertsError> {
             )?;
         }
     }
-    let serving_info = serving_pair.info().map_err(|reason| CertsError::Invalid {
+    let serving_info = serving_pair.info().map_err(|source| CertsError::Invalid {
         path: dir.join(CERT_FILE),
-        reason,
+        source,
     })?;
     Ok(Outcome {
         ca: ca_action,
@@ -493,9 +471,9 @@ pub fn secret_manifest(
         data: Some(data),
         ..Default::default()
     };
-    serde_norway::to_string(&secret).map_err(|e| CertsError::Invalid {
+    serde_norway::to_string(&secret).map_err(|source| CertsError::Serialize {
         path: PathBuf::from(name),
-        reason: e.to_string(),
+        source,
     })
 }
 
@@ -508,7 +486,7 @@ const WEBHOOK_KINDS: [&str; 2] = [
 /// configuration in a (multi-document) YAML text. Edits lines rather than
 /// re-serialising, so comments and layout survive; the result is parsed
 /// back and checked. Returns the new text and how many webhooks were set.
-pub fn patch_ca_bundle(yaml: &str, ca_bundle_b64: &str) -> Result<(String, usize), String> {
+pub fn patch_ca_bundle(yaml: &str, ca_bundle_b64: &str) -> Result<(String, usize), PatchError> {
     let mut out = String::with_capacity(yaml.len() + 1024);
     let mut patched = 0;
     for (i, doc) in split_documents(yaml).into_iter().enumerate() {
@@ -540,8 +518,8 @@ fn split_documents(yaml: &str) -> Vec<String> {
     docs
 }
 
-fn is_webhook_configuration(doc: &str) -> Result<bool, String> {
-    let value: serde_norway::Value = serde_norway::from_str(doc).map_err(|e| e.to_string())?;
+fn is_webhook_configuration(doc: &str) -> Result<bool, PatchError> {
+    let value: serde_norway::Value = serde_norway::from_str(doc).map_err(PatchError::Parse)?;
     Ok(value
         .get("kind")
         .and_then(|k| k.as_str())
@@ -603,9 +581,8 @@ fn patch_document(doc: &str, ca: &str) -> (String, usize) {
     (text, count)
 }
 
-fn verify_document(doc: &str, ca: &str, expected: usize) -> Result<(), String> {
-    let value: serde_norway::Value =
-        serde_norway::from_str(doc).map_err(|e| format!("patched YAML does not parse: {e}"))?;
+fn verify_document(doc: &str, ca: &str, expected: usize) -> Result<(), PatchError> {
+    let value: serde_norway::Value = serde_norway::from_str(doc).map_err(PatchError::Reparse)?;
     let webhooks = value
         .get("webhooks")
         .and_then(|w| w.as_sequence())
@@ -620,10 +597,10 @@ fn verify_document(doc: &str, ca: &str, expected: usize) -> Result<(), String> {
         })
         .count();
     if set != webhooks.len() || set != expected {
-        return Err(format!(
-            "unexpected layout: {set} of {} webhooks got the caBundle (use block-style YAML)",
-            webhooks.len()
-        ));
+        return Err(PatchError::Layout {
+            set,
+            total: webhooks.len(),
+        });
     }
     Ok(())
 }
@@ -698,9 +675,9 @@ pub fn patch_manifest_dir(
     for path in yaml_files(input)? {
         let text = fs::read_to_string(&path).map_err(io_err(&path))?;
         let (patched, n) =
-            patch_ca_bundle(&text, ca_bundle_b64).map_err(|reason| CertsError::Patch {
+            patch_ca_bundle(&text, ca_bundle_b64).map_err(|source| CertsError::Patch {
                 path: path.clone(),
-                reason,
+                source,
             })?;
         if n == 0 {
             continue;

@@ -5,11 +5,22 @@ use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kube::core::Status;
-use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::conversion::{
+    ConversionRequest, ConversionResponse, ConversionReview, ConvertConversionReviewError,
+};
 
 use crate::crds::convert;
 
 pub use crate::crds::CONVERT_PATH;
+
+/// Why a request body is not a ConversionReview we can answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewBodyError {
+    #[error("the body is not a ConversionReview: {0}")]
+    NotAReview(#[source] serde_json::Error),
+    #[error("the ConversionReview has no request")]
+    NoRequest(#[source] ConvertConversionReviewError),
+}
 
 /// Answers one ConversionReview body. A body that is not a ConversionReview with a request
 /// gets HTTP 400 and a failed review saying why; an object that does not convert fails the
@@ -17,15 +28,14 @@ pub use crate::crds::CONVERT_PATH;
 /// and the field.
 pub fn handle(body: &[u8]) -> (StatusCode, ConversionReview) {
     let request = serde_json::from_slice::<ConversionReview>(body)
-        .map_err(|e| format!("the body is not a ConversionReview: {e}"))
+        .map_err(ReviewBodyError::NotAReview)
         .and_then(|review| {
-            ConversionRequest::from_review(review)
-                .map_err(|_| "the ConversionReview has no request".to_string())
+            ConversionRequest::from_review(review).map_err(ReviewBodyError::NoRequest)
         });
     let request = match request {
         Ok(r) => r,
-        Err(message) => {
-            let status = Status::failure(&message, "BadRequest").with_code(400);
+        Err(e) => {
+            let status = Status::failure(&e.to_string(), "BadRequest").with_code(400);
             return (
                 StatusCode::BAD_REQUEST,
                 ConversionResponse::invalid(status).into_review(),

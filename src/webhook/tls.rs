@@ -32,7 +32,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use x509_parser::extensions::ParsedExtension;
 use x509_parser::oid_registry::{OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY};
-use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate, X509Error};
 use x509_parser::x509::SubjectPublicKeyInfo;
 
 /// File names inside the certificate directory. They are the keys of a
@@ -52,10 +52,18 @@ pub enum TlsError {
     Read { path: PathBuf, source: io::Error },
     #[error("{}: no PEM certificate found", path.display())]
     NoCertificate { path: PathBuf },
-    #[error("{}: invalid PEM: {reason}", path.display())]
-    Pem { path: PathBuf, reason: String },
-    #[error("{}: invalid certificate: {reason}", path.display())]
-    Certificate { path: PathBuf, reason: String },
+    #[error("{}: invalid PEM: {source}", path.display())]
+    Pem {
+        path: PathBuf,
+        #[source]
+        source: PemProblem,
+    },
+    #[error("{}: invalid certificate: {source}", path.display())]
+    Certificate {
+        path: PathBuf,
+        #[source]
+        source: CertParseError,
+    },
     #[error(
         "{}: {found} key refused: the webhook serves ECDSA P-256 only \
          (generate a pair with `kuota certs`, or set `privateKey.algorithm: ECDSA, size: 256` in cert-manager)",
@@ -68,6 +76,26 @@ pub enum TlsError {
     KeyMismatch { cert: PathBuf, key: PathBuf },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+}
+
+/// Why a PEM file yields no usable item.
+#[derive(Debug, thiserror::Error)]
+pub enum PemProblem {
+    #[error("no private key found")]
+    NoPrivateKey,
+    #[error("{0}")]
+    Parse(#[from] rustls_pki_types::pem::Error),
+}
+
+/// Why the fields of a certificate could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CertParseError {
+    #[error("{0}")]
+    Pem(#[from] rustls_pki_types::pem::Error),
+    #[error("{0}")]
+    Der(#[from] x509_parser::nom::Err<X509Error>),
+    #[error("subjectAltName: {0}")]
+    SubjectAltName(#[source] X509Error),
 }
 
 /// What we need to know about a serving certificate: for logs, metrics,
@@ -99,8 +127,8 @@ impl fmt::Debug for CertInfo {
 
 impl CertInfo {
     /// Parses the fields we use from a DER certificate.
-    pub fn from_der(der: &[u8]) -> Result<Self, String> {
-        let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+    pub fn from_der(der: &[u8]) -> Result<Self, CertParseError> {
+        let (_, cert) = X509Certificate::from_der(der)?;
         let validity = cert.validity();
         let dns_names = match cert.subject_alternative_name() {
             Ok(Some(san)) => san
@@ -113,7 +141,7 @@ impl CertInfo {
                 })
                 .collect(),
             Ok(None) => Vec::new(),
-            Err(e) => return Err(format!("subjectAltName: {e}")),
+            Err(e) => return Err(CertParseError::SubjectAltName(e)),
         };
         let mut authority_key_id = String::new();
         let mut subject_key_id = String::new();
@@ -196,27 +224,24 @@ pub fn load_key_pair_from_pem(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::Pem {
             path: cert_path.to_owned(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
     let Some(leaf) = chain.first() else {
         return Err(TlsError::NoCertificate {
             path: cert_path.to_owned(),
         });
     };
-    let info = CertInfo::from_der(leaf).map_err(|reason| TlsError::Certificate {
+    let info = CertInfo::from_der(leaf).map_err(|source| TlsError::Certificate {
         path: cert_path.to_owned(),
-        reason,
+        source,
     })?;
     check_leaf_key_is_p256(leaf, cert_path)?;
 
-    let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| match e {
-        rustls_pki_types::pem::Error::NoItemsFound => TlsError::Pem {
-            path: key_path.to_owned(),
-            reason: "no private key found".into(),
-        },
-        other => TlsError::Pem {
-            path: key_path.to_owned(),
-            reason: other.to_string(),
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Pem {
+        path: key_path.to_owned(),
+        source: match e {
+            rustls_pki_types::pem::Error::NoItemsFound => PemProblem::NoPrivateKey,
+            other => other.into(),
         },
     })?;
     let signing_key = load_p256_signing_key(&key_der, key_path)?;
@@ -243,22 +268,23 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 fn check_leaf_key_is_p256(leaf: &CertificateDer<'_>, path: &Path) -> Result<(), TlsError> {
     let (_, cert) = X509Certificate::from_der(leaf).map_err(|e| TlsError::Certificate {
         path: path.to_owned(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
-    match spki_curve(cert.public_key()) {
-        Ok(()) => Ok(()),
-        Err(found) => Err(TlsError::UnsupportedCertificateKey {
+    match not_p256(cert.public_key()) {
+        None => Ok(()),
+        Some(found) => Err(TlsError::UnsupportedCertificateKey {
             path: path.to_owned(),
             found,
         }),
     }
 }
 
-/// `Ok` for an id-ecPublicKey on prime256v1, else a description of the key.
-fn spki_curve(spki: &SubjectPublicKeyInfo<'_>) -> Result<(), String> {
+/// `None` for an id-ecPublicKey on prime256v1, else a description of the key for the
+/// refusal message (the description is data for the error, not an error itself).
+fn not_p256(spki: &SubjectPublicKeyInfo<'_>) -> Option<String> {
     let alg = &spki.algorithm.algorithm;
     if *alg != OID_KEY_TYPE_EC_PUBLIC_KEY {
-        return Err(match alg.to_id_string().as_str() {
+        return Some(match alg.to_id_string().as_str() {
             "1.2.840.113549.1.1.1" => "RSA".to_string(),
             "1.3.101.112" => "Ed25519".to_string(),
             other => format!("algorithm {other}"),
@@ -270,9 +296,9 @@ fn spki_curve(spki: &SubjectPublicKeyInfo<'_>) -> Result<(), String> {
         .as_ref()
         .and_then(|p| p.as_oid().ok());
     match curve {
-        Some(c) if c == OID_EC_P256 => Ok(()),
-        Some(c) => Err(format!("ECDSA on curve {}", c.to_id_string())),
-        None => Err("ECDSA without a named curve".to_string()),
+        Some(c) if c == OID_EC_P256 => None,
+        Some(c) => Some(format!("ECDSA on curve {}", c.to_id_string())),
+        None => Some("ECDSA without a named curve".to_string()),
     }
 }
 
@@ -303,7 +329,9 @@ fn load_p256_signing_key(
         return Err(refuse("ECDSA key without a public key"));
     };
     let (_, spki) = SubjectPublicKeyInfo::from_der(&spki_der).map_err(|_| refuse("ECDSA"))?;
-    spki_curve(&spki).map_err(|found| refuse(&found))?;
+    if let Some(found) = not_p256(&spki) {
+        return Err(refuse(&found));
+    }
     Ok(key)
 }
 
