@@ -271,7 +271,7 @@ async fn local_queue_topology_cohort_flavor_and_priority_class() {
     .await;
     assert_eq!(
         message(&resp),
-        "spec.parentName: Invalid value: \"root\": cannot be the cohort itself"
+        "spec.parentName: Invalid value: \"root\": a Cohort cannot be its own parent"
     );
 
     let rf = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
