@@ -276,12 +276,30 @@ fn generate_name(m: &mut Manifest, doc: &Doc<'_>, prefix: &[Seg]) {
     meta.name = Some(format!("{base}{suffix}"));
 }
 
+/// Kueue kinds that kuota does not serve (their CRDs are not installed by kuota).
+const UNSERVED_KUEUE_KINDS: [&str; 4] = [
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "MultiKueueConfig",
+    "MultiKueueCluster",
+];
+
 fn decode(
     api_version: &str,
     kind: &str,
     value: &serde_norway::Value,
 ) -> Result<Manifest, Vec<FieldProblem>> {
     let Some((_, versions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
+        if api_version.starts_with("kueue.x-k8s.io/") && UNSERVED_KUEUE_KINDS.contains(&kind) {
+            // A Kueue user's manifests carry these; say what kuota does instead of only
+            // listing what it serves.
+            return Err(kind_problem(format!(
+                "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
+                 admission checks or MultiKueue ({}); a ClusterQueue that references \
+                 admission checks stays inactive",
+                UNSERVED_KUEUE_KINDS.join(", ")
+            )));
+        }
         let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
         return Err(kind_problem(format!(
             "kind: Unsupported value: \"{kind}\" (apiVersion {api_version}): supported kinds: {}",

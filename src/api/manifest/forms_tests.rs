@@ -189,6 +189,23 @@ fn an_unsupported_kind_is_one_error_and_the_rest_still_loads() {
     assert_eq!(loaded[0].manifest.name(), Some("a"));
 }
 
+/// A Kueue user's AdmissionCheck is not a typo: the error says kuota runs no admission
+/// checks, rather than only listing the kinds it serves.
+#[test]
+fn a_kueue_kind_kuota_does_not_serve_says_so() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n";
+    let (loaded, problems) = load_partial("ac.yaml", yaml);
+    assert!(loaded.is_empty());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let message = problems[0].to_string();
+    assert!(
+        message.contains("kind: Unsupported value: \"AdmissionCheck\"")
+            && message.contains("kuota does not implement Kueue's admission checks")
+            && message.contains("stays inactive"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_repeated_field_name_still_gets_its_own_line() {
     let yaml = "apiVersion: kueue.x-k8s.io/v1beta2
