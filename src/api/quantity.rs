@@ -93,8 +93,14 @@ pub fn resource_quantity_string(resource: &str, value: i64) -> String {
 /// quantities of any resource (a lendingLimit with its nominalQuota, a sign) without
 /// knowing the unit the engine will count them in, and must not reject what Kueue accepts.
 pub fn parse_milli_wide(q: &Quantity) -> Result<i128, QuantityError> {
-    let parsed = split(&q.0).ok_or_else(|| QuantityError::Format(q.0.clone()))?;
-    let magnitude = match evaluate_wide(&parsed, &q.0, 3) {
+    parse_scaled_wide(&q.0, 3)
+}
+
+/// `s` in units of 10^-`scale`, rounded up (away from zero) and clamped at i128 bounds, as
+/// [`parse_milli_wide`] does for milli-units; validation compares weights in nano-units.
+pub fn parse_scaled_wide(s: &str, scale: i64) -> Result<i128, QuantityError> {
+    let parsed = split(s).ok_or_else(|| QuantityError::Format(s.to_string()))?;
+    let magnitude = match evaluate_wide(&parsed, s, scale) {
         Ok(m) => i128::try_from(m).unwrap_or(i128::MAX),
         Err(QuantityError::Overflow(_)) => i128::MAX,
         Err(e) => return Err(e),

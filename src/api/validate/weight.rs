@@ -4,7 +4,7 @@
 
 use super::{FieldError, IS_NEGATIVE_MSG, Path, quantity};
 use crate::api::common::FairSharing;
-use crate::api::quantity::parse_milli_str;
+use crate::api::quantity::parse_scaled_wide;
 
 /// Kueue's message for a positive weight of at most 1n.
 pub const WEIGHT_TOO_SMALL_MSG: &str = "When not 0, weight must be > 10e-9";
@@ -28,70 +28,10 @@ pub(super) fn fair_sharing(errs: &mut Vec<FieldError>, fs: Option<&FairSharing>,
     }
 }
 
-/// Whether a positive, well-formed quantity is at most 1n, exactly.
-///
-/// The quantity is rewritten as `digits e exponent` scaled up by 10^6, so that
-/// `parse_milli_str`, which rounds up to whole milli-units, yields whole nano-units of the
-/// original; binary suffixes are first multiplied out into the digits.
+/// Whether a positive, well-formed quantity is at most 1n, exactly: in nano-units rounded
+/// up, such a weight reads as 1.
 fn at_most_one_nano(s: &str) -> bool {
-    let split = s
-        .find(|c: char| !matches!(c, '0'..='9' | '.' | '+' | '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    let (exp10, exp2) = match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        other => match other[1..].parse::<i64>() {
-            Ok(e) if other.starts_with(['e', 'E']) => (e, 0),
-            _ => return false,
-        },
-    };
-    let negative = number.starts_with('-');
-    let unsigned = number.trim_start_matches(['+', '-']);
-    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    let Some(digits) = times_power_of_two(&format!("{int}{frac}"), exp2) else {
-        return false;
-    };
-    let Ok(frac_len) = i64::try_from(frac.len()) else {
-        return false;
-    };
-    let sign = if negative { "-" } else { "" };
-    let scaled = format!("{sign}{digits}e{}", exp10 - frac_len + 6);
-    parse_milli_str(&scaled) == Ok(1)
-}
-
-/// The decimal digit string `digits` multiplied by 2^`exp2` (exp2 ≤ 60), or None if
-/// `digits` is not all ASCII digits.
-fn times_power_of_two(digits: &str, exp2: u32) -> Option<String> {
-    let factor = 1u128 << exp2;
-    let mut out: Vec<u8> = Vec::with_capacity(digits.len() + 19);
-    let mut carry = 0u128;
-    for c in digits.bytes().rev() {
-        let d = u128::from(c.checked_sub(b'0').filter(|d| *d <= 9)?);
-        let v = d * factor + carry;
-        out.push(b'0' + (v % 10) as u8);
-        carry = v / 10;
-    }
-    while carry > 0 {
-        out.push(b'0' + (carry % 10) as u8);
-        carry /= 10;
-    }
-    out.reverse();
-    String::from_utf8(out).ok()
+    parse_scaled_wide(s, 9) == Ok(1)
 }
 
 #[cfg(test)]
@@ -162,11 +102,8 @@ mod tests {
 
     #[test]
     fn binary_suffixes_are_multiplied_out_exactly() {
-        assert_eq!(times_power_of_two("15", 10).as_deref(), Some("15360"));
-        assert_eq!(
-            times_power_of_two("1", 60).as_deref(),
-            Some("1152921504606846976")
-        );
-        assert_eq!(times_power_of_two("1x", 10), None);
+        // 0.0000000000009765625 × 1024 is exactly 1e-9; one more in the last digit is above.
+        assert!(at_most_one_nano("0.0000000000009765625Ki"));
+        assert!(!at_most_one_nano("0.0000000000009765626Ki"));
     }
 }
