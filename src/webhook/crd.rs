@@ -165,18 +165,7 @@ fn lenient<T: DeserializeOwned>(
     value: &Value,
     prefix: &str,
 ) -> Result<T, DecodeFailure> {
-    crate::api::lenient::from_value(kind.name(), value).map_err(|e| {
-        let path = e.path().to_string();
-        let path = if path == "." {
-            prefix.to_string()
-        } else {
-            format!("{prefix}.{path}")
-        };
-        DecodeFailure {
-            path,
-            source: e.into_inner(),
-        }
-    })
+    crate::api::lenient::from_value(kind.name(), value).map_err(|e| DecodeFailure::under(prefix, e))
 }
 
 fn to_hub(

@@ -126,6 +126,22 @@ pub struct DecodeFailure {
     pub source: serde_json::Error,
 }
 
+impl DecodeFailure {
+    /// The failure of a decode rooted at `prefix` (e.g. `request.object`).
+    pub fn under(prefix: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Self {
+        let path = e.path().to_string();
+        let path = if path == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{path}")
+        };
+        DecodeFailure {
+            path,
+            source: e.into_inner(),
+        }
+    }
+}
+
 /// The body is not an AdmissionReview the webhook can answer (HTTP 400).
 #[derive(Debug, thiserror::Error)]
 pub enum BadRequest {
@@ -230,18 +246,7 @@ pub fn from_value<T: DeserializeOwned>(
     value: &serde_json::Value,
     prefix: &str,
 ) -> Result<T, DecodeFailure> {
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let path = e.path().to_string();
-        let path = if path == "." {
-            prefix.to_string()
-        } else {
-            format!("{prefix}.{path}")
-        };
-        DecodeFailure {
-            path,
-            source: e.into_inner(),
-        }
-    })
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| DecodeFailure::under(prefix, e))
 }
 
 fn missing_request() -> BadRequest {
