@@ -37,41 +37,55 @@ fn cpu_group(borrowing_limit: bool) -> Value {
     json!([{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [r]}]}])
 }
 
+const V1: &str = "kueue.x-k8s.io/v1beta1";
+const V2: &str = "kueue.x-k8s.io/v1beta2";
+
 #[tokio::test]
-async fn unknown_renamed_and_unserved_fields_and_versions_are_refused_by_name() {
+async fn an_unknown_field_is_refused_by_name() {
     let client = client().await;
     ensure_crds(&client).await;
     let name = unique_name("bad");
-    let v2 = "kueue.x-k8s.io/v1beta2";
-    let v1 = "kueue.x-k8s.io/v1beta1";
-    // An unknown field.
-    let typo = cq(v2, &name, json!({"resourceGroupz": cpu_group(false)}));
+    let typo = cq(V2, &name, json!({"resourceGroupz": cpu_group(false)}));
     rejected(
         &client,
         &typo,
         &[&name, ".spec.resourceGroupz: field not declared in schema"],
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_field_renamed_between_versions_is_refused_by_name() {
+    let client = client().await;
+    ensure_crds(&client).await;
+    let name = unique_name("bad");
     // A v1beta1 object using the field v1beta2 renamed, and the reverse.
-    let renamed = cq(v1, &name, json!({"cohortName": "research"}));
+    let renamed = cq(V1, &name, json!({"cohortName": "research"}));
     rejected(
         &client,
         &renamed,
         &[&name, ".spec.cohortName: field not declared in schema"],
     )
     .await;
-    let old_name = cq(v2, &name, json!({"cohort": "research"}));
+    let old_name = cq(V2, &name, json!({"cohort": "research"}));
     rejected(
         &client,
         &old_name,
         &[&name, ".spec.cohort: field not declared in schema"],
     )
     .await;
+}
+
+#[tokio::test]
+async fn an_unserved_version_or_kind_is_refused() {
+    let client = client().await;
+    ensure_crds(&client).await;
+    let name = unique_name("bad");
     // A version kuota does not serve (Kueue's long-gone v1alpha1 ClusterQueue).
     let alpha = cq("kueue.x-k8s.io/v1alpha1", &name, json!({}));
     rejected(&client, &alpha, &["404"]).await;
     // A kind kuota does not implement.
-    let check = json!({"apiVersion": v2, "kind": "AdmissionCheck", "metadata": {"name": name},
+    let check = json!({"apiVersion": V2, "kind": "AdmissionCheck", "metadata": {"name": name},
                        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}});
     rejected(&client, &check, &["404"]).await;
 }
