@@ -210,7 +210,7 @@ impl GeneratorConfig {
             source_name: source.to_string(),
             source: Box::new(GeneratorError::Yaml {
                 path: e.path().to_string(),
-                message: e.inner().to_string(),
+                source: std::sync::Arc::new(e.into_inner()),
             }),
         })
     }

@@ -24,15 +24,24 @@ pub use report::Report;
 pub use run::{SIM_EPOCH_MS, SimConfig, Simulation};
 pub use scenario::{Plan, Scenario, SourceFile};
 
-/// Why a simulation could not run. Messages name the file (and object) at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+use std::sync::Arc;
+
+/// Why a simulation could not run. Messages name the file (and object) at fault,
+/// and an underlying error stays attached as the source.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SimError {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    #[error("{source_name}: {message}")]
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        // Shared: `io::Error` is not `Clone`, and a report may hold the error twice.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{source_name}: {source}")]
     Manifest {
         source_name: String,
-        message: String,
+        #[source]
+        source: crate::api::manifest::LoadError,
     },
     #[error("{source_name}: {source}")]
     Generator {
@@ -41,13 +50,69 @@ pub enum SimError {
         #[source]
         source: Box<generator::GeneratorError>,
     },
+    /// A rule of the scenario format is broken; nothing underneath failed.
     #[error("{source_name}: {message}")]
     Scenario {
         source_name: String,
         message: String,
     },
-    #[error("the engine rejected {what}: {message}")]
-    Engine { what: String, message: String },
+    /// One field (`at`) of a file could not be read because of `source`.
+    #[error("{source_name}: {at}: {source}")]
+    Field {
+        source_name: String,
+        at: String,
+        #[source]
+        source: Cause,
+    },
+    /// A line of a trace file (`location` is `file:line`) cannot be read.
+    #[error("{location}: {source}")]
+    Trace {
+        location: String,
+        #[source]
+        source: Arc<trace::TraceError>,
+    },
+    #[error("the engine rejected {what}: {source}")]
+    Engine {
+        what: String,
+        #[source]
+        source: crate::engine::EngineError,
+    },
+}
+
+/// The error underneath a [`SimError::Field`]. Errors that are not `Clone` are shared.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Cause {
+    #[error(transparent)]
+    Quantity(#[from] crate::api::quantity::QuantityError),
+    #[error(transparent)]
+    Integration(#[from] crate::integrations::IntegrationError),
+    #[error(transparent)]
+    Topology(#[from] crate::placement::TopologyRequestError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
+    #[error(transparent)]
+    Yaml(#[from] Arc<serde_norway::Error>),
+    #[error(transparent)]
+    Json(#[from] Arc<serde_json::Error>),
+    #[error(transparent)]
+    Number(#[from] std::num::ParseIntError),
+    #[error("too large")]
+    TooLarge(#[from] std::num::TryFromIntError),
+}
+
+impl SimError {
+    /// A [`SimError::Field`] of file `source_name`.
+    pub(crate) fn field(
+        source_name: impl Into<String>,
+        at: impl Into<String>,
+        source: impl Into<Cause>,
+    ) -> Self {
+        Self::Field {
+            source_name: source_name.into(),
+            at: at.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// Plans and runs a scenario. The plan is used once, so the run takes the

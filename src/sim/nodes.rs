@@ -73,9 +73,9 @@ impl NodesConfig {
     /// Parses a `nodes.yaml`; errors name the file and the field path.
     pub fn from_yaml(source: &str, yaml: &str) -> Result<Self, SimError> {
         let de = serde_norway::Deserializer::from_str(yaml);
-        serde_path_to_error::deserialize(de).map_err(|e| SimError::Scenario {
-            source_name: source.to_string(),
-            message: format!("{}: {}", e.path(), e.inner()),
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let at = e.path().to_string();
+            SimError::field(source, at, std::sync::Arc::new(e.into_inner()))
         })
     }
 
@@ -109,7 +109,7 @@ impl NodesConfig {
             }
             for (r, q) in &p.allocatable {
                 let m = resource_value(r, &Quantity(q.clone()))
-                    .map_err(|e| err(format!("{path}.allocatable[{r}]: {e}")))?;
+                    .map_err(|e| SimError::field(source, format!("{path}.allocatable[{r}]"), e))?;
                 if m < 0 {
                     return Err(err(format!(
                         "{path}.allocatable[{r}]: must not be negative"
@@ -169,7 +169,7 @@ impl NodesConfig {
                     }
                 };
                 crate::placement::validate_levels(&t.name, &levels)
-                    .map_err(|e| err(format!("topology.levels: {e}")))?;
+                    .map_err(|e| SimError::field(source, "topology.levels", e))?;
                 Some(api::Topology::new(
                     &t.name,
                     api::TopologySpec {

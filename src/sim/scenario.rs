@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use super::SimError;
 use super::generator::{
@@ -15,7 +16,7 @@ use super::nodes::{NODES_FILES, NodesConfig};
 use super::trace;
 use crate::api;
 use crate::api::manifest::{self, Manifest};
-use crate::api::quantity::resource_value;
+use crate::api::quantity::{QuantityError, resource_value};
 use crate::engine::{Event, Millis, WorkloadKey};
 use crate::integrations::batch_job;
 
@@ -108,7 +109,7 @@ impl SourceFile {
     pub fn read(path: &Path) -> Result<Self, SimError> {
         let text = std::fs::read_to_string(path).map_err(|e| SimError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
+            source: Arc::new(e),
         })?;
         Ok(Self::new(path.display().to_string(), text))
     }
@@ -222,7 +223,7 @@ impl Scenario {
     pub fn from_dir(dir: &Path) -> Result<Self, SimError> {
         let io = |e: std::io::Error| SimError::Io {
             path: dir.display().to_string(),
-            message: e.to_string(),
+            source: Arc::new(e),
         };
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io)? {
@@ -285,10 +286,11 @@ impl Scenario {
                 );
                 continue;
             }
-            let loaded = manifest::load_str(&f.name, &f.text).map_err(|e| SimError::Manifest {
-                source_name: f.name.clone(),
-                message: e.to_string(),
-            })?;
+            let loaded =
+                manifest::load_str(&f.name, &f.text).map_err(|source| SimError::Manifest {
+                    source_name: f.name.clone(),
+                    source,
+                })?;
             for m in loaded {
                 objs.add(&f.name, m)?;
             }
@@ -360,23 +362,14 @@ impl Scenario {
         let mut capacity: BTreeMap<String, i64> = BTreeMap::new();
         for (src, cq) in &objs.cluster_queues {
             let name = cq.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&cq.spec.resource_groups).map_err(|message| {
-                SimError::Manifest {
-                    source_name: src.clone(),
-                    message: format!("ClusterQueue {name}: {message}"),
-                }
-            })?;
+            let nominal = nominal_per_resource(&cq.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
             for (r, m) in &nominal {
                 *capacity.entry(r.clone()).or_default() += m;
             }
             // Already parsed above, so this cannot fail; keep the error path anyway.
-            let nominal_by_flavor =
-                nominal_per_flavor(&cq.spec.resource_groups).map_err(|message| {
-                    SimError::Manifest {
-                        source_name: src.clone(),
-                        message: format!("ClusterQueue {name}: {message}"),
-                    }
-                })?;
+            let nominal_by_flavor = nominal_per_flavor(&cq.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
             cluster_queues.insert(
                 name,
                 CqInfo {
@@ -388,12 +381,8 @@ impl Scenario {
         }
         for (src, c) in &objs.cohorts {
             let name = c.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&c.spec.resource_groups).map_err(|message| {
-                SimError::Manifest {
-                    source_name: src.clone(),
-                    message: format!("Cohort {name}: {message}"),
-                }
-            })?;
+            let nominal = nominal_per_resource(&c.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "Cohort", &name))?;
             for (r, m) in nominal {
                 *capacity.entry(r).or_default() += m;
             }
@@ -421,19 +410,51 @@ impl Plan {
     }
 }
 
+/// A nominal quota that is not a quantity, with the flavor and resource it is for.
+struct NominalError {
+    flavor: String,
+    resource: String,
+    source: QuantityError,
+}
+
+impl NominalError {
+    fn into_sim_error(self, file: &str, kind: &str, name: &str) -> SimError {
+        let at = format!(
+            "{kind} {name}: flavor {} resource {}: nominalQuota",
+            self.flavor, self.resource
+        );
+        SimError::field(file, at, self.source)
+    }
+}
+
+/// Every nominal quota of `groups` as (flavor, resource, value).
+fn nominal_quotas(
+    groups: &[api::ResourceGroup],
+) -> impl Iterator<Item = Result<(&str, &str, i64), NominalError>> {
+    groups.iter().flat_map(|g| {
+        g.flavors.iter().flat_map(|f| {
+            f.resources.iter().map(|r| {
+                resource_value(&r.name, &r.nominal_quota)
+                    .map(|m| (f.name.as_str(), r.name.as_str(), m))
+                    .map_err(|source| NominalError {
+                        flavor: f.name.clone(),
+                        resource: r.name.clone(),
+                        source,
+                    })
+            })
+        })
+    })
+}
+
 /// Sums nominal quotas per resource over all flavors.
-fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String, i64>, String> {
+fn nominal_per_resource(
+    groups: &[api::ResourceGroup],
+) -> Result<BTreeMap<String, i64>, NominalError> {
     let mut out: BTreeMap<String, i64> = BTreeMap::new();
-    for g in groups {
-        for f in &g.flavors {
-            for r in &f.resources {
-                let m = resource_value(&r.name, &r.nominal_quota).map_err(|e| {
-                    format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
-                })?;
-                let e = out.entry(r.name.clone()).or_default();
-                *e = e.saturating_add(m);
-            }
-        }
+    for quota in nominal_quotas(groups) {
+        let (_, resource, m) = quota?;
+        let e = out.entry(resource.to_string()).or_default();
+        *e = e.saturating_add(m);
     }
     Ok(out)
 }
@@ -441,19 +462,10 @@ fn nominal_per_resource(groups: &[api::ResourceGroup]) -> Result<BTreeMap<String
 /// Nominal quota per (flavor, resource).
 fn nominal_per_flavor(
     groups: &[api::ResourceGroup],
-) -> Result<BTreeMap<(String, String), i64>, String> {
-    let mut out = BTreeMap::new();
-    for g in groups {
-        for f in &g.flavors {
-            for r in &f.resources {
-                let m = resource_value(&r.name, &r.nominal_quota).map_err(|e| {
-                    format!("flavor {} resource {}: nominalQuota: {e}", f.name, r.name)
-                })?;
-                out.insert((f.name.clone(), r.name.clone()), m);
-            }
-        }
-    }
-    Ok(out)
+) -> Result<BTreeMap<(String, String), i64>, NominalError> {
+    nominal_quotas(groups)
+        .map(|q| q.map(|(f, r, m)| ((f.to_string(), r.to_string()), m)))
+        .collect()
 }
 
 /// Cluster objects by kind, each with the file it came from.
@@ -491,13 +503,13 @@ impl Objects {
             Manifest::Job(job) => {
                 // The Workload Kueue would create for the Job; the simulator's
                 // labels (runtime, class) are read from the Job itself.
-                let mut wl = batch_job::workload_for(&job).map_err(|e| SimError::Manifest {
-                    source_name: s.clone(),
-                    message: format!(
-                        "Job {}/{}: {e}",
+                let mut wl = batch_job::workload_for(&job).map_err(|e| {
+                    let at = format!(
+                        "Job {}/{}",
                         job.metadata.namespace.as_deref().unwrap_or("default"),
                         job.metadata.name.as_deref().unwrap_or("")
-                    ),
+                    );
+                    SimError::field(&s, at, e)
                 })?;
                 let job_labels = job.metadata.labels.clone().unwrap_or_default();
                 let labels = wl.metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -540,9 +552,10 @@ impl Objects {
                 .clone()
                 .unwrap_or_else(|| "default".to_string());
             let name = wl.metadata.name.clone().unwrap_or_default();
-            let err = |message: String| SimError::Manifest {
+            let object = format!("Workload {namespace}/{name}");
+            let err = |message: String| SimError::Scenario {
                 source_name: src.clone(),
-                message: format!("Workload {namespace}/{name}: {message}"),
+                message: format!("{object}: {message}"),
             };
             let labels = wl.metadata.labels.clone().unwrap_or_default();
             let runtime: Millis = labels
@@ -553,7 +566,9 @@ impl Objects {
                     ))
                 })?
                 .parse()
-                .map_err(|e| err(format!("label {RUNNING_TIME_LABEL}: {e}")))?;
+                .map_err(|e| {
+                    SimError::field(src, format!("{object}: label {RUNNING_TIME_LABEL}"), e)
+                })?;
             if runtime < 0 {
                 return Err(err(format!(
                     "label {RUNNING_TIME_LABEL}: must not be negative"
@@ -580,8 +595,10 @@ impl Objects {
                 for c in containers {
                     let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
                     for (r, q) in reqs.into_iter().flatten() {
-                        let m = resource_value(r, q)
-                            .map_err(|e| err(format!("pod set {} request {r}: {e}", ps.name)))?;
+                        let m = resource_value(r, q).map_err(|e| {
+                            let at = format!("{object}: pod set {} request {r}", ps.name);
+                            SimError::field(src, at, e)
+                        })?;
                         let e = total_requests.entry(r.clone()).or_default();
                         *e = e.saturating_add(m.saturating_mul(i64::from(ps.count)));
                     }
@@ -711,6 +728,20 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
                     error: true,
                     file: source_name,
                     message,
+                }),
+                Err(SimError::Trace { location, source }) => out.push(Diagnostic {
+                    error: true,
+                    file: location,
+                    message: source.to_string(),
+                }),
+                Err(SimError::Field {
+                    source_name,
+                    at,
+                    source,
+                }) if source_name != f.name => out.push(Diagnostic {
+                    error: true,
+                    file: source_name,
+                    message: format!("{at}: {source}"),
                 }),
                 Err(e) => out.push(Diagnostic {
                     error: true,

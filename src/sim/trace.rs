@@ -5,6 +5,7 @@
 //! Every error names the file, the 1-based line and the field.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
@@ -72,9 +73,9 @@ const CSV_OPTIONAL: [&str; 4] = ["name", "class", "priority", "topology"];
 
 /// Parses a trace file into rows with their line numbers.
 pub fn parse(source: &str, text: &str) -> Result<Vec<(usize, TraceRow)>, SimError> {
-    let err = |line: usize, message: String| SimError::Scenario {
-        source_name: format!("{source}:{line}"),
-        message,
+    let err = |line: usize, e: TraceError| SimError::Trace {
+        location: format!("{source}:{line}"),
+        source: Arc::new(e),
     };
     let mut rows = Vec::new();
     if source.ends_with(".jsonl") {
@@ -85,8 +86,10 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<(usize, TraceRow)>, SimErro
                 continue;
             }
             let mut de = serde_json::Deserializer::from_str(l);
-            let row: TraceRow = serde_path_to_error::deserialize(&mut de)
-                .map_err(|e| err(line, format!("{}: {}", e.path(), e.inner())))?;
+            let row: TraceRow = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                let at = e.path().to_string();
+                SimError::field(format!("{source}:{line}"), at, Arc::new(e.into_inner()))
+            })?;
             rows.push((line, row));
         }
     } else {
@@ -109,7 +112,7 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<(usize, TraceRow)>, SimErro
 /// (a quoted field does not span lines).
 fn parse_csv(
     text: &str,
-    err: &impl Fn(usize, String) -> SimError,
+    err: &impl Fn(usize, TraceError) -> SimError,
 ) -> Result<Vec<(usize, TraceRow)>, SimError> {
     let mut header: Option<csv::StringRecord> = None;
     let mut rows = Vec::new();
@@ -126,53 +129,68 @@ fn parse_csv(
             .flexible(true)
             .from_reader(l.as_bytes());
         let record = match reader.records().next() {
-            Some(r) => r.map_err(|e| err(line, format!("not valid CSV: {e}")))?,
+            Some(r) => r.map_err(|e| err(line, TraceError::Csv(e)))?,
             None => continue,
         };
         let Some(h) = &header else {
-            check_header(&record).map_err(|m| err(line, m))?;
+            check_header(&record).map_err(|e| err(line, e))?;
             header = Some(record);
             continue;
         };
         if record.len() != h.len() {
-            return Err(err(
-                line,
-                format!("{} fields, the header has {}", record.len(), h.len()),
-            ));
+            let (fields, header) = (record.len(), h.len());
+            return Err(err(line, TraceError::FieldCount { fields, header }));
         }
-        let row = csv_row(h, &record).map_err(|e| err(line, e.to_string()))?;
+        let row = csv_row(h, &record).map_err(|e| err(line, e.into()))?;
         rows.push((line, row));
     }
     if header.is_none() {
-        return Err(err(1, "no header row".to_string()));
+        return Err(err(1, TraceError::NoHeader));
     }
     Ok(rows)
 }
 
+/// Why a line of a trace file cannot be read; shown after the file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("not valid CSV: {0}")]
+    Csv(#[source] csv::Error),
+    #[error(
+        "header: unknown column {0:?} (columns: {required}, optional {optional})",
+        required = CSV_REQUIRED.join(", "),
+        optional = CSV_OPTIONAL.join(", ")
+    )]
+    UnknownColumn(String),
+    #[error("header: missing column {0}")]
+    MissingColumn(&'static str),
+    #[error("no header row")]
+    NoHeader,
+    #[error("{fields} fields, the header has {header}")]
+    FieldCount { fields: usize, header: usize },
+    #[error(transparent)]
+    Field(#[from] CsvFieldError),
+}
+
 /// Every column known and every required one present.
-fn check_header(cells: &csv::StringRecord) -> Result<(), String> {
+fn check_header(cells: &csv::StringRecord) -> Result<(), TraceError> {
     if let Some(c) = cells
         .iter()
         .find(|c| !CSV_REQUIRED.contains(c) && !CSV_OPTIONAL.contains(c))
     {
-        return Err(format!(
-            "header: unknown column {c:?} (columns: {}, optional {})",
-            CSV_REQUIRED.join(", "),
-            CSV_OPTIONAL.join(", ")
-        ));
+        return Err(TraceError::UnknownColumn(c.to_string()));
     }
     match CSV_REQUIRED
         .iter()
         .find(|r| !cells.iter().any(|c| c == **r))
     {
-        Some(missing) => Err(format!("header: missing column {missing}")),
+        Some(missing) => Err(TraceError::MissingColumn(missing)),
         None => Ok(()),
     }
 }
 
 /// What is wrong with one field of a CSV row; shown after the file and line.
 #[derive(Debug, thiserror::Error)]
-enum CsvFieldError {
+pub enum CsvFieldError {
     #[error("{0}: missing")]
     Missing(&'static str),
     #[error("{0}: {1}")]
@@ -292,8 +310,9 @@ pub fn workloads(
 ) -> Result<Vec<SimWorkload>, SimError> {
     let mut out = Vec::with_capacity(rows.len());
     for (line, row) in rows {
+        let location = format!("{source}:{line}");
         let err = |message: String| SimError::Scenario {
-            source_name: format!("{source}:{line}"),
+            source_name: location.clone(),
             message,
         };
         let cq = local_queues
@@ -344,10 +363,11 @@ pub fn workloads(
                 return Err(err(format!("podSets[{i}].count: must be at least 1")));
             }
             let count = i32::try_from(ps.count)
-                .map_err(|_| err(format!("podSets[{i}].count: too large")))?;
+                .map_err(|e| SimError::field(&location, format!("podSets[{i}].count"), e))?;
             for (r, q) in &ps.requests {
-                let m = resource_value(r, q)
-                    .map_err(|e| err(format!("podSets[{i}].requests[{r}]: {e}")))?;
+                let m = resource_value(r, q).map_err(|e| {
+                    SimError::field(&location, format!("podSets[{i}].requests[{r}]"), e)
+                })?;
                 if m < 0 {
                     return Err(err(format!(
                         "podSets[{i}].requests[{r}]: must not be negative"
@@ -370,12 +390,13 @@ pub fn workloads(
             });
         }
         if let Some(ps) = pod_sets.first() {
-            crate::placement::topology_mode(ps).map_err(|e| err(format!("topology: {e}")))?;
+            crate::placement::topology_mode(ps)
+                .map_err(|e| SimError::field(&location, "topology", e))?;
         }
-        let runtime =
-            Millis::try_from(row.runtime_ms).map_err(|_| err("runtime_ms: too large".into()))?;
-        let arrival =
-            Millis::try_from(row.submit_ms).map_err(|_| err("submit_ms: too large".into()))?;
+        let runtime = Millis::try_from(row.runtime_ms)
+            .map_err(|e| SimError::field(&location, "runtime_ms", e))?;
+        let arrival = Millis::try_from(row.submit_ms)
+            .map_err(|e| SimError::field(&location, "submit_ms", e))?;
         let mut object = api::Workload::new(
             &name,
             api::WorkloadSpec {
@@ -484,5 +505,34 @@ mod tests {
         let rows = parse("t.csv", &format!("{head}0,ml,train,5,1:cpu=lots")).expect("parses");
         let e = workloads("t.csv", &rows, &lqs()).expect_err("bad quantity");
         assert!(e.to_string().contains("requests[cpu]"), "{e}");
+    }
+
+    /// Callers (and `kuota check`) can walk to the error underneath, not just its text.
+    #[test]
+    fn errors_keep_their_sources() {
+        use std::error::Error as _;
+        let head = "submit_ms,namespace,queue,runtime_ms,podsets\n";
+        let rows = parse("t.csv", &format!("{head}0,ml,train,5,1:cpu=lots")).expect("parses");
+        let e = workloads("t.csv", &rows, &lqs()).expect_err("bad quantity");
+        let source = e.source().expect("a quantity error underneath");
+        assert!(
+            matches!(
+                source.downcast_ref::<crate::sim::Cause>(),
+                Some(crate::sim::Cause::Quantity(_))
+            ),
+            "{source:?}"
+        );
+        let e = parse("t.csv", "submit_ms,bogus\n").expect_err("bad header");
+        let SimError::Trace { location, source } = &e else {
+            panic!("a trace error: {e:?}");
+        };
+        assert_eq!(location, "t.csv:1");
+        assert!(matches!(**source, TraceError::UnknownColumn(ref c) if c == "bogus"));
+        let e = crate::sim::SourceFile::read(std::path::Path::new("/nonexistent/kuota.csv"))
+            .expect_err("missing file");
+        let io = e
+            .source()
+            .and_then(|s| s.downcast_ref::<Arc<std::io::Error>>());
+        assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
     }
 }

@@ -4,12 +4,16 @@
 use crate::api::quantity::QuantityError;
 use crate::placement::TopologyRequestError;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum GeneratorError {
-    /// The YAML does not match the config's shape; serde's error is rendered here
-    /// because it is neither `Clone` nor comparable, which `SimError` must be.
-    #[error("{path}: {message}")]
-    Yaml { path: String, message: String },
+    /// The YAML does not match the config's shape at `path`; shared because serde's
+    /// error is not `Clone`.
+    #[error("{path}: {source}")]
+    Yaml {
+        path: String,
+        #[source]
+        source: std::sync::Arc<serde_norway::Error>,
+    },
     #[error("the config creates {total} workloads, more than the limit of {limit}")]
     TooManyWorkloads { total: u64, limit: u64 },
     #[error("{path}.className: must not be empty")]
