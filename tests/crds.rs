@@ -288,3 +288,33 @@ fn workload_schema_has_kueues_current_fields_and_rules() {
     assert!(schema_at(&version("LocalQueue", 0), "status.wallTimeFlavorUsage").is_null());
     assert!(schema_at(&version("ResourceFlavor", 0), "spec.resourceWeights").is_null());
 }
+
+/// Kueue's v1beta1 Workload has `podSetSliceRequiredTopology` but not v1beta2's list of
+/// slice constraints; a v1beta1 client must not be offered a field its version lacks.
+#[test]
+fn the_v1beta1_workload_has_no_slice_constraint_list() {
+    let all = crds::all(None).expect("generate");
+    let workload = all
+        .iter()
+        .find(|c| c.spec.names.kind == "Workload")
+        .expect("Workload CRD");
+    let topology_request = |version: &str| {
+        let v = workload
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)
+            .expect("version served");
+        let schema = serde_json::to_value(&v.schema).expect("json");
+        schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["podSets"]["items"]
+            ["properties"]["topologyRequest"]["properties"]
+            .as_object()
+            .cloned()
+            .expect("topologyRequest properties")
+    };
+    let v1beta1 = topology_request("v1beta1");
+    let v1beta2 = topology_request("v1beta2");
+    assert!(v1beta1.contains_key("podSetSliceRequiredTopology"));
+    assert!(!v1beta1.contains_key("podsetSliceRequiredTopologyConstraints"));
+    assert!(v1beta2.contains_key("podsetSliceRequiredTopologyConstraints"));
+}

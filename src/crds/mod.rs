@@ -162,7 +162,16 @@ pub fn all(
         ),
         (
             "Workload",
-            vec![api::Workload::crd(), v1beta1::Workload::crd()],
+            vec![
+                api::Workload::crd(),
+                // v1beta1 shares v1beta2's PodSet type, but Kueue's v1beta1 has no slice
+                // constraint list (conversion drops it too).
+                without_field(
+                    v1beta1::Workload::crd(),
+                    "spec.podSets[].topologyRequest",
+                    "podsetSliceRequiredTopologyConstraints",
+                ),
+            ],
         ),
         (
             "WorkloadPriorityClass",
@@ -311,6 +320,27 @@ fn at_path<'a>(root: &'a mut JSONSchemaProps, path: &str) -> Option<&'a mut JSON
         }
     }
     Some(node)
+}
+
+/// `crd` without property `field` of the object at `path` (every version).
+fn without_field(
+    mut crd: CustomResourceDefinition,
+    path: &str,
+    field: &str,
+) -> CustomResourceDefinition {
+    for v in &mut crd.spec.versions {
+        let root = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(props) = root
+            .and_then(|r| at_path(r, path))
+            .and_then(|n| n.properties.as_mut())
+        {
+            props.remove(field);
+        }
+    }
+    crd
 }
 
 /// A v1beta2 CRD relabelled as another version, for kinds whose shape did not change.
