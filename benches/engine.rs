@@ -22,8 +22,11 @@
 //!   flavor over 1,000 GPU nodes; 1,000 kubelet heartbeats that change nothing
 //!   the engine reads (one second of a 1,000-node cluster's Node updates), then
 //!   the next cycle. Compare with `churn/cycle-only-50k-pending` (the same cycle
-//!   without the updates) and `churn/one-real-node-change-50k-pending` (one node's
-//!   allocatable changes: its flavor's tree is rebuilt, its ClusterQueue retried).
+//!   without the updates), `churn/one-node-shrinks-in-range-50k-pending` (one
+//!   node loses GPUs but the tree's range holds: its leaf and ancestors are updated
+//!   in place, nothing is retried) and `churn/one-real-node-change-50k-pending` (one
+//!   node grows past the tree's range: its flavor's tree is rebuilt, its
+//!   ClusterQueue retried).
 //! * `baseline/btreemap-insert-50k-keys`: inserting the same 50,000 workload
 //!   keys into a `BTreeMap`, measured in the same run so the cycle can be
 //!   quoted as a ratio that does not depend on the machine.
@@ -290,6 +293,18 @@ fn churn_benches(c: &mut Criterion, pending: &Engine, now: Millis) {
         b.iter_batched_ref(
             || parked.clone(),
             |e| black_box(e.schedule(at)),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("one-node-shrinks-in-range-50k-pending", |b| {
+        b.iter_batched_ref(
+            || (parked.clone(), Some(gpu_node(7, 4, 1))),
+            |(e, change)| {
+                if let Some(ev) = change.take() {
+                    e.apply(at, ev).expect("node change applies");
+                }
+                black_box(e.schedule(at))
+            },
             BatchSize::PerIteration,
         )
     });

@@ -130,11 +130,15 @@ spec:
 
     /// Node `node-{pool}` with `gpus` allocatable, as a kubelet reporting at `heartbeat`.
     fn node(pool: &str, gpus: i64, heartbeat: &str) -> Event {
+        named_node(&format!("node-{pool}"), pool, gpus, heartbeat)
+    }
+
+    fn named_node(name: &str, pool: &str, gpus: i64, heartbeat: &str) -> Event {
         Event::NodeUpserted(obj(&format!(
             r#"
 metadata:
-  name: node-{pool}
-  labels: {{pool: {pool}, rack: r1, kubernetes.io/hostname: node-{pool}}}
+  name: {name}
+  labels: {{pool: {pool}, rack: r1, kubernetes.io/hostname: {name}}}
 status:
   allocatable: {{nvidia.com/gpu: "{gpus}", pods: "110"}}
   conditions: [{{type: Ready, status: "True", lastHeartbeatTime: "{heartbeat}"}}]
@@ -232,6 +236,79 @@ spec:
         // Only pool a's tree was rebuilt; pool b's domains were left alone.
         assert_eq!(e.inventory().trees_built(), built + 1);
         assert_eq!(pending_message(&e, "big-b"), message_b);
+    }
+
+    fn admitted_on(d: &[Decision], e: &Engine) -> Vec<(String, Vec<(String, i32)>)> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Admit { workload, .. } => {
+                    let placed = e.placement(workload).expect("placed");
+                    Some((workload.name.to_string(), placed[0].nodes.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A node gaining GPUs within the range its tree already covers keeps its leaf: the
+    /// leaf and its ancestors are updated in place, and the result is the one a rebuilt
+    /// tree gives.
+    #[test]
+    fn an_allocatable_change_within_range_updates_the_domains_in_place() {
+        let events = |gpus_a: i64| {
+            vec![
+                named_node("node-a2", "a", 8, "2026-01-01T00:00:00Z"),
+                gpu_job("fill", "a", 8),
+                gpu_job("six", "a", 6),
+                node("a", gpus_a, "2026-01-01T00:01:00Z"),
+            ]
+        };
+        let mut e = two_pools();
+        // node-a (4 GPUs, from two_pools) grows to 6 in the last event.
+        let mut evs = events(6);
+        let grow = evs.pop().expect("last");
+        for ev in evs {
+            e.apply(1, ev).unwrap();
+        }
+        let first = e.schedule(2);
+        assert_eq!(
+            admitted_on(&first, &e),
+            [("fill".into(), vec![("node-a2".into(), 1)])]
+        );
+        let built = e.inventory().trees_built();
+        let grow_to = |gpus| named_node("node-a", "a", gpus, "2026-01-01T00:01:00Z");
+        // Shrinking first: less room retries nothing and rebuilds nothing.
+        e.apply(3, grow_to(3)).unwrap();
+        assert_eq!(e.schedule(3), vec![]);
+        e.apply(3, grow).unwrap();
+        let second = e.schedule(4);
+        assert_eq!(
+            admitted_on(&second, &e),
+            [("six".into(), vec![("node-a".into(), 1)])]
+        );
+        assert_eq!(e.inventory().trees_built(), built, "no tree was rebuilt");
+
+        // The same cluster seen fresh (node-a at 6 GPUs from the start) places alike.
+        let mut fresh = two_pools();
+        for ev in events(6) {
+            fresh.apply(1, ev).unwrap();
+        }
+        let d = fresh.schedule(2);
+        let mut placed = admitted_on(&d, &fresh);
+        placed.sort();
+        assert_eq!(
+            placed,
+            [
+                ("fill".to_string(), vec![("node-a2".to_string(), 1)]),
+                ("six".to_string(), vec![("node-a".to_string(), 1)])
+            ]
+        );
+
+        // The only node at the top of the range shrinking changes the range: rebuilt.
+        e.apply(5, named_node("node-a2", "a", 7, "2026-01-01T00:02:00Z"))
+            .unwrap();
+        let _ = e.schedule(5);
+        assert_eq!(e.inventory().trees_built(), built + 1);
     }
 
     #[test]

@@ -78,6 +78,11 @@ impl NodeRec {
     }
 }
 
+/// The amount at resource index `i` (0 past the end: resources a node does not report).
+fn at(v: &[i64], i: usize) -> i64 {
+    v.get(i).copied().unwrap_or(0)
+}
+
 fn add_at(v: &mut Vec<i64>, i: usize, d: i64) {
     if v.len() <= i {
         v.resize(i + 1, 0);
@@ -382,6 +387,32 @@ impl Inventory {
                 flavors: vec![],
             });
         }
+        if let Some(i) = idx
+            && let Some(old) = self.node(i)
+            && old.schedulable == schedulable
+            && old.labels == *labels
+            && old.taints == taints
+            && self.same_tree_shape(i, &old.allocatable, &allocatable)
+        {
+            // Only allocatable changed, and no tree's histograms would be laid out
+            // differently: the node keeps its leaf, so update that leaf and its
+            // ancestors (O(depth) per tree) instead of rebuilding its trees.
+            let grew = (0..old.allocatable.len().max(allocatable.len()))
+                .any(|r| at(&allocatable, r) > at(&old.allocatable, r));
+            // Less room cannot help a parked workload: retry nothing then.
+            let flavors = if grew {
+                self.member_of(old).into_iter().collect()
+            } else {
+                vec![]
+            };
+            self.change_node(i, |n| n.allocatable = allocatable);
+            let lost = if schedulable {
+                vec![]
+            } else {
+                self.owners_on(i)
+            };
+            return Ok(NodeChange { lost, flavors });
+        }
         let idx = idx.unwrap_or_else(|| {
             self.nodes.push(None);
             let i = (self.nodes.len() - 1) as u32;
@@ -410,6 +441,45 @@ impl Inventory {
                 self.owners_on(idx)
             },
             flavors,
+        })
+    }
+
+    /// Whether every tree that has node `idx` as a leaf would choose the same histogram
+    /// resources and ranges if the node's allocatable went from `old` to `new`, so an
+    /// in-place update leaves it exactly as a rebuild would.
+    fn same_tree_shape(&self, idx: u32, old: &[i64], new: &[i64]) -> bool {
+        let changed: Vec<usize> = (0..old.len().max(new.len()))
+            .filter(|&r| at(old, r) != at(new, r))
+            .collect();
+        self.trees
+            .iter()
+            .filter(|(name, t)| !self.stale.contains(*name) && t.leaf(idx).is_some())
+            .all(|(_, t)| {
+                changed.iter().all(|&r| {
+                    let (o, n) = (at(old, r), at(new, r));
+                    let id = r as ResourceId;
+                    match t.hist_res.iter().position(|h| *h == id) {
+                        // The range is the largest allocatable of the tree's nodes: it
+                        // holds if the node never was the only node at the top.
+                        Some(h) => {
+                            let max = t.hist_max[h];
+                            n <= max && (o < max || self.another_leaf_has(t, idx, r, max))
+                        }
+                        // Never histogrammed, or out of histogram range before and after.
+                        None => self.no_hist.contains(&id) || (o > MAX_SLOTS && n > MAX_SLOTS),
+                    }
+                })
+            })
+    }
+
+    /// Whether a leaf of `t` other than node `idx` has `amount` of resource `r`.
+    fn another_leaf_has(&self, t: &Tree, idx: u32, r: usize, amount: i64) -> bool {
+        t.leaf_of.iter().enumerate().any(|(node, leaf)| {
+            *leaf != u32::MAX
+                && node as u32 != idx
+                && self
+                    .node(node as u32)
+                    .is_some_and(|n| at(&n.allocatable, r) == amount)
         })
     }
 
@@ -478,7 +548,6 @@ impl Inventory {
         };
         // Trailing zeros are the same usage: compare resource by resource.
         let len = ext.len().max(rec.external.len());
-        let at = |v: &[i64], i: usize| v.get(i).copied().unwrap_or(0);
         if (0..len).all(|i| at(&ext, i) == at(&rec.external, i)) {
             return Ok(vec![]);
         }

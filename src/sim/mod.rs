@@ -41,7 +41,7 @@ pub enum SimError {
     Manifest {
         source_name: String,
         #[source]
-        source: crate::api::manifest::LoadError,
+        source: Box<crate::api::manifest::LoadError>,
     },
     #[error("{source_name}: {source}")]
     Generator {
@@ -61,8 +61,9 @@ pub enum SimError {
     Field {
         source_name: String,
         at: String,
+        // Boxed, like the other large sources: every `Result<_, SimError>` stays small.
         #[source]
-        source: Cause,
+        source: Box<Cause>,
     },
     /// A line of a trace file (`location` is `file:line`) cannot be read.
     #[error("{location}: {source}")]
@@ -75,7 +76,7 @@ pub enum SimError {
     Engine {
         what: String,
         #[source]
-        source: crate::engine::EngineError,
+        source: Box<crate::engine::EngineError>,
     },
 }
 
@@ -101,6 +102,14 @@ pub enum Cause {
 }
 
 impl SimError {
+    /// The error underneath a field that could not be read.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            Self::Field { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
     /// A [`SimError::Field`] of file `source_name`.
     pub(crate) fn field(
         source_name: impl Into<String>,
@@ -110,7 +119,7 @@ impl SimError {
         Self::Field {
             source_name: source_name.into(),
             at: at.into(),
-            source: source.into(),
+            source: Box::new(source.into()),
         }
     }
 }

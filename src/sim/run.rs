@@ -474,9 +474,9 @@ impl<'p> Simulation<'p> {
     /// Runs to completion (or to the batch limit) and returns the report.
     pub fn run(mut self) -> Result<Report, SimError> {
         for (what, ev) in &self.plan.setup {
-            self.apply(ev.clone()).map_err(|source| SimError::Engine {
+            self.apply(ev.clone()).map_err(|e| SimError::Engine {
                 what: what.clone(),
-                source,
+                source: Box::new(e),
             })?;
         }
         for (i, w) in self.plan.workloads.iter().enumerate() {

@@ -289,7 +289,7 @@ impl Scenario {
             let loaded =
                 manifest::load_str(&f.name, &f.text).map_err(|source| SimError::Manifest {
                     source_name: f.name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             for m in loaded {
                 objs.add(&f.name, m)?;

@@ -514,13 +514,10 @@ mod tests {
         let head = "submit_ms,namespace,queue,runtime_ms,podsets\n";
         let rows = parse("t.csv", &format!("{head}0,ml,train,5,1:cpu=lots")).expect("parses");
         let e = workloads("t.csv", &rows, &lqs()).expect_err("bad quantity");
-        let source = e.source().expect("a quantity error underneath");
+        assert!(e.source().is_some(), "{e:?}");
         assert!(
-            matches!(
-                source.downcast_ref::<crate::sim::Cause>(),
-                Some(crate::sim::Cause::Quantity(_))
-            ),
-            "{source:?}"
+            matches!(e.cause(), Some(crate::sim::Cause::Quantity(_))),
+            "{e:?}"
         );
         let e = parse("t.csv", "submit_ms,bogus\n").expect_err("bad header");
         let SimError::Trace { location, source } = &e else {
