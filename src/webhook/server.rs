@@ -979,13 +979,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     // On the signal, scheduling stops and the Lease is released while the webhook is
     // still draining, so a successor takes over at once instead of after the drain. The
     // sender is also dropped if the server fails, which stops scheduling just the same.
-    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
-    let stop_scheduling = tokio::spawn(async move {
-        let _ = on_signal.wait_for(|s| *s).await;
-        if let Some(scheduling) = scheduling {
-            scheduling.stop().await;
-        }
-    });
+    let (signalled, on_signal) = tokio::sync::watch::channel(false);
+    let stop_scheduling = scheduling.map(|s| s.stop_on(on_signal));
     let result = server
         .run(async move {
             shutdown_signal().await;
@@ -998,7 +993,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     for task in feed {
         task.abort();
     }
-    if let Err(e) = stop_scheduling.await {
+    if let Some(task) = stop_scheduling
+        && let Err(e) = task.await
+    {
         warn!(error = %e, "stopping the scheduler failed");
     }
     result

@@ -237,6 +237,21 @@ fn cpu_millis(wl: &Workload) -> i64 {
         .sum()
 }
 
+/// The cpu a ClusterQueue's `status.flavorsReservation` says is reserved, in millicores.
+fn reserved_cpu_millis(status: &serde_json::Value) -> Option<i64> {
+    let total = status["flavorsReservation"]
+        .as_array()?
+        .iter()
+        .flat_map(|f| f["resources"].as_array().into_iter().flatten())
+        .find(|r| r["name"] == "cpu")?["total"]
+        .as_str()?
+        .to_string();
+    match total.strip_suffix('m') {
+        Some(m) => m.parse().ok(),
+        None => total.parse::<i64>().ok().map(|c| c * 1000),
+    }
+}
+
 /// The Jobs' suspend flags by name.
 async fn suspended(client: &Client, ns: &str) -> BTreeMap<String, bool> {
     Api::<Job>::namespaced(client.clone(), ns)
@@ -363,12 +378,16 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
             .await
             .ok()
             .and_then(|cq| serde_json::to_value(cq.status).ok())
-            .is_some_and(|s| s["admittedWorkloads"] == 3 && s["pendingWorkloads"] == 1)
+            .is_some_and(|s| {
+                s["admittedWorkloads"] == 3
+                    && s["pendingWorkloads"] == 1
+                    && reserved_cpu_millis(&s) == Some(used)
+            })
     })
     .await;
     assert!(
         counted.is_some(),
-        "ClusterQueue status does not count 3 admitted, 1 pending"
+        "ClusterQueue status does not count 3 admitted, 1 pending and {used}m reserved"
     );
 
     drop(follower);
@@ -404,6 +423,15 @@ async fn a_replica_killed_mid_stream_restarts_without_double_admission_or_stuck_
     assert!(
         at_kill.len() <= 10,
         "over-admitted before the kill: {at_kill:?}"
+    );
+    let held = suspended(&client, &fx.ns).await;
+    let stranded = at_kill
+        .keys()
+        .filter(|j| held.get(*j) == Some(&true))
+        .count();
+    eprintln!(
+        "killed with {} admitted, {stranded} of them not started yet",
+        at_kill.len()
     );
 
     // A fresh process takes the Lease once the dead one's lapses, and finishes the work.
