@@ -94,6 +94,8 @@ pub struct Stores {
     pub flavors: Store<DynamicObject>,
     pub cluster_queues: Store<DynamicObject>,
     pub local_queues: Store<DynamicObject>,
+    /// For the cohort path in a preemption message.
+    pub cohorts: Store<DynamicObject>,
 }
 
 /// The writing halves of [`Stores`], consumed by [`spawn`].
@@ -102,6 +104,7 @@ pub struct Writers {
     flavors: reflector::store::Writer<DynamicObject>,
     cluster_queues: reflector::store::Writer<DynamicObject>,
     local_queues: reflector::store::Writer<DynamicObject>,
+    cohorts: reflector::store::Writer<DynamicObject>,
 }
 
 /// Empty stores and the writers that fill them.
@@ -112,12 +115,14 @@ pub fn stores() -> (Stores, Writers) {
         flavors: w(Kind::ResourceFlavor),
         cluster_queues: w(Kind::ClusterQueue),
         local_queues: w(Kind::LocalQueue),
+        cohorts: w(Kind::Cohort),
     };
     let stores = Stores {
         workloads: writers.workloads.as_reader(),
         flavors: writers.flavors.as_reader(),
         cluster_queues: writers.cluster_queues.as_reader(),
         local_queues: writers.local_queues.as_reader(),
+        cohorts: writers.cohorts.as_reader(),
     };
     (stores, writers)
 }
@@ -138,12 +143,14 @@ pub fn spawn(
         flavors,
         cluster_queues,
         local_queues,
+        cohorts,
     } = writers;
     let mut writers = [
         (Kind::Workload, Some(workloads)),
         (Kind::ResourceFlavor, Some(flavors)),
         (Kind::ClusterQueue, Some(cluster_queues)),
         (Kind::LocalQueue, Some(local_queues)),
+        (Kind::Cohort, Some(cohorts)),
     ];
     ENGINE_KINDS
         .iter()

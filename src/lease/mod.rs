@@ -60,6 +60,19 @@ impl Scheduling {
         }
     }
 
+    /// Stops (as [`Scheduling::stop`]) once `signalled` turns true, or once its sender is
+    /// dropped: `kuota serve` hands it the SIGTERM signal so scheduling stops and the Lease
+    /// is released while the webhook drains, not after the drain.
+    pub fn stop_on(
+        self,
+        mut signalled: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let _ = signalled.wait_for(|s| *s).await;
+            self.stop().await;
+        })
+    }
+
     /// SIGTERM: stop scheduling, then release the Lease so another replica takes over now.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
@@ -258,6 +271,51 @@ mod tests {
         assert_eq!(w.deadline(), Some(t0 + Duration::from_secs(12)));
         w.observe("b".into(), t0 + Duration::from_secs(6));
         assert_eq!(w.deadline(), Some(t0 + Duration::from_secs(16)));
+    }
+
+    /// Scheduling without election (no API calls), its scheduler reporting on `events`.
+    fn unelected(events: tokio::sync::mpsc::UnboundedSender<&'static str>) -> Scheduling {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let mut c = cfg(15, 10, 2);
+        c.enabled = false;
+        Scheduling::start(kube::Client::new(service, "default"), &c, move |shutdown| {
+            let events = events.clone();
+            async move {
+                let _ = events.send("started");
+                shutdown.await;
+                let _ = events.send("stopped");
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn the_signal_stops_scheduling_without_waiting_for_anything_else() {
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let (signal, signalled) = tokio::sync::watch::channel(false);
+        let stopping = unelected(tx).stop_on(signalled);
+        assert_eq!(events.recv().await, Some("started"));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(events.try_recv().is_err(), "no stop before the signal");
+        signal.send(true).unwrap();
+        assert_eq!(events.recv().await, Some("stopped"));
+        stopping.await.unwrap();
+        // The sender is still alive: the signal alone stopped it.
+        drop(signal);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_ends_without_a_signal_stops_scheduling_too() {
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let (signal, signalled) = tokio::sync::watch::channel(false);
+        let stopping = unelected(tx).stop_on(signalled);
+        assert_eq!(events.recv().await, Some("started"));
+        drop(signal);
+        assert_eq!(events.recv().await, Some("stopped"));
+        stopping.await.unwrap();
     }
 
     #[test]

@@ -976,16 +976,27 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .with_metrics(metrics)
         .with_diagnostics(diagnostics);
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
-    let result = server.run(shutdown_signal()).await;
+    // On the signal, scheduling stops and the Lease is released while the webhook is
+    // still draining, so a successor takes over at once instead of after the drain. The
+    // sender is also dropped if the server fails, which stops scheduling just the same.
+    let (signalled, on_signal) = tokio::sync::watch::channel(false);
+    let stop_scheduling = scheduling.map(|s| s.stop_on(on_signal));
+    let result = server
+        .run(async move {
+            shutdown_signal().await;
+            let _ = signalled.send(true);
+        })
+        .await;
     if let Some(task) = policy_watch {
         task.abort();
     }
     for task in feed {
         task.abort();
     }
-    if let Some(scheduling) = scheduling {
-        // Stop writing, then release the Lease so another replica takes over at once.
-        scheduling.stop().await;
+    if let Some(task) = stop_scheduling
+        && let Err(e) = task.await
+    {
+        warn!(error = %e, "stopping the scheduler failed");
     }
     result
 }

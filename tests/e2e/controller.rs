@@ -11,62 +11,18 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kuota::api::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use kuota::api::{ClusterQueue, ResourceFlavor, Workload};
 use kuota::controller::{ControllerConfig, run};
 use kuota::policy::PolicySet;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::support::{client, ensure_crds, unique_name, wait_until};
-use crate::webhook::{Kuota, Registration, create_namespace, delete_namespaces};
-
-/// A ClusterQueue with `cpu` of nominal quota in a flavor of its own, and LocalQueue
-/// `lq` in `ns` pointing at it. Returns (flavor, cluster queue) names.
-pub async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
-    let (rf, cq) = (unique_name("rf"), unique_name("cq"));
-    let flavor: ResourceFlavor = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": rf},
-        "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
-    }))
-    .expect("flavor");
-    let queue: ClusterQueue = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": cq},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "resourceGroups": [{
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
-            }]
-        }
-    }))
-    .expect("cluster queue");
-    let local: LocalQueue = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": ns},
-        "spec": {"clusterQueue": cq}
-    }))
-    .expect("local queue");
-    let pp = PostParams::default();
-    Api::<ResourceFlavor>::all(client.clone())
-        .create(&pp, &flavor)
-        .await
-        .expect("create ResourceFlavor");
-    Api::<ClusterQueue>::all(client.clone())
-        .create(&pp, &queue)
-        .await
-        .expect("create ClusterQueue");
-    Api::<LocalQueue>::namespaced(client.clone(), ns)
-        .create(&pp, &local)
-        .await
-        .expect("create LocalQueue");
-    (rf, cq)
-}
+use crate::support::{QueueFixture, client, controller_lock, ensure_crds, unique_name, wait_until};
+use crate::webhook::{Kuota, Registration};
 
 /// A one-pod Job in LocalQueue `lq` requesting `cpu`, created NOT suspended: kuota's
 /// webhook is what holds it.
-pub fn job(ns: &str, name: &str, cpu: &str) -> Job {
+pub(crate) fn job(ns: &str, name: &str, cpu: &str) -> Job {
     serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"namespace": ns, "name": name,
@@ -128,7 +84,7 @@ pub(crate) async fn wait_for_workload(
 }
 
 /// Marks every Pod of Job `job` Succeeded, as a kubelet would once they ran.
-async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
+pub(crate) async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
     let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let list = pods
         .list(&ListParams::default().labels(&format!("job-name={job}")))
@@ -149,11 +105,14 @@ async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
 
 #[tokio::test]
 async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_follows() {
-    let client = client().await;
-    ensure_crds(&client).await;
-    let ns = unique_name("ctl-admit");
-    create_namespace(&client, &ns, &[]).await;
-    let (rf, cq) = quota(&client, &ns, "1").await;
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("ctl-admit", "1").await;
+    let (client, ns, rf, cq) = (
+        fx.client.clone(),
+        fx.ns.clone(),
+        fx.rf.clone(),
+        fx.cq.clone(),
+    );
 
     let mut webhook = Kuota::start(&client, PolicySet::default()).await;
     let run_label = unique_name("run");
@@ -278,13 +237,7 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
     let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
     registration.delete().await;
     webhook.stop().await;
-    delete_namespaces(&client, &[&ns]).await;
-    let _ = Api::<ClusterQueue>::all(client.clone())
-        .delete(&cq, &Default::default())
-        .await;
-    let _ = Api::<ResourceFlavor>::all(client.clone())
-        .delete(&rf, &Default::default())
-        .await;
+    fx.teardown().await;
 }
 
 /// Runs the controller in this process until the returned sender is used or dropped.
@@ -306,11 +259,9 @@ pub(crate) fn start_controller(
 
 #[tokio::test]
 async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
-    let client = client().await;
-    ensure_crds(&client).await;
-    let ns = unique_name("ctl-restart");
-    create_namespace(&client, &ns, &[]).await;
-    let (rf, cq) = quota(&client, &ns, "1").await;
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("ctl-restart", "1").await;
+    let (client, ns) = (fx.client.clone(), fx.ns.clone());
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     // Created suspended with the queue name, as a user may: no webhook involved here.
     let suspended = |name: &str| {
@@ -374,19 +325,14 @@ async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    delete_namespaces(&client, &[&ns]).await;
-    let _ = Api::<ClusterQueue>::all(client.clone())
-        .delete(&cq, &Default::default())
-        .await;
-    let _ = Api::<ResourceFlavor>::all(client.clone())
-        .delete(&rf, &Default::default())
-        .await;
+    fx.teardown().await;
 }
 
 /// kuota runs no admission checks: a ClusterQueue naming one says so in its `Active`
 /// condition, with Kueue's reason, instead of admitting without the check.
 #[tokio::test]
 async fn a_cluster_queue_naming_admission_checks_reports_itself_inactive() {
+    let _only = controller_lock().await;
     let client = client().await;
     ensure_crds(&client).await;
     let (name, rf) = (unique_name("cq-gated"), unique_name("rf"));

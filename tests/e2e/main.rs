@@ -14,4 +14,6 @@ mod api_compat;
 mod controller;
 mod install;
 mod metrics;
+mod preemption;
+mod replicas;
 mod webhook;

@@ -6,14 +6,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
-use kuota::api::{ClusterQueue, ResourceFlavor};
 use kuota::controller::{ControllerConfig, run};
 use kuota::policy::PolicySet;
 use tokio::sync::oneshot;
 
-use crate::controller::{condition, job, quota, wait_for_workload};
-use crate::support::{client, ensure_crds, http_get, unique_name};
-use crate::webhook::{Kuota, create_namespace, delete_namespaces};
+use crate::controller::{condition, job, wait_for_workload};
+use crate::support::{QueueFixture, controller_lock, http_get};
+use crate::webhook::Kuota;
 
 /// The value of the sample whose line starts with `series` (name and labels as encoded).
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -23,11 +22,9 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn serve_reports_the_controllers_admissions_pending_workloads_and_writes() {
-    let client = client().await;
-    ensure_crds(&client).await;
-    let ns = unique_name("ctl-metrics");
-    create_namespace(&client, &ns, &[]).await;
-    let (rf, cq) = quota(&client, &ns, "1").await;
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("ctl-metrics", "1").await;
+    let (client, ns, cq) = (fx.client.clone(), fx.ns.clone(), fx.cq.clone());
 
     let mut kuota = Kuota::start(&client, PolicySet::default()).await;
     let config = ControllerConfig {
@@ -111,11 +108,5 @@ async fn serve_reports_the_controllers_admissions_pending_workloads_and_writes()
         "after the controller stops the replica is a follower without state gauges:\n{after}"
     );
     kuota.stop().await;
-    delete_namespaces(&client, &[&ns]).await;
-    let _ = Api::<ClusterQueue>::all(client.clone())
-        .delete(&cq, &Default::default())
-        .await;
-    let _ = Api::<ResourceFlavor>::all(client.clone())
-        .delete(&rf, &Default::default())
-        .await;
+    fx.teardown().await;
 }

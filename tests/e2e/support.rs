@@ -113,3 +113,112 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
     (status, body)
 }
+
+/// Every test that runs a queue controller (in this process or as `kuota serve`) holds
+/// this for its whole run: a controller watches the whole cluster, so two running at once
+/// would both act on each other's Workloads (each test's own ClusterQueue does not keep
+/// the other controller away), and the double-admission and usage checks would be void.
+pub(crate) async fn controller_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// A test's namespace, with a ResourceFlavor of its own and a ClusterQueue selecting only
+/// that namespace, and LocalQueue `lq` in it: the setup of every controller test.
+pub(crate) struct QueueFixture {
+    pub client: kube::Client,
+    pub ns: String,
+    /// The ResourceFlavor (its nodeLabels: `kuota.dev/e2e-pool: <rf>`).
+    pub rf: String,
+    /// The ClusterQueue.
+    pub cq: String,
+}
+
+impl QueueFixture {
+    /// A namespace named after `prefix` and a ClusterQueue with `cpu` of nominal quota.
+    pub async fn new(prefix: &str, cpu: &str) -> Self {
+        Self::with_queue_spec(prefix, cpu, serde_json::json!({})).await
+    }
+
+    /// As [`QueueFixture::new`], with `extra` merged into the ClusterQueue's spec (for
+    /// example a `preemption` policy).
+    pub async fn with_queue_spec(prefix: &str, cpu: &str, extra: serde_json::Value) -> Self {
+        use kube::api::{Api, PostParams};
+        use kuota::api::{ClusterQueue, LocalQueue, ResourceFlavor};
+        use serde_json::json;
+
+        let client = client().await;
+        ensure_crds(&client).await;
+        let ns = unique_name(prefix);
+        crate::webhook::create_namespace(&client, &ns, &[]).await;
+        let (rf, cq) = (unique_name("rf"), unique_name("cq"));
+        let flavor: ResourceFlavor = serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": rf},
+            "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
+        }))
+        .expect("flavor");
+        let mut spec = json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
+            }]
+        });
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        let queue: ClusterQueue = serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": cq}, "spec": spec
+        }))
+        .expect("cluster queue");
+        let local: LocalQueue = serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": ns},
+            "spec": {"clusterQueue": cq}
+        }))
+        .expect("local queue");
+        let pp = PostParams::default();
+        Api::<ResourceFlavor>::all(client.clone())
+            .create(&pp, &flavor)
+            .await
+            .expect("create ResourceFlavor");
+        Api::<ClusterQueue>::all(client.clone())
+            .create(&pp, &queue)
+            .await
+            .expect("create ClusterQueue");
+        Api::<LocalQueue>::namespaced(client.clone(), &ns)
+            .create(&pp, &local)
+            .await
+            .expect("create LocalQueue");
+        Self { client, ns, rf, cq }
+    }
+
+    /// Deletes the namespace, the ClusterQueue and the flavor (best effort).
+    pub async fn teardown(self) {
+        use kube::api::Api;
+        use kuota::api::{ClusterQueue, ResourceFlavor};
+        crate::webhook::delete_namespaces(&self.client, &[&self.ns]).await;
+        let _ = Api::<ClusterQueue>::all(self.client.clone())
+            .delete(&self.cq, &Default::default())
+            .await;
+        let _ = Api::<ResourceFlavor>::all(self.client.clone())
+            .delete(&self.rf, &Default::default())
+            .await;
+    }
+}
+
+/// A serving certificate for 127.0.0.1 in `dir` (tls.crt, tls.key), as `kuota serve
+/// --cert-dir` reads it; returns the CA's PEM (the caBundle).
+pub(crate) fn write_serving_certs(dir: &std::path::Path, host: &str) -> String {
+    use kuota::webhook::{certs, tls};
+    use std::time::Duration;
+    std::fs::create_dir_all(dir).expect("cert dir");
+    let ca = certs::generate_ca(Duration::from_secs(86_400)).expect("CA");
+    let serving = certs::issue_serving(&ca, &[host.to_string()], Duration::from_secs(86_400))
+        .expect("serving certificate");
+    std::fs::write(dir.join(tls::CERT_FILE), &serving.cert_pem).expect("write cert");
+    std::fs::write(dir.join(tls::KEY_FILE), &serving.key_pem).expect("write key");
+    ca.cert_pem.clone()
+}

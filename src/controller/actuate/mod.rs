@@ -9,6 +9,7 @@
 
 pub mod events;
 pub mod job;
+pub mod preemption;
 pub mod queue_status;
 pub mod workload;
 
@@ -226,9 +227,14 @@ impl Actuators {
                 victim,
                 preemptor,
                 reason,
-                message,
+                message: _,
             } => {
-                if let Err(e) = w.preempt(&victim, reason.as_str(), &message).await {
+                // Kueue's wording, with the preemptor's UIDs and both queues' paths, in
+                // place of the engine's (which knows no object metadata).
+                let parties = preemption::parties(&self.stores, &victim, &preemptor);
+                let message = preemption::condition_message(&parties, reason);
+                let note = preemption::event_message(&parties, reason);
+                if let Err(e) = w.preempt(&victim, reason.as_str(), &message, &note).await {
                     warn!(workload = %victim, preemptor = %preemptor, error = %e, "preemption not written");
                 }
             }

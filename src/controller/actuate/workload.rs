@@ -422,18 +422,20 @@ impl WorkloadWriter<'_> {
         Ok(())
     }
 
-    /// Preempted: Evicted and Preempted conditions and a `Preempted` Event.
+    /// Preempted: Evicted and Preempted conditions with `message`, and a `Preempted`
+    /// Event with `note` (Kueue adds both priorities to the Event only).
     pub async fn preempt(
         &self,
         key: &WorkloadKey,
         reason: &str,
         message: &str,
+        note: &str,
     ) -> Result<(), WriteError> {
         let build = |wl: &Workload, now: &Time| {
             evict_patch(wl, REASON_EVICTED_BY_PREEMPTION, Some(reason), message, now)
         };
         if self.write(key, build).await? == Written::Yes {
-            self.recorder.workload_normal(key, "Preempted", message);
+            self.recorder.workload_normal(key, "Preempted", note);
         }
         Ok(())
     }

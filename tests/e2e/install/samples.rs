@@ -59,6 +59,8 @@ async fn forget_earlier_runs(client: &Client) {
 
 #[tokio::test]
 async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_big_waits() {
+    // No other test's controller may admit finetune before this one checks it waits.
+    let _only = crate::support::controller_lock().await;
     let client = client().await;
     ensure_crds(&client).await;
     forget_earlier_runs(&client).await;

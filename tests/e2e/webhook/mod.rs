@@ -34,7 +34,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kuota::policy::{PolicyHandle, PolicySet};
 use kuota::webhook::health::WatchHealth;
 use kuota::webhook::server::{ServerConfig, WebhookServer, index_readiness};
-use kuota::webhook::{ClusterIndex, WebhookConfig, WebhookState, certs, feed, router, tls};
+use kuota::webhook::{ClusterIndex, WebhookConfig, WebhookState, feed, router};
 use tokio::sync::oneshot;
 
 use crate::support::unique_name;
@@ -80,17 +80,8 @@ impl Kuota {
     /// Serves the webhook with `policies`, its index fed by watches through `client`.
     pub async fn start(client: &Client, policies: PolicySet) -> Self {
         let dir = std::env::temp_dir().join(unique_name("kuota-e2e-certs"));
-        std::fs::create_dir_all(&dir).expect("cert dir");
         let host = webhook_host();
-        let ca = certs::generate_ca(Duration::from_secs(86_400)).expect("CA");
-        let serving = certs::issue_serving(
-            &ca,
-            std::slice::from_ref(&host),
-            Duration::from_secs(86_400),
-        )
-        .expect("serving certificate");
-        std::fs::write(dir.join(tls::CERT_FILE), &serving.cert_pem).expect("write cert");
-        std::fs::write(dir.join(tls::KEY_FILE), &serving.key_pem).expect("write key");
+        let ca_pem = crate::support::write_serving_certs(&dir, &host);
 
         let index = Arc::new(ClusterIndex::default());
         let watch_health = Arc::new(WatchHealth::default());
@@ -141,7 +132,7 @@ impl Kuota {
         Self {
             addr,
             health_addr,
-            ca_pem: ca.cert_pem,
+            ca_pem,
             index,
             watch_health,
             largest_review,

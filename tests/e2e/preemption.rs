@@ -1,0 +1,235 @@
+//! Priority preemption against the real API server and kube-controller-manager: a
+//! higher-priority Job takes the quota of a running lower-priority one within its
+//! ClusterQueue (`preemption.withinClusterQueue: LowerPriority`), with Kueue's conditions,
+//! and the victim comes back once the preemptor has finished.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kuota::api::{Workload, WorkloadPriorityClass};
+use serde_json::json;
+
+use crate::controller::{condition, finish_pods, job, start_controller, wait_for_workload};
+use crate::support::{QueueFixture, controller_lock, unique_name, wait_until};
+
+/// A suspended one-pod Job asking for `cpu`, with Kueue's priority-class label.
+fn prioritized_job(ns: &str, name: &str, cpu: &str, class: &str) -> Job {
+    let mut j = job(ns, name, cpu);
+    j.spec.get_or_insert_with(Default::default).suspend = Some(true);
+    j.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kueue.x-k8s.io/priority-class".into(), class.into());
+    j
+}
+
+/// The Job's pod template node selector and suspend flag.
+async fn job_state(jobs: &Api<Job>, name: &str) -> (Option<bool>, Option<String>, String) {
+    let j = jobs.get(name).await.expect("get Job");
+    let uid = j.metadata.uid.clone().unwrap_or_default();
+    let spec = j.spec.unwrap_or_default();
+    let pool = spec
+        .template
+        .spec
+        .and_then(|p| p.node_selector)
+        .and_then(|s| s.get("kuota.dev/e2e-pool").cloned());
+    (spec.suspend, pool, uid)
+}
+
+/// Waits until Job `name` is unsuspended with flavor `rf`'s nodeSelector and has a Pod.
+async fn wait_started(jobs: &Api<Job>, pods: &Api<Pod>, name: &str, rf: &str) {
+    let started = wait_until(Duration::from_secs(60), || async move {
+        let (suspend, pool, _) = job_state(jobs, name).await;
+        suspend == Some(false) && pool.as_deref() == Some(rf)
+    })
+    .await;
+    assert!(
+        started.is_some(),
+        "Job {name} was not unsuspended with the flavor's nodeSelector: {:?}",
+        job_state(jobs, name).await
+    );
+    wait_until(Duration::from_secs(60), || async move {
+        pods.list(&ListParams::default().labels(&format!("job-name={name}")))
+            .await
+            .is_ok_and(|l| !l.items.is_empty())
+    })
+    .await
+    .unwrap_or_else(|| panic!("kube-controller-manager created no Pod for Job {name}"));
+}
+
+#[tokio::test]
+async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it() {
+    let _only = controller_lock().await;
+    let fx = QueueFixture::with_queue_spec(
+        "preempt",
+        "1",
+        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
+    )
+    .await;
+    let (client, ns, rf, cq) = (
+        fx.client.clone(),
+        fx.ns.clone(),
+        fx.rf.clone(),
+        fx.cq.clone(),
+    );
+    let classes = Api::<WorkloadPriorityClass>::all(client.clone());
+    let (low, high) = (unique_name("low"), unique_name("high"));
+    for (name, value) in [(&low, 10), (&high, 1000)] {
+        classes
+            .create(
+                &PostParams::default(),
+                &WorkloadPriorityClass::new(name, value),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create WorkloadPriorityClass {name}: {e}"));
+    }
+    let (stop, task) = start_controller(&client);
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+
+    // The low-priority Job is admitted and running (its Pod exists).
+    jobs.create(
+        &PostParams::default(),
+        &prioritized_job(&ns, "victim", "600m", &low),
+    )
+    .await
+    .expect("create Job victim");
+    let admitted = wait_for_workload(&client, &ns, "victim", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(admitted.spec.priority, Some(10), "the class's value");
+    wait_started(&jobs, &pods, "victim", &rf).await;
+
+    // The high-priority Job needs the quota the victim holds.
+    jobs.create(
+        &PostParams::default(),
+        &prioritized_job(&ns, "preemptor", "600m", &high),
+    )
+    .await
+    .expect("create Job preemptor");
+    let evicted = wait_for_workload(&client, &ns, "victim", "evicted", |wl| {
+        condition(wl, "Evicted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let preemptor_wl = wait_for_workload(&client, &ns, "preemptor", "created", |_| true).await;
+    let preemptor_job_uid = job_state(&jobs, "preemptor").await.2;
+    // Kueue's preemptionMessage, word for word.
+    let message = format!(
+        "Preempted to accommodate a workload (UID: {}, JobUID: {preemptor_job_uid}) due to \
+         prioritization in the ClusterQueue; preemptor path: /{cq}; preemptee path: /{cq}",
+        preemptor_wl.metadata.uid.clone().unwrap_or_default()
+    );
+    assert_eq!(
+        condition(&evicted, "Evicted"),
+        Some(("True", "Preempted", message.as_str()))
+    );
+    assert_eq!(
+        condition(&evicted, "Preempted"),
+        Some(("True", "InClusterQueue", message.as_str()))
+    );
+
+    // The victim's Job is suspended again with its original template, and the Job
+    // controller deletes its Pod (unbound Pods go at once: no kubelet to wait for).
+    let stopped = wait_until(Duration::from_secs(60), || {
+        let jobs = jobs.clone();
+        async move {
+            let (suspend, pool, _) = job_state(&jobs, "victim").await;
+            suspend == Some(true) && pool.is_none()
+        }
+    })
+    .await;
+    assert!(
+        stopped.is_some(),
+        "the victim's Job was not suspended with its template restored: {:?}",
+        job_state(&jobs, "victim").await
+    );
+    let gone = wait_until(Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels("job-name=victim"))
+                .await
+                .expect("list pods");
+            // Playing the kubelet: a Pod stuck terminating is confirmed gone.
+            for p in &list.items {
+                if p.metadata.deletion_timestamp.is_some() {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let _ = pods
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await;
+                }
+            }
+            list.items.is_empty()
+        }
+    })
+    .await;
+    assert!(gone.is_some(), "the victim's Pods were never deleted");
+
+    // Requeued: no admission, pending with kuota's reason while the preemptor runs.
+    let requeued = wait_for_workload(&client, &ns, "victim", "requeued and pending", |wl| {
+        wl.status.as_ref().is_some_and(|s| s.admission.is_none())
+            && condition(wl, "QuotaReserved")
+                .is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")
+    })
+    .await;
+    assert_eq!(condition(&requeued, "Admitted").map(|c| c.0), Some("False"));
+    let (_, _, pending_message) = condition(&requeued, "QuotaReserved").expect("condition");
+    assert!(
+        pending_message.contains("insufficient unused quota for cpu"),
+        "{pending_message}"
+    );
+    let preemptor_wl = wait_for_workload(&client, &ns, "preemptor", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(preemptor_wl.spec.priority, Some(1000));
+    wait_started(&jobs, &pods, "preemptor", &rf).await;
+    assert_eq!(
+        job_state(&jobs, "victim").await.0,
+        Some(true),
+        "the victim stays suspended while the preemptor holds the quota"
+    );
+
+    // The preemptor finishes: the victim is admitted again and runs.
+    assert!(finish_pods(&client, &ns, "preemptor").await >= 1);
+    wait_for_workload(&client, &ns, "preemptor", "finished", |wl| {
+        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let readmitted = wait_for_workload(&client, &ns, "victim", "re-admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&readmitted, "QuotaReserved").map(|c| c.0),
+        Some("True")
+    );
+    assert_eq!(
+        condition(&readmitted, "Evicted").map(|c| (c.0, c.1)),
+        Some(("False", "QuotaReserved")),
+        "a new admission resets Evicted as Kueue's SetQuotaReservation does"
+    );
+    wait_started(&jobs, &pods, "victim", &rf).await;
+    let holding: Vec<Workload> = Api::<Workload>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list Workloads")
+        .items
+        .into_iter()
+        .filter(|wl| {
+            wl.status.as_ref().is_some_and(|s| s.admission.is_some())
+                && condition(wl, "Finished").is_none_or(|c| c.0 != "True")
+        })
+        .collect();
+    assert_eq!(holding.len(), 1, "only the victim holds quota now");
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    for name in [&low, &high] {
+        let _ = classes.delete(name, &Default::default()).await;
+    }
+    fx.teardown().await;
+}

@@ -1,0 +1,492 @@
+//! `kuota serve` as real processes: two replicas and a leader that dies, a replica killed
+//! in the middle of admissions and restarted, and a graceful SIGTERM. Each process gets
+//! its own listeners on 127.0.0.1 and a Lease unique to the test (Kueue's
+//! `leaderElection.resourceName`/`resourceNamespace` in a `--config` file). The webhook
+//! is served but not registered: the tests create their Jobs suspended.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use kuota::api::Workload;
+
+use crate::controller::{condition, job};
+use crate::support::{
+    QueueFixture, controller_lock, http_get, kubeconfig_path, unique_name, wait_until,
+};
+
+/// Lease timing of these tests (Kueue's defaults are 15 s, 10 s and 2 s).
+const LEASE_SECONDS: u64 = 4;
+
+/// One `kuota serve` process; killed when dropped.
+struct Serve {
+    child: Child,
+    health: SocketAddr,
+    log: PathBuf,
+}
+
+/// A free port on 127.0.0.1 (bound, then released for the process to take).
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+/// A directory with a serving certificate and a `--config` file whose leader election
+/// uses Lease `lease` in namespace `ns`.
+fn serve_dir(lease: &str, ns: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique_name("kuota-serve"));
+    crate::support::write_serving_certs(&dir, "127.0.0.1");
+    let config = format!(
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\n\
+         kind: Configuration\n\
+         leaderElection:\n  \
+           leaderElect: true\n  \
+           resourceName: {lease}\n  \
+           resourceNamespace: {ns}\n  \
+           leaseDuration: {LEASE_SECONDS}s\n  \
+           renewDeadline: 3s\n  \
+           retryPeriod: 1s\n"
+    );
+    std::fs::write(dir.join("config.yaml"), config).expect("write config");
+    dir
+}
+
+impl Serve {
+    /// Starts `kuota serve` with the certificate and configuration in `dir`; its log goes
+    /// to `dir/<name>.log`.
+    fn start(dir: &Path, name: &str) -> Self {
+        let health = free_port();
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_kuota"))
+            .arg("serve")
+            .arg("--listen")
+            .arg(free_port().to_string())
+            .arg("--health-listen")
+            .arg(health.to_string())
+            .arg("--cert-dir")
+            .arg(dir)
+            .arg("--config")
+            .arg(dir.join("config.yaml"))
+            .env("KUBECONFIG", kubeconfig_path())
+            .env("RUST_LOG", "info,kuota=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("start kuota serve");
+        Self { child, health, log }
+    }
+
+    /// The identity this process writes on the Lease ends in `_<pid in hex>` and eight
+    /// hex digits (see `kuota::lease::identity`).
+    fn holds(&self, holder: &str) -> bool {
+        let pid = format!("{:x}", self.child.id());
+        holder
+            .rsplit_once('_')
+            .is_some_and(|(_, tail)| tail.len() == pid.len() + 8 && tail.starts_with(&pid))
+    }
+
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{signal} {}", self.child.id());
+    }
+
+    /// Waits for the process to exit; `None` if it is still running after `timeout`.
+    async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL, as a crash or an OOM kill would.
+    async fn kill9(&mut self) {
+        self.signal("KILL");
+        self.exited(Duration::from_secs(10))
+            .await
+            .expect("a SIGKILLed process exits");
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Lease's holder, if anyone holds it.
+async fn holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(lease)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// Waits until one of `replicas` holds the Lease; its index.
+async fn leader_of(client: &Client, ns: &str, lease: &str, replicas: &[&Serve]) -> usize {
+    let mut last = None;
+    for _ in 0..300 {
+        last = holder(client, ns, lease).await;
+        if let Some(i) = last
+            .as_deref()
+            .and_then(|h| replicas.iter().position(|r| r.holds(h)))
+        {
+            return i;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "none of the replicas took Lease {ns}/{lease} within 30 s (holder: {last:?}); logs:\n{}",
+        replicas
+            .iter()
+            .map(|r| r.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    );
+}
+
+/// Creates suspended queue-labelled Jobs asking for `cpu` each.
+async fn create_jobs(client: &Client, ns: &str, names: &[String], cpu: &str) {
+    let jobs = Api::<Job>::namespaced(client.clone(), ns);
+    for name in names {
+        let mut j = job(ns, name, cpu);
+        j.spec.get_or_insert_with(Default::default).suspend = Some(true);
+        jobs.create(&PostParams::default(), &j)
+            .await
+            .unwrap_or_else(|e| panic!("create Job {name}: {e}"));
+    }
+}
+
+/// The namespace's Workloads by owning Job name.
+async fn workloads(client: &Client, ns: &str) -> BTreeMap<String, Workload> {
+    Api::<Workload>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list Workloads")
+        .items
+        .into_iter()
+        .filter_map(|wl| {
+            let owner = wl
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "Job" && o.controller == Some(true))?
+                .name
+                .clone();
+            Some((owner, wl))
+        })
+        .collect()
+}
+
+fn admitted(wl: &Workload) -> bool {
+    wl.status.as_ref().is_some_and(|s| s.admission.is_some())
+        && condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "True")
+}
+
+fn reserved_at(wl: &Workload) -> Option<String> {
+    wl.status
+        .as_ref()?
+        .condition("QuotaReserved")
+        .map(|c| c.last_transition_time.0.to_string())
+}
+
+/// The cpu the Workload's pod sets request, in millicores (the tests' Jobs ask in `m`
+/// or whole cores).
+fn cpu_millis(wl: &Workload) -> i64 {
+    let v = serde_json::to_value(&wl.spec.pod_sets).expect("json");
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|ps| {
+            let count = ps["count"].as_i64().unwrap_or(1);
+            let req = ps["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+                .as_str()
+                .unwrap_or("0");
+            let m = match req.strip_suffix('m') {
+                Some(m) => m.parse::<i64>().expect("millicores"),
+                None => req.parse::<i64>().expect("cores") * 1000,
+            };
+            count * m
+        })
+        .sum()
+}
+
+/// The cpu a ClusterQueue's `status.flavorsReservation` says is reserved, in millicores.
+fn reserved_cpu_millis(status: &serde_json::Value) -> Option<i64> {
+    let total = status["flavorsReservation"]
+        .as_array()?
+        .iter()
+        .flat_map(|f| f["resources"].as_array().into_iter().flatten())
+        .find(|r| r["name"] == "cpu")?["total"]
+        .as_str()?
+        .to_string();
+    match total.strip_suffix('m') {
+        Some(m) => m.parse().ok(),
+        None => total.parse::<i64>().ok().map(|c| c * 1000),
+    }
+}
+
+/// The Jobs' suspend flags by name.
+async fn suspended(client: &Client, ns: &str) -> BTreeMap<String, bool> {
+    Api::<Job>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list Jobs")
+        .items
+        .into_iter()
+        .map(|j| {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            (name, j.spec.and_then(|s| s.suspend) == Some(true))
+        })
+        .collect()
+}
+
+/// Waits until `want` Workloads are admitted and their Jobs running, and every other
+/// Workload is pending with a reason and its Job suspended: a settled state.
+async fn wait_settled(client: &Client, ns: &str, total: usize, want: usize, logs: &Serve) {
+    let mut last = String::new();
+    for _ in 0..600 {
+        let wls = workloads(client, ns).await;
+        let jobs = suspended(client, ns).await;
+        let admitted_n = wls.values().filter(|w| admitted(w)).count();
+        let settled = wls.len() == total
+            && admitted_n == want
+            && wls.iter().all(|(job, wl)| {
+                let held = jobs.get(job).copied().unwrap_or(false);
+                if admitted(wl) {
+                    !held
+                } else {
+                    held && condition(wl, "QuotaReserved")
+                        .is_some_and(|c| c.0 == "False" && !c.1.is_empty())
+                }
+            });
+        if settled {
+            return;
+        }
+        last = format!(
+            "{admitted_n} admitted of {} Workloads; Jobs held: {jobs:?}",
+            wls.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "never settled with {want} admitted: {last}\nlog:\n{}",
+        logs.log_text()
+    );
+}
+
+#[tokio::test]
+async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("replicas", "3").await;
+    let client = fx.client.clone();
+    let lease = unique_name("lease");
+    let dir = serve_dir(&lease, &fx.ns);
+    let replicas = [Serve::start(&dir, "a"), Serve::start(&dir, "b")];
+    let first = leader_of(&client, &fx.ns, &lease, &[&replicas[0], &replicas[1]]).await;
+    let [a, b] = replicas;
+    let (mut leader, follower) = if first == 0 { (a, b) } else { (b, a) };
+
+    let before: Vec<String> = (0..2).map(|i| format!("before-{i}")).collect();
+    create_jobs(&client, &fx.ns, &before, "1").await;
+    wait_settled(&client, &fx.ns, 2, 2, &leader).await;
+    // Only the leader schedules, and its metrics say so; the follower's never do.
+    let role = r#"replica_role="leader""#;
+    let admissions = wait_until(Duration::from_secs(10), || async {
+        http_get(leader.health, "/metrics").await.1.contains(role)
+    })
+    .await;
+    assert!(
+        admissions.is_some(),
+        "the leader's /metrics never said replica_role=\"leader\""
+    );
+    let (status, body) = http_get(follower.health, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        !body.contains(role),
+        "the follower reports as leader:\n{body}"
+    );
+    let admitted_before: BTreeMap<String, Option<String>> = workloads(&client, &fx.ns)
+        .await
+        .iter()
+        .map(|(job, wl)| (job.clone(), reserved_at(wl)))
+        .collect();
+
+    // The leader dies without releasing the Lease: the follower takes it once it lapses.
+    leader.kill9().await;
+    let taken = wait_until(Duration::from_secs(LEASE_SECONDS + 10), || async {
+        holder(&client, &fx.ns, &lease)
+            .await
+            .is_some_and(|h| follower.holds(&h))
+    })
+    .await;
+    assert!(
+        taken.is_some(),
+        "the follower did not take the Lease within its duration ({LEASE_SECONDS} s) and a \
+         margin; holder: {:?}\nlog:\n{}",
+        holder(&client, &fx.ns, &lease).await,
+        follower.log_text()
+    );
+
+    // The new leader admits new Jobs (one fits, one waits) and nothing twice.
+    let after: Vec<String> = (0..2).map(|i| format!("after-{i}")).collect();
+    create_jobs(&client, &fx.ns, &after, "1").await;
+    wait_settled(&client, &fx.ns, 4, 3, &follower).await;
+    let wls = workloads(&client, &fx.ns).await;
+    for (job, at) in &admitted_before {
+        assert_eq!(
+            &reserved_at(&wls[job]),
+            at,
+            "Workload of {job} was admitted again by the new leader"
+        );
+    }
+    let used: i64 = wls.values().filter(|w| admitted(w)).map(cpu_millis).sum();
+    assert_eq!(
+        used, 3000,
+        "the admitted Workloads use exactly the 3 cpu of quota"
+    );
+    // The ClusterQueue's status (written by the new leader) counts the same admissions.
+    let counted = wait_until(Duration::from_secs(15), || async {
+        Api::<kuota::api::ClusterQueue>::all(client.clone())
+            .get(&fx.cq)
+            .await
+            .ok()
+            .and_then(|cq| serde_json::to_value(cq.status).ok())
+            .is_some_and(|s| {
+                s["admittedWorkloads"] == 3
+                    && s["pendingWorkloads"] == 1
+                    && reserved_cpu_millis(&s) == Some(used)
+            })
+    })
+    .await;
+    assert!(
+        counted.is_some(),
+        "ClusterQueue status does not count 3 admitted, 1 pending and {used}m reserved"
+    );
+
+    drop(follower);
+    fx.teardown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_stream_restarts_without_double_admission_or_stuck_jobs() {
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("midstream", "5").await;
+    let client = fx.client.clone();
+    let lease = unique_name("lease");
+    let dir = serve_dir(&lease, &fx.ns);
+    let mut kuota = Serve::start(&dir, "first");
+    leader_of(&client, &fx.ns, &lease, &[&kuota]).await;
+
+    // 20 Jobs of 500m over 5 cpu: 10 fit. Kill as soon as admissions have begun.
+    let names: Vec<String> = (0..20).map(|i| format!("job-{i:02}")).collect();
+    create_jobs(&client, &fx.ns, &names, "500m").await;
+    wait_until(Duration::from_secs(60), || async {
+        workloads(&client, &fx.ns).await.values().any(admitted)
+    })
+    .await
+    .expect("nothing admitted within 60 s");
+    kuota.kill9().await;
+    let at_kill: BTreeMap<String, Option<String>> = workloads(&client, &fx.ns)
+        .await
+        .iter()
+        .filter(|(_, wl)| admitted(wl))
+        .map(|(job, wl)| (job.clone(), reserved_at(wl)))
+        .collect();
+    assert!(
+        at_kill.len() <= 10,
+        "over-admitted before the kill: {at_kill:?}"
+    );
+    let held = suspended(&client, &fx.ns).await;
+    let stranded = at_kill
+        .keys()
+        .filter(|j| held.get(*j) == Some(&true))
+        .count();
+    eprintln!(
+        "killed with {} admitted, {stranded} of them not started yet",
+        at_kill.len()
+    );
+
+    // A fresh process takes the Lease once the dead one's lapses, and finishes the work.
+    let restarted = Serve::start(&dir, "second");
+    leader_of(&client, &fx.ns, &lease, &[&restarted]).await;
+    wait_settled(&client, &fx.ns, 20, 10, &restarted).await;
+    let wls = workloads(&client, &fx.ns).await;
+    for (job, at) in &at_kill {
+        assert!(
+            admitted(&wls[job]),
+            "{job} lost its admission across the restart"
+        );
+        assert_eq!(
+            &reserved_at(&wls[job]),
+            at,
+            "{job} was admitted again after the restart"
+        );
+    }
+    let used: i64 = wls.values().filter(|w| admitted(w)).map(cpu_millis).sum();
+    assert!(used <= 5000, "admitted {used}m over 5 cpu of quota");
+
+    drop(restarted);
+    fx.teardown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sigterm_releases_the_lease_and_exits_zero() {
+    let _only = controller_lock().await;
+    let fx = QueueFixture::new("sigterm", "1").await;
+    let client = fx.client.clone();
+    let lease = unique_name("lease");
+    let dir = serve_dir(&lease, &fx.ns);
+    let mut kuota = Serve::start(&dir, "only");
+    leader_of(&client, &fx.ns, &lease, &[&kuota]).await;
+    // Scheduling works before the signal.
+    create_jobs(&client, &fx.ns, &["one".to_string()], "500m").await;
+    wait_settled(&client, &fx.ns, 1, 1, &kuota).await;
+
+    kuota.signal("TERM");
+    let status = kuota.exited(Duration::from_secs(15)).await;
+    let log = kuota.log_text();
+    let status = status.unwrap_or_else(|| panic!("still running 15 s after SIGTERM:\n{log}"));
+    assert!(
+        status.success(),
+        "exit status {status} after SIGTERM:\n{log}"
+    );
+    // Released, not left to expire: a successor may take it at once.
+    assert_eq!(
+        holder(&client, &fx.ns, &lease).await,
+        None,
+        "the Lease still names a holder after SIGTERM:\n{log}"
+    );
+
+    drop(kuota);
+    fx.teardown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
