@@ -14,4 +14,5 @@ mod api_compat;
 mod controller;
 mod install;
 mod metrics;
+mod tas;
 mod webhook;
