@@ -46,15 +46,17 @@ pub enum UngateError {
     },
 }
 
-/// (namespace, name) of a Workload or a Pod.
+/// (namespace, name) of a Workload.
 type Key = (String, String);
+/// (namespace, name, uid) of a Pod: a pod recreated under the same name is another pod.
+type PodKey = (String, String, String);
 
 /// What the reconciler reads and writes with.
 pub struct Ctx {
     pub writer: Arc<Writer>,
     pub pods: Store<Pod>,
     /// Pods patched per Workload that the pod store does not show ungated yet.
-    expected: Mutex<BTreeMap<Key, BTreeSet<Key>>>,
+    expected: Mutex<BTreeMap<Key, BTreeSet<PodKey>>>,
 }
 
 impl Ctx {
@@ -72,13 +74,14 @@ impl Ctx {
         let Some(pods) = expected.get_mut(wl) else {
             return true;
         };
-        pods.retain(|(ns, name)| {
+        pods.retain(|(ns, name, uid)| {
             let r = ObjectRef::<Pod>::new(name).within(ns);
             self.pods.get(&r).is_some_and(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.scheduling_gates.as_ref())
-                    .is_some_and(|g| g.iter().any(|g| g.name == TOPOLOGY_SCHEDULING_GATE))
+                p.metadata.uid.as_deref() == Some(uid.as_str())
+                    && p.spec
+                        .as_ref()
+                        .and_then(|s| s.scheduling_gates.as_ref())
+                        .is_some_and(|g| g.iter().any(|g| g.name == TOPOLOGY_SCHEDULING_GATE))
             })
         });
         let done = pods.is_empty();
@@ -88,7 +91,7 @@ impl Ctx {
         done
     }
 
-    fn expect(&self, wl: &Key, pod: Key) {
+    fn expect(&self, wl: &Key, pod: PodKey) {
         let mut expected = self.expected.lock().unwrap_or_else(|e| e.into_inner());
         expected.entry(wl.clone()).or_default().insert(pod);
     }
@@ -172,7 +175,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action,
         match api.patch(&name, &params, &Patch::<()>::Json(patch)).await {
             Ok(_) => {
                 ctx.writer.wrote("Pod");
-                ctx.expect(&key, (key.0.clone(), name.clone()));
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                ctx.expect(&key, (key.0.clone(), name.clone(), uid));
                 debug!(pod = %name, workload = %key.1, ?selector, "ungated");
             }
             Err(source) => {
@@ -219,7 +223,7 @@ mod tests {
     fn gated_pod() -> Pod {
         serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "j-0-abc", "namespace": "ns", "resourceVersion": "12",
+            "metadata": {"name": "j-0-abc", "namespace": "ns", "resourceVersion": "12", "uid": "u-1",
                 "labels": {PODSET_LABEL: "main"},
                 "annotations": {"kueue.x-k8s.io/workload": "job-j-1"}},
             "spec": {"containers": [{"name": "c", "image": "i"}],

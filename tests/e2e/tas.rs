@@ -300,54 +300,14 @@ async fn a_tas_gang_is_gated_ungated_onto_its_hosts_and_unmanaged_pods_take_room
 
     // Started with Kueue's gate, PodSet label and Workload annotation on its template.
     let wl_name = wl.metadata.name.clone().expect("named");
-    let started = wait_until(Duration::from_secs(30), || {
-        let (jobs, wl_name) = (jobs.clone(), wl_name.clone());
-        async move {
-            jobs.get("gang").await.ok().is_some_and(|j| {
-                let spec = j.spec.unwrap_or_default();
-                let meta = spec.template.metadata.unwrap_or_default();
-                let gates = spec
-                    .template
-                    .spec
-                    .and_then(|s| s.scheduling_gates)
-                    .unwrap_or_default();
-                spec.suspend == Some(false)
-                    && gates.iter().any(|g| g.name == GATE)
-                    && meta.labels.unwrap_or_default().get("kueue.x-k8s.io/podset")
-                        == Some(&"main".to_string())
-                    && meta
-                        .annotations
-                        .unwrap_or_default()
-                        .get("kueue.x-k8s.io/workload")
-                        == Some(&wl_name)
-            })
-        }
-    })
-    .await;
-    assert!(
-        started.is_some(),
-        "Job gang was not started with the topology gate"
-    );
+    assert_started_with_topology_gate(&jobs, "gang", &wl_name).await;
 
     // kube-controller-manager makes four gated Pods; kuota ungates each onto the host
     // the assignment gives it, as many per host as assigned.
     let hosts = ungated_hosts(&client, &ns, "gang", &cluster, 4).await;
     assert_eq!(hosts, assigned, "pods per host against the assignment");
     // Rank order: completion indexes 0 and 1 share a host, as do 2 and 3.
-    let by_index: BTreeMap<String, String> = pods
-        .list(&ListParams::default().labels("job-name=gang"))
-        .await
-        .expect("list pods")
-        .items
-        .into_iter()
-        .map(|p| {
-            let index = p.metadata.labels.unwrap_or_default()[INDEX].clone();
-            (
-                index,
-                p.spec.unwrap_or_default().node_selector.unwrap_or_default()[HOST].clone(),
-            )
-        })
-        .collect();
+    let by_index = host_by_completion_index(&pods, "gang").await;
     assert_eq!(by_index["0"], by_index["1"], "{by_index:?}");
     assert_eq!(by_index["2"], by_index["3"], "{by_index:?}");
 
@@ -389,7 +349,60 @@ async fn a_tas_gang_is_gated_ungated_onto_its_hosts_and_unmanaged_pods_take_room
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     beat.abort();
-    delete_namespaces(&client, &[&ns]).await;
+    delete_cluster(&client, &ns, &cluster).await;
+}
+
+/// Waits until Job `job` runs with the topology gate, Kueue's PodSet label and the
+/// Workload annotation on its pod template.
+async fn assert_started_with_topology_gate(jobs: &Api<Job>, job: &str, wl_name: &str) {
+    let started = wait_until(Duration::from_secs(30), || {
+        let jobs = jobs.clone();
+        async move {
+            jobs.get(job).await.ok().is_some_and(|j| {
+                let spec = j.spec.unwrap_or_default();
+                let meta = spec.template.metadata.unwrap_or_default();
+                let gates = spec
+                    .template
+                    .spec
+                    .and_then(|s| s.scheduling_gates)
+                    .unwrap_or_default();
+                let labels = meta.labels.unwrap_or_default();
+                let annotations = meta.annotations.unwrap_or_default();
+                spec.suspend == Some(false)
+                    && gates.iter().any(|g| g.name == GATE)
+                    && labels.get("kueue.x-k8s.io/podset").map(String::as_str) == Some("main")
+                    && annotations
+                        .get("kueue.x-k8s.io/workload")
+                        .map(String::as_str)
+                        == Some(wl_name)
+            })
+        }
+    })
+    .await;
+    assert!(
+        started.is_some(),
+        "Job {job} was not started with the topology gate"
+    );
+}
+
+/// The host each Pod of Job `job` was given, by completion index.
+async fn host_by_completion_index(pods: &Api<Pod>, job: &str) -> BTreeMap<String, String> {
+    pods.list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| {
+            let index = p.metadata.labels.unwrap_or_default()[INDEX].clone();
+            let selector = p.spec.unwrap_or_default().node_selector.unwrap_or_default();
+            (index, selector[HOST].clone())
+        })
+        .collect()
+}
+
+/// Deletes the test's namespace and cluster-wide objects.
+async fn delete_cluster(client: &Client, ns: &str, cluster: &Cluster) {
+    delete_namespaces(client, &[ns]).await;
     let _ = Api::<ClusterQueue>::all(client.clone())
         .delete(&cluster.queue, &Default::default())
         .await;
