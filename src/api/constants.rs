@@ -51,6 +51,8 @@ pub const JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: &str =
 pub const PARENT_WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/parent-workload";
 /// Annotation recording the pod sets' original node selectors and counts.
 pub const ORIGINAL_POD_SETS_INFO_ANNOTATION: &str = "kueue.x-k8s.io/original-pod-sets-info";
+/// Label on a started job's pod template naming its PodSet (the ungater finds pods by it).
+pub const PODSET_LABEL: &str = "kueue.x-k8s.io/podset";
 /// Annotation on a pod template naming the admitted Workload.
 pub const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
 /// Pod-template annotation: all pods in one domain of this level.

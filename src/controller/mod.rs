@@ -5,6 +5,8 @@
 //! - `translate`: pure conversion of watched objects into engine events;
 //! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
 //!   hands decisions to the actuators;
+//! - `ungate`: the topology ungater, giving each gated pod of a TAS-admitted Workload the
+//!   node selector of its domain;
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -14,6 +16,7 @@
 pub mod actuate;
 pub mod engine_task;
 pub mod translate;
+pub mod ungate;
 pub mod watch;
 pub mod workload_sync;
 
@@ -148,7 +151,7 @@ pub async fn run(
         )
         .with_metrics(config.metrics.clone()),
     );
-    let job_triggers = workload_sync::Triggers::new(&enabled);
+    let (job_triggers, ungate_triggers) = workload_sync::Triggers::new(&enabled).with_ungater();
     let mut tasks = watch::spawn(
         client.clone(),
         writers,
@@ -156,6 +159,15 @@ pub async fn run(
         job_triggers.clone(),
         recorder.clone(),
     );
+    tasks.push((
+        "topology-ungater",
+        tokio::spawn(ungate::run(
+            client.clone(),
+            stores.workloads.clone(),
+            writer.clone(),
+            ungate_triggers,
+        )),
+    ));
     for integration in &enabled {
         tasks.push((
             "job-controller",

@@ -65,6 +65,7 @@ pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateEr
             labels: obj.metadata.labels.clone().unwrap_or_default(),
         }],
         Kind::Node => vec![Event::NodeUpserted(Box::new(decode(kind, obj)?))],
+        Kind::Pod => vec![Event::PodUpserted(Box::new(decode(kind, obj)?))],
     })
 }
 
@@ -109,6 +110,10 @@ pub fn delete(kind: Kind, namespace: Option<&str>, name: &str) -> Vec<Event> {
         Kind::Topology => Event::TopologyDeleted(name),
         Kind::Namespace => Event::NamespaceDeleted(name),
         Kind::Node => Event::NodeDeleted(name),
+        Kind::Pod => Event::PodDeleted {
+            namespace: namespace.unwrap_or_default().to_string(),
+            name,
+        },
     }]
 }
 

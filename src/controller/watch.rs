@@ -34,6 +34,8 @@ pub enum Kind {
     Topology,
     Namespace,
     Node,
+    /// Pods bound to a node, for non-TAS usage (the engine skips TAS and finished pods).
+    Pod,
 }
 
 /// Every kind the engine must have listed before its first cycle: admitted Workloads
@@ -49,6 +51,7 @@ pub const ENGINE_KINDS: &[Kind] = &[
     Kind::Topology,
     Kind::Namespace,
     Kind::Node,
+    Kind::Pod,
 ];
 
 impl Kind {
@@ -67,6 +70,16 @@ impl Kind {
             Kind::Topology => ApiResource::erase::<api::Topology>(&()),
             Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
             Kind::Node => ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
+            Kind::Pod => ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+        }
+    }
+
+    /// What the watch asks for: every object, except for Pods, where only those bound to
+    /// a node can take room on it (pending pods, the bulk of a busy cluster, are left out).
+    pub fn watch_config(self) -> watcher::Config {
+        match self {
+            Kind::Pod => watcher::Config::default().fields("spec.nodeName!="),
+            _ => watcher::Config::default(),
         }
     }
 
@@ -83,6 +96,7 @@ impl Kind {
             Kind::Topology => "Topology",
             Kind::Namespace => "Namespace",
             Kind::Node => "Node",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -203,7 +217,7 @@ impl Watch {
     async fn run(self, client: Client, writer: Option<reflector::store::Writer<DynamicObject>>) {
         let ar = self.kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client, &ar);
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        let stream = watcher::watcher(api, self.kind.watch_config()).default_backoff();
         let mut stream = match writer {
             Some(w) => stream.reflect(w).boxed(),
             None => stream.boxed(),
@@ -230,6 +244,7 @@ impl Watch {
     fn upsert(&self, obj: &DynamicObject) -> Vec<Input> {
         if self.kind == Kind::Workload {
             self.triggers.trigger_owner(obj);
+            self.triggers.trigger_ungater(obj);
         }
         match translate::upsert(self.kind, obj) {
             Ok(events) => events.into_iter().map(Input::event).collect(),

@@ -210,6 +210,8 @@ type JobRef = ObjectRef<DynamicObject>;
 pub struct Triggers {
     senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
     receivers: Arc<Mutex<HashMap<GvkKey, UnboundedReceiver<JobRef>>>>,
+    /// The topology ungater's trigger: Workloads admitted with a topology assignment.
+    ungater: Option<UnboundedSender<JobRef>>,
 }
 
 fn gvk_key(integration: &dyn JobIntegration) -> (String, String) {
@@ -230,6 +232,34 @@ impl Triggers {
         Self {
             senders: Arc::new(senders),
             receivers: Arc::new(Mutex::new(receivers)),
+            ungater: None,
+        }
+    }
+
+    /// The same triggers, also routing TAS-admitted Workloads to the topology ungater;
+    /// returns the ungater's trigger stream.
+    pub fn with_ungater(mut self) -> (Self, UnboundedReceiver<ObjectRef<DynamicObject>>) {
+        let (tx, rx) = unbounded();
+        self.ungater = Some(tx);
+        (self, rx)
+    }
+
+    /// Asks the topology ungater to look at a Workload admitted with a topology
+    /// assignment (any other Workload has no pods to ungate).
+    pub fn trigger_ungater(&self, wl: &DynamicObject) {
+        let Some(tx) = &self.ungater else { return };
+        let tas = wl
+            .data
+            .pointer("/status/admission/podSetAssignments")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|p| p.get("topologyAssignment").is_some()));
+        if let (true, Some(ns), Some(name)) = (
+            tas,
+            wl.meta().namespace.as_deref(),
+            wl.meta().name.as_deref(),
+        ) {
+            let r = ObjectRef::new_with(name, Kind::Workload.api_resource()).within(ns);
+            let _ = tx.unbounded_send(r);
         }
     }
 

@@ -116,6 +116,14 @@ pub enum Event {
         node: String,
         usage: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     },
+    /// A Pod appeared or changed. One bound to a node, not finished and not asking for
+    /// topology-aware scheduling counts as non-TAS usage on that node (the cluster's
+    /// feed; the simulator sets node totals with `NodeExternalUsage` instead).
+    PodUpserted(Box<k8s_openapi::api::core::v1::Pod>),
+    PodDeleted {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// Why a workload was preempted; the strings are Kueue's `Preempted` condition reasons.
@@ -270,6 +278,7 @@ pub(crate) mod flavor;
 pub(crate) mod intern;
 pub(crate) mod model;
 mod nodes;
+mod pods;
 pub(crate) mod preempt;
 pub(crate) mod queue;
 pub(crate) mod quota;

@@ -314,7 +314,10 @@ pub struct WorkloadSpec {
 pub type PodSets = std::sync::Arc<[PodSetReq]>;
 
 /// Kubernetes' effective pod request: containers summed, init containers maxed, plus overhead.
-fn pod_requests(spec: &PodSpec, field: &str) -> Result<BTreeMap<String, i64>, ModelError> {
+pub(crate) fn pod_requests(
+    spec: &PodSpec,
+    field: &str,
+) -> Result<BTreeMap<String, i64>, ModelError> {
     fn container_requests(
         c: &k8s_openapi::api::core::v1::Container,
         field: &str,

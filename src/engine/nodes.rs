@@ -25,6 +25,11 @@ impl Engine {
                 name: node.metadata.name.clone().unwrap_or_default(),
                 source: e.into(),
             })?;
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if self.non_tas.has_node(name) {
+            // Pods bound to it were seen before the node itself.
+            self.push_non_tas_usage(name)?;
+        }
         self.evict_owners(change.lost, "the node became unschedulable or not ready");
         if change.flavors.is_empty() {
             return Ok(());
@@ -73,7 +78,7 @@ impl Engine {
     /// Retries the parked workloads of every ClusterQueue offering one of `flavors`:
     /// their nodes changed, so a placement that failed may succeed now. Other
     /// ClusterQueues' answers cannot have changed.
-    fn revive_flavors(&mut self, flavors: &[String]) {
+    pub(super) fn revive_flavors(&mut self, flavors: &[String]) {
         if flavors.is_empty() {
             return;
         }
@@ -347,5 +352,59 @@ spec:
             err.contains("broken") && err.contains("status.allocatable[nvidia.com/gpu]"),
             "{err}"
         );
+    }
+
+    /// A pod kuota does not manage, bound to `node-a`, asking for `gpus` GPUs.
+    fn unmanaged_pod(name: &str, gpus: i64, phase: &str, annotations: &str) -> Event {
+        Event::PodUpserted(Box::new(obj(&format!(
+            r#"
+metadata: {{name: {name}, namespace: other, annotations: {{{annotations}}}}}
+spec:
+  nodeName: node-a
+  containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}}}]
+status: {{phase: {phase}}}
+"#
+        ))))
+    }
+
+    fn admitted(d: &[Decision]) -> Vec<String> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Admit { workload, .. } => Some(workload.name.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const TAS_POD: &str = "kueue.x-k8s.io/podset-required-topology: rack";
+
+    #[test]
+    fn an_unmanaged_bound_pod_takes_room_until_it_finishes() {
+        let mut e = two_pools();
+        e.apply(0, unmanaged_pod("web", 3, "Running", "")).unwrap();
+        // A TAS pod is not counted: its Workload's placement holds its room already.
+        e.apply(0, unmanaged_pod("tas-pod", 4, "Running", TAS_POD))
+            .unwrap();
+        e.apply(1, gpu_job("two", "a", 2)).unwrap();
+        assert!(admitted(&e.schedule(2)).is_empty(), "3 of 4 GPUs are taken");
+        e.apply(3, unmanaged_pod("web", 3, "Succeeded", ""))
+            .unwrap();
+        assert_eq!(admitted(&e.schedule(4)), ["two"]);
+    }
+
+    #[test]
+    fn a_pod_seen_before_its_node_counts_once_the_node_arrives_and_not_after_it_goes() {
+        let mut e = two_pools();
+        e.apply(0, Event::NodeDeleted("node-a".into())).unwrap();
+        e.apply(1, unmanaged_pod("web", 3, "Running", "")).unwrap();
+        e.apply(2, node("a", 4, "2026-01-01T00:00:00Z")).unwrap();
+        e.apply(3, gpu_job("two", "a", 2)).unwrap();
+        assert!(admitted(&e.schedule(4)).is_empty(), "applied on arrival");
+        let gone = Event::PodDeleted {
+            namespace: "other".into(),
+            name: "web".into(),
+        };
+        e.apply(5, gone).unwrap();
+        assert_eq!(admitted(&e.schedule(6)), ["two"]);
     }
 }

@@ -183,6 +183,8 @@ pub struct Engine {
     pub(crate) wakeups: BTreeMap<Millis, BTreeSet<CqId>>,
     /// Every pending or admitted workload's PodSets, one copy per distinct value.
     pub(crate) pod_set_pool: super::intern::Shared<[super::model::PodSetReq]>,
+    /// What pods outside the engine's placements use on nodes.
+    pub(crate) non_tas: super::pods::NonTasPods,
 }
 
 impl Engine {
@@ -221,6 +223,7 @@ impl Engine {
             preemptors: BTreeSet::new(),
             oracle: std::cell::RefCell::default(),
             pod_set_pool: super::intern::Shared::default(),
+            non_tas: super::pods::NonTasPods::default(),
             wakeups: BTreeMap::new(),
         }
     }
@@ -262,6 +265,8 @@ impl Engine {
             Event::NodeUpserted(node) => self.node_upserted(&node)?,
             Event::NodeDeleted(name) => self.node_deleted(&name),
             Event::NodeExternalUsage { node, usage } => self.node_external_usage(&node, &usage)?,
+            Event::PodUpserted(pod) => self.pod_upserted(&pod)?,
+            Event::PodDeleted { namespace, name } => self.pod_deleted(&namespace, &name)?,
             Event::ClusterQueueUpserted(cq) => {
                 let name = cq.metadata.name.clone().unwrap_or_default();
                 let spec = CqSpec::from_api(&mut self.names, &cq)

@@ -13,6 +13,7 @@ mod encode;
 mod inventory;
 mod pool;
 mod request;
+pub mod ungate;
 
 pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;

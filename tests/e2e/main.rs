@@ -16,4 +16,5 @@ mod install;
 mod metrics;
 mod preemption;
 mod replicas;
+mod tas;
 mod webhook;

@@ -2,17 +2,27 @@
 //! (suspend), and restore (the pod templates as the Workload recorded them). Each is one
 //! JSON patch computed as the difference between the job and its desired form, carrying
 //! the job's resourceVersion so that a stale job is refused with a conflict.
+//!
+//! Start also stamps each admitted pod template as Kueue does: the `kueue.x-k8s.io/podset`
+//! label and the `kueue.x-k8s.io/workload` annotation, and for a PodSet with a
+//! `topologyAssignment` the `kueue.x-k8s.io/topology` scheduling gate (plus the
+//! unconstrained-topology annotation when the PodSet asked for no topology itself), so the
+//! pods wait for the ungater to give each its domain. Restore takes all of it off again.
 
 use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{Patch, PatchOperation, ReplaceOperation};
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{PodTemplateSpec, Toleration};
 use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
-use crate::api::{ResourceFlavor, Workload};
+use crate::api::constants::{
+    PODSET_LABEL, PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, TOPOLOGY_SCHEDULING_GATE,
+    WORKLOAD_ANNOTATION,
+};
+use crate::api::{PodSetAssignment, ResourceFlavor, Workload};
 use crate::controller::translate::decode;
 use crate::controller::watch::Kind;
 use crate::integrations::{JobIntegration, JobObject};
@@ -60,6 +70,32 @@ fn pod_spec_mut<'v>(
     }?;
     let obj = template.as_object_mut()?;
     obj.entry("spec")
+        .or_insert_with(|| Value::Object(Default::default()))
+        .as_object_mut()
+}
+
+/// The pod template's metadata map `field` (`labels` or `annotations`) at a template
+/// pointer; created when missing if `create`, else `None` then.
+fn template_map_mut<'v>(
+    job: &'v mut Value,
+    pointer: &PointerBuf,
+    field: &str,
+    create: bool,
+) -> Option<&'v mut serde_json::Map<String, Value>> {
+    let template = if pointer.is_root() {
+        Some(job)
+    } else {
+        job.pointer_mut(pointer.as_str())
+    }?;
+    let object = template.as_object_mut()?;
+    if !create {
+        return object.get_mut("metadata")?.get_mut(field)?.as_object_mut();
+    }
+    object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()))
+        .as_object_mut()?
+        .entry(field)
         .or_insert_with(|| Value::Object(Default::default()))
         .as_object_mut()
 }
@@ -113,6 +149,9 @@ pub fn start_patch(
     json_patch::merge(&mut desired, &integration.suspend_patch(false));
     let assigned = assigned_flavors(wl);
     for (name, pointer) in pod_set_pointers(integration, job)? {
+        if let Some(psa) = assignment_of(wl, &name) {
+            stamp_template(&mut desired, &pointer, wl, psa);
+        }
         let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
             continue;
         };
@@ -126,6 +165,111 @@ pub fn start_patch(
         }
     }
     Ok(diff_with_precondition(job, &desired))
+}
+
+fn assignment_of<'w>(wl: &'w Workload, pod_set: &str) -> Option<&'w PodSetAssignment> {
+    let adm = wl.status.as_ref()?.admission.as_ref()?;
+    adm.pod_set_assignments.iter().find(|p| p.name == pod_set)
+}
+
+/// Kueue's pod-template stamps for an admitted PodSet (`getPodSetsInfoFromStatus` and
+/// `podset.FromAssignment`): the PodSet label and Workload annotation always; for a
+/// topology assignment, the topology gate, and the unconstrained annotation when the
+/// PodSet asked for no topology (implicit TAS), so its pods read as TAS pods.
+fn stamp_template(job: &mut Value, pointer: &PointerBuf, wl: &Workload, psa: &PodSetAssignment) {
+    let wl_name = wl.metadata.name.clone().unwrap_or_default();
+    if let Some(labels) = template_map_mut(job, pointer, "labels", true) {
+        labels.insert(PODSET_LABEL.into(), Value::String(psa.name.clone()));
+    }
+    let tas = psa.topology_assignment.is_some();
+    let explicit = wl
+        .spec
+        .pod_sets
+        .iter()
+        .find(|p| p.name == psa.name)
+        .and_then(|p| p.topology_request.as_ref())
+        .is_some_and(|r| {
+            r.required.is_some() || r.preferred.is_some() || r.unconstrained.is_some()
+        });
+    if let Some(annotations) = template_map_mut(job, pointer, "annotations", true) {
+        annotations.insert(WORKLOAD_ANNOTATION.into(), Value::String(wl_name));
+        if tas && !explicit {
+            annotations.insert(
+                PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION.into(),
+                Value::String("true".into()),
+            );
+        }
+    }
+    if !tas {
+        return;
+    }
+    if let Some(spec) = pod_spec_mut(job, pointer) {
+        let gates = spec
+            .entry("schedulingGates")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(gates) = gates.as_array_mut() {
+            let gate = serde_json::json!({"name": TOPOLOGY_SCHEDULING_GATE});
+            if !gates.contains(&gate) {
+                gates.push(gate);
+            }
+        }
+    }
+}
+
+/// Puts back what [`stamp_template`] added: each stamped label and annotation as the
+/// Workload recorded it (or gone), and the topology gate unless it was there before.
+fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplateSpec) {
+    let meta = original.metadata.as_ref();
+    for (field, keys, recorded) in [
+        (
+            "labels",
+            &[PODSET_LABEL][..],
+            meta.and_then(|m| m.labels.as_ref()),
+        ),
+        (
+            "annotations",
+            &[
+                WORKLOAD_ANNOTATION,
+                PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+            ][..],
+            meta.and_then(|m| m.annotations.as_ref()),
+        ),
+    ] {
+        let Some(map) = template_map_mut(job, pointer, field, false) else {
+            continue;
+        };
+        for key in keys {
+            match recorded.and_then(|r| r.get(*key)) {
+                Some(v) => map.insert((*key).to_string(), Value::String(v.clone())),
+                None => map.remove(*key),
+            };
+        }
+    }
+    let had_gate = original
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == TOPOLOGY_SCHEDULING_GATE));
+    if had_gate {
+        return;
+    }
+    if let Some(spec) = pod_spec_mut(job, pointer) {
+        let empty = match spec
+            .get_mut("schedulingGates")
+            .and_then(Value::as_array_mut)
+        {
+            Some(gates) => {
+                gates.retain(|g| {
+                    g.get("name").and_then(Value::as_str) != Some(TOPOLOGY_SCHEDULING_GATE)
+                });
+                gates.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            spec.remove("schedulingGates");
+        }
+    }
 }
 
 fn add_flavor(spec: &mut serde_json::Map<String, Value>, rf: &ResourceFlavor) {
@@ -173,6 +317,7 @@ pub fn restore_patch(
         let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else {
             continue;
         };
+        unstamp_template(&mut desired, &pointer, &ps.template);
         let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
             continue;
         };
@@ -252,6 +397,10 @@ mod tests {
             json!([
                 {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
+                // Kueue stamps every admitted template with its PodSet and Workload.
+                {"op": "add", "path": "/spec/template/metadata", "value": {
+                    "labels": {"kueue.x-k8s.io/podset": "main"},
+                    "annotations": {"kueue.x-k8s.io/workload": admitted_workload().metadata.name}}},
                 {"op": "add", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
                 {"op": "add", "path": "/spec/template/spec/tolerations",
                  "value": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]},
@@ -293,5 +442,84 @@ mod tests {
                 .is_none()
         );
         assert!(stop_patch(&BatchJob, &job()).is_none(), "already suspended");
+    }
+
+    #[test]
+    fn a_tas_start_gates_and_stamps_the_template_and_restore_takes_it_all_off() {
+        let mut wl = admitted_workload();
+        wl.spec.pod_sets[0].topology_request = Some(crate::api::PodSetTopologyRequest {
+            required: Some("rack".into()),
+            ..Default::default()
+        });
+        let status = wl.status.as_mut().expect("status");
+        let psa = &mut status
+            .admission
+            .as_mut()
+            .expect("admission")
+            .pod_set_assignments[0];
+        psa.topology_assignment = Some(crate::api::tas_encoding::encode(
+            vec!["kubernetes.io/hostname".into()],
+            &[(vec!["n1".into()], 2)],
+        ));
+        let patch = start_patch(&BatchJob, &job(), &wl, &flavors())
+            .expect("computable")
+            .expect("something to change");
+        let mut started = job();
+        json_patch::patch(&mut started, &patch).expect("applies");
+        let template = &started["spec"]["template"];
+        assert_eq!(template["metadata"]["labels"][PODSET_LABEL], "main");
+        assert_eq!(
+            template["metadata"]["annotations"][WORKLOAD_ANNOTATION],
+            json!(wl.metadata.name)
+        );
+        assert!(
+            template["metadata"]["annotations"]
+                .get(PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+                .is_none(),
+            "the PodSet asked for a topology itself"
+        );
+        assert_eq!(
+            template["spec"]["schedulingGates"],
+            json!([{"name": TOPOLOGY_SCHEDULING_GATE}])
+        );
+        assert!(
+            start_patch(&BatchJob, &started, &wl, &flavors())
+                .expect("computable")
+                .is_none(),
+            "a started job needs no second start"
+        );
+        // Implicit TAS (no topology asked for): the pods are marked unconstrained.
+        wl.spec.pod_sets[0].topology_request = None;
+        let implicit = start_patch(&BatchJob, &job(), &wl, &flavors())
+            .expect("computable")
+            .expect("a change");
+        let mut implicit_job = job();
+        json_patch::patch(&mut implicit_job, &implicit).expect("applies");
+        assert_eq!(
+            implicit_job["spec"]["template"]["metadata"]["annotations"]
+                [PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION],
+            "true"
+        );
+
+        let mut stopped = started.clone();
+        json_patch::patch(
+            &mut stopped,
+            &stop_patch(&BatchJob, &started).expect("a change"),
+        )
+        .expect("applies");
+        let restore = restore_patch(&BatchJob, &stopped, &wl)
+            .expect("computable")
+            .expect("a change");
+        json_patch::patch(&mut stopped, &restore).expect("applies");
+        let t = &stopped["spec"]["template"];
+        assert_eq!(t["metadata"]["labels"], json!({}));
+        assert_eq!(t["metadata"]["annotations"], json!({}));
+        assert!(t["spec"].get("schedulingGates").is_none(), "{t}");
+        assert_eq!(t["spec"]["nodeSelector"], json!({"team": "a"}));
+        assert!(
+            restore_patch(&BatchJob, &stopped, &wl)
+                .expect("ok")
+                .is_none()
+        );
     }
 }

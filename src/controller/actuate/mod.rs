@@ -4,11 +4,13 @@
 //!
 //! - `workload`: Workload status (admission, pending, eviction, finish, requeue);
 //! - `job`: the job's suspend flag and pod template (flavor node selector, tolerations);
+//! - `pod`: the topology ungater's per-pod patches (domain node selector, gate removal);
 //! - `queue_status`: ClusterQueue and LocalQueue status, coalesced;
 //! - `events`: Kubernetes Events as Kueue emits them.
 
 pub mod events;
 pub mod job;
+pub mod pod;
 pub mod preemption;
 pub mod queue_status;
 pub mod workload;
