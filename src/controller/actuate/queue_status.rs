@@ -215,10 +215,11 @@ impl QueueStatus {
                     "Can submit new workloads to localQueue".into(),
                 )
             } else {
+                // Kueue's reason and message (localqueue_controller.go).
                 (
                     false,
                     "ClusterQueueDoesNotExist".into(),
-                    format!("Can't submit new workloads to clusterQueue {cq}: it does not exist"),
+                    "Can't submit new workloads to clusterQueue".into(),
                 )
             };
             let key = (ns.clone(), name.clone());
