@@ -5,6 +5,8 @@
 //! - `translate`: pure conversion of watched objects into engine events;
 //! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
 //!   hands decisions to the actuators;
+//! - `invalid_admission`: pure checks of hand-edited admission states (reported, and a job
+//!   whose admission does not hold together is not started);
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -13,6 +15,7 @@
 
 pub mod actuate;
 pub mod engine_task;
+pub mod invalid_admission;
 pub mod translate;
 pub mod watch;
 pub mod workload_sync;
