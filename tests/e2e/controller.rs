@@ -24,12 +24,28 @@ use crate::webhook::{Kuota, Registration, create_namespace, delete_namespaces};
 /// `lq` in `ns` pointing at it. Returns (flavor, cluster queue) names.
 pub async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
     let (rf, cq) = (unique_name("rf"), unique_name("cq"));
+    create_flavor(client, &rf).await;
+    create_cluster_queue(client, ns, &cq, &rf, cpu).await;
+    create_local_queue(client, ns, "lq", &cq).await;
+    (rf, cq)
+}
+
+/// ResourceFlavor `rf`, whose node label `kuota.dev/e2e-pool=<rf>` admitted Jobs get.
+pub(crate) async fn create_flavor(client: &Client, rf: &str) {
     let flavor: ResourceFlavor = serde_json::from_value(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
         "metadata": {"name": rf},
         "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
     }))
     .expect("flavor");
+    Api::<ResourceFlavor>::all(client.clone())
+        .create(&PostParams::default(), &flavor)
+        .await
+        .expect("create ResourceFlavor");
+}
+
+/// ClusterQueue `cq` for namespace `ns` with `cpu` of nominal quota in flavor `rf`.
+pub(crate) async fn create_cluster_queue(client: &Client, ns: &str, cq: &str, rf: &str, cpu: &str) {
     let queue: ClusterQueue = serde_json::from_value(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
         "metadata": {"name": cq},
@@ -42,26 +58,24 @@ pub async fn quota(client: &Client, ns: &str, cpu: &str) -> (String, String) {
         }
     }))
     .expect("cluster queue");
+    Api::<ClusterQueue>::all(client.clone())
+        .create(&PostParams::default(), &queue)
+        .await
+        .expect("create ClusterQueue");
+}
+
+/// LocalQueue `name` in `ns`, pointing at ClusterQueue `cq`.
+pub(crate) async fn create_local_queue(client: &Client, ns: &str, name: &str, cq: &str) {
     let local: LocalQueue = serde_json::from_value(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": ns},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {"clusterQueue": cq}
     }))
     .expect("local queue");
-    let pp = PostParams::default();
-    Api::<ResourceFlavor>::all(client.clone())
-        .create(&pp, &flavor)
-        .await
-        .expect("create ResourceFlavor");
-    Api::<ClusterQueue>::all(client.clone())
-        .create(&pp, &queue)
-        .await
-        .expect("create ClusterQueue");
     Api::<LocalQueue>::namespaced(client.clone(), ns)
-        .create(&pp, &local)
+        .create(&PostParams::default(), &local)
         .await
         .expect("create LocalQueue");
-    (rf, cq)
 }
 
 /// A one-pod Job in LocalQueue `lq` requesting `cpu`, created NOT suspended: kuota's
@@ -128,7 +142,7 @@ pub(crate) async fn wait_for_workload(
 }
 
 /// Marks every Pod of Job `job` Succeeded, as a kubelet would once they ran.
-async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
+pub(crate) async fn finish_pods(client: &Client, ns: &str, job: &str) -> usize {
     let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let list = pods
         .list(&ListParams::default().labels(&format!("job-name={job}")))
@@ -291,11 +305,19 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
 pub(crate) fn start_controller(
     client: &Client,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    start_controller_with(client, ControllerConfig::default())
+}
+
+/// [`start_controller`] with a configuration of the test's own.
+pub(crate) fn start_controller_with(
+    client: &Client,
+    config: ControllerConfig,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn({
         let client = client.clone();
         async move {
-            let _ = run(client, ControllerConfig::default(), async {
+            let _ = run(client, config, async {
                 let _ = stopped.await;
             })
             .await;

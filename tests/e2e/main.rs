@@ -11,6 +11,7 @@
 mod support;
 
 mod api_compat;
+mod bad_input;
 mod controller;
 mod install;
 mod metrics;
