@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::ControllerError;
 use super::actuate::Actuators;
+use super::actuate::finalizer::Finalizers;
 use super::actuate::queue_status::QueueStatus;
 use super::invalid_admission;
 use super::translate::{decode, workload_key};
@@ -55,6 +56,7 @@ pub struct EngineTask {
     unsynced: BTreeSet<Kind>,
     actuators: Actuators,
     queue_status: QueueStatus,
+    finalizers: Finalizers,
     status_interval: Duration,
     /// Workloads that changed before every watch had listed: their admission is checked
     /// once the ClusterQueues are known (a missing one may only be late).
@@ -91,6 +93,7 @@ impl EngineTask {
             tx,
             unsynced: kinds.iter().copied().collect(),
             queue_status: QueueStatus::new(actuators.writer.clone(), actuators.stores.clone()),
+            finalizers: Finalizers::new(actuators.writer.clone(), actuators.stores.clone()),
             actuators,
             status_interval,
             to_check: BTreeSet::new(),
@@ -124,6 +127,7 @@ impl EngineTask {
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);
+                        self.finalizers.reconcile(&self.engine);
                         // Gauges skipped by a burst of cycles catch up here.
                         self.observer.maybe_refresh(&self.engine);
                     }

@@ -5,9 +5,11 @@
 //! - `workload`: Workload status (admission, pending, eviction, finish, requeue);
 //! - `job`: the job's suspend flag and pod template (flavor node selector, tolerations);
 //! - `queue_status`: ClusterQueue and LocalQueue status, coalesced;
-//! - `events`: Kubernetes Events as Kueue emits them.
+//! - `events`: Kubernetes Events as Kueue emits them;
+//! - `finalizer`: Kueue's `resource-in-use` finalizer on ClusterQueues and ResourceFlavors.
 
 pub mod events;
+pub mod finalizer;
 pub mod job;
 pub mod queue_status;
 pub mod workload;
