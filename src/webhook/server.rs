@@ -148,6 +148,9 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The process stopped because it must not go on (an engine panic).
+    #[error("{0}")]
+    Fatal(String),
 }
 
 /// A bound, not yet running server. Binding first lets callers (tests, the
@@ -921,6 +924,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     };
     // One registry for the webhook and the controller, served on the health listener.
     let metrics = crate::telemetry::Metrics::default();
+    // An engine panic stops the whole process (see `controller::Fatal`).
+    let fatal = crate::controller::Fatal::default();
     // The queue controller schedules only on the replica holding the Lease, a fresh one
     // on every term (rebuilt from the API server); every replica serves the webhook.
     let scheduling = match (&client, args.no_controller) {
@@ -936,6 +941,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
                 engine: settings.engine.clone(),
                 metrics: metrics.clone(),
                 leader_elected,
+                fatal: fatal.clone(),
                 ..crate::controller::ControllerConfig::default()
             };
             let controller_client = client.clone();
@@ -976,7 +982,16 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .with_metrics(metrics)
         .with_diagnostics(diagnostics);
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
-    let result = server.run(shutdown_signal()).await;
+    let stop = {
+        let fatal = fatal.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                why = fatal.wait() => error!(%why, "stopping kuota: it must not serve with a dead controller"),
+            }
+        }
+    };
+    let result = server.run(stop).await;
     if let Some(task) = policy_watch {
         task.abort();
     }
@@ -987,7 +1002,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         // Stop writing, then release the Lease so another replica takes over at once.
         scheduling.stop().await;
     }
-    result
+    match fatal.reason() {
+        Some(why) => Err(ServerError::Fatal(why)),
+        None => result,
+    }
 }
 
 /// Why a duration flag does not parse.
