@@ -123,7 +123,8 @@ async fn unknown_and_uninstalled_frameworks_are_logged_once_and_jobs_are_still_a
     let client = &client().await;
     ensure_crds(client).await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    for crd in ["jobsets.jobset.x-k8s.io", "pytorchjobs.kubeflow.org"] {
+    // No e2e test installs these two (install::samples installs PyTorchJob and RayJob ones).
+    for crd in ["jobsets.jobset.x-k8s.io", "rayclusters.ray.io"] {
         let installed = crds.get_opt(crd).await.expect("read CRDs");
         assert!(
             installed.is_none(),
@@ -139,37 +140,37 @@ async fn unknown_and_uninstalled_frameworks_are_logged_once_and_jobs_are_still_a
     let _logging = tracing::subscriber::set_default(subscriber);
 
     let ns = &unique_name("bad-frameworks");
-    create_namespace(&client, &ns, &[]).await;
-    let (rf, cq) = quota(&client, &ns, "1").await;
+    create_namespace(client, ns, &[]).await;
+    let (rf, cq) = quota(client, ns, "1").await;
     let config = ControllerConfig {
         integrations: [
             "batch/job",
             "example.com/nope",
             "jobset.x-k8s.io/jobset",
-            "kubeflow.org/pytorchjob",
+            "ray.io/raycluster",
         ]
         .map(String::from)
         .to_vec(),
         ..ControllerConfig::default()
     };
-    let (stop, task) = start_controller_with(&client, config);
-    create_jobs(&client, &ns, &["runs"]).await;
-    wait_for_workload(&client, &ns, "runs", "admitted", |wl| {
+    let (stop, task) = start_controller_with(client, config);
+    create_jobs(client, ns, &["runs"]).await;
+    wait_for_workload(client, ns, "runs", "admitted", |wl| {
         condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
     })
     .await;
     wait_until(Duration::from_secs(30), || async move {
-        suspended(&client, &ns, "runs").await == Some(false)
+        suspended(client, ns, "runs").await == Some(false)
     })
     .await
     .expect("the admitted Job is started");
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    cleanup(&client, &ns, &cq, &rf).await;
+    cleanup(client, ns, &cq, &rf).await;
 
     let unknown = logs.lines_with(&["WARN", "example.com/nope", "unknown or unsupported"]);
     assert_eq!(unknown.len(), 1, "{unknown:?}");
-    for kind in ["kind=JobSet", "kind=PyTorchJob"] {
+    for kind in ["kind=JobSet", "kind=RayCluster"] {
         let missing = logs.lines_with(&["WARN", kind, "CRD of this integration is not installed"]);
         assert_eq!(missing.len(), 1, "{kind}: {missing:?}");
     }
@@ -221,13 +222,13 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
     let client = &client().await;
     ensure_crds(client).await;
     let ns = &unique_name("bad-edit");
-    create_namespace(&client, &ns, &[]).await;
-    let (rf, cq) = quota(&client, &ns, "1").await;
-    create_jobs(&client, &ns, &["bad-flavor", "no-admission"]).await;
+    create_namespace(client, ns, &[]).await;
+    let (rf, cq) = quota(client, ns, "1").await;
+    create_jobs(client, ns, &["bad-flavor", "no-admission"]).await;
     let reserved = [true_condition("QuotaReserved"), true_condition("Admitted")];
     let bad_flavor = hand_made_workload(
-        &client,
-        &ns,
+        client,
+        ns,
         "bad-flavor",
         json!({
             "conditions": reserved,
@@ -238,18 +239,13 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
         }),
     )
     .await;
-    let no_admission = hand_made_workload(
-        &client,
-        &ns,
-        "no-admission",
-        json!({"conditions": reserved}),
-    )
-    .await;
+    let no_admission =
+        hand_made_workload(client, ns, "no-admission", json!({"conditions": reserved})).await;
 
-    let (stop, task) = start_controller(&client);
-    create_jobs(&client, &ns, &["third"]).await;
+    let (stop, task) = start_controller(client);
+    create_jobs(client, ns, &["third"]).await;
 
-    let repaired = wait_for_workload(&client, &ns, "no-admission", "given an admission", |wl| {
+    let repaired = wait_for_workload(client, ns, "no-admission", "given an admission", |wl| {
         wl.status.as_ref().is_some_and(|s| s.admission.is_some())
     })
     .await;
@@ -260,11 +256,11 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
     assert_eq!(admission.cluster_queue, cq);
     assert_eq!(admission.pod_set_assignments[0].flavors["cpu"], rf);
     wait_until(Duration::from_secs(30), || async move {
-        suspended(&client, &ns, "no-admission").await == Some(false)
+        suspended(client, ns, "no-admission").await == Some(false)
     })
     .await
     .expect("the repaired Workload's Job is started");
-    let third = wait_for_workload(&client, &ns, "third", "pending", |wl| {
+    let third = wait_for_workload(client, ns, "third", "pending", |wl| {
         condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
     })
     .await;
@@ -274,8 +270,8 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
     );
 
     let note = warning_about(
-        &client,
-        &ns,
+        client,
+        ns,
         bad_flavor.metadata.name.as_deref().expect("named"),
         "InvalidWorkload",
     )
@@ -288,8 +284,8 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
         "{note}"
     );
     let note = warning_about(
-        &client,
-        &ns,
+        client,
+        ns,
         no_admission.metadata.name.as_deref().expect("named"),
         "InvalidWorkload",
     )
@@ -300,12 +296,12 @@ async fn workloads_edited_into_invalid_admissions_are_reported_and_never_over_co
     );
     // The Job behind the foreign flavor was looked at (the other one started meanwhile)
     // and stays suspended: its admission is not one kuota can stand behind.
-    assert_eq!(suspended(&client, &ns, "bad-flavor").await, Some(true));
+    assert_eq!(suspended(client, ns, "bad-flavor").await, Some(true));
     assert!(!task.is_finished(), "the controller stopped on bad input");
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    cleanup(&client, &ns, &cq, &rf).await;
+    cleanup(client, ns, &cq, &rf).await;
 }
 
 /// The `Active` condition of LocalQueue `lq` in `ns`: (status, reason, message).
@@ -331,14 +327,14 @@ async fn a_local_queue_naming_a_missing_cluster_queue_holds_jobs_until_it_exists
     let client = &client().await;
     ensure_crds(client).await;
     let ns = &unique_name("bad-lq");
-    create_namespace(&client, &ns, &[]).await;
+    create_namespace(client, ns, &[]).await;
     let (rf, cq) = (unique_name("rf"), unique_name("cq-later"));
-    create_flavor(&client, &rf).await;
-    create_local_queue(&client, &ns, "lq", &cq).await;
-    let (stop, task) = start_controller(&client);
-    create_jobs(&client, &ns, &["waits"]).await;
+    create_flavor(client, &rf).await;
+    create_local_queue(client, ns, "lq", &cq).await;
+    let (stop, task) = start_controller(client);
+    create_jobs(client, ns, &["waits"]).await;
 
-    let pending = wait_for_workload(&client, &ns, "waits", "pending", |wl| {
+    let pending = wait_for_workload(client, ns, "waits", "pending", |wl| {
         condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
     })
     .await;
@@ -362,15 +358,15 @@ async fn a_local_queue_naming_a_missing_cluster_queue_holds_jobs_until_it_exists
     .unwrap_or_else(|| {
         panic!("LocalQueue lq never said its ClusterQueue is missing: {inactive:?}")
     });
-    assert_eq!(suspended(&client, &ns, "waits").await, Some(true));
+    assert_eq!(suspended(client, ns, "waits").await, Some(true));
 
-    create_cluster_queue(&client, &ns, &cq, &rf, "1").await;
-    wait_for_workload(&client, &ns, "waits", "admitted", |wl| {
+    create_cluster_queue(client, ns, &cq, &rf, "1").await;
+    wait_for_workload(client, ns, "waits", "admitted", |wl| {
         condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
     })
     .await;
     wait_until(Duration::from_secs(30), || async move {
-        local_queue_active(&client, &ns)
+        local_queue_active(client, ns)
             .await
             .is_some_and(|c| c.0 == "True")
     })
@@ -379,7 +375,7 @@ async fn a_local_queue_naming_a_missing_cluster_queue_holds_jobs_until_it_exists
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    cleanup(&client, &ns, &cq, &rf).await;
+    cleanup(client, ns, &cq, &rf).await;
 }
 
 /// Issue 13, "a job whose queue-name names no LocalQueue": its Workload is created and
@@ -390,14 +386,14 @@ async fn a_job_naming_a_missing_local_queue_waits_until_it_exists() {
     let client = &client().await;
     ensure_crds(client).await;
     let ns = &unique_name("bad-queue-name");
-    create_namespace(&client, &ns, &[]).await;
+    create_namespace(client, ns, &[]).await;
     let (rf, cq) = (unique_name("rf"), unique_name("cq"));
-    create_flavor(&client, &rf).await;
-    create_cluster_queue(&client, &ns, &cq, &rf, "1").await;
-    let (stop, task) = start_controller(&client);
-    create_jobs(&client, &ns, &["orphan"]).await;
+    create_flavor(client, &rf).await;
+    create_cluster_queue(client, ns, &cq, &rf, "1").await;
+    let (stop, task) = start_controller(client);
+    create_jobs(client, ns, &["orphan"]).await;
 
-    let pending = wait_for_workload(&client, &ns, "orphan", "pending", |wl| {
+    let pending = wait_for_workload(client, ns, "orphan", "pending", |wl| {
         condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
     })
     .await;
@@ -407,22 +403,22 @@ async fn a_job_naming_a_missing_local_queue_waits_until_it_exists() {
         ("Misconfigured", "LocalQueue lq doesn't exist")
     );
     let name = pending.metadata.name.clone().expect("named");
-    let note = warning_about(&client, &ns, &name, "Misconfigured").await;
+    let note = warning_about(client, ns, &name, "Misconfigured").await;
     assert_eq!(note, "LocalQueue lq doesn't exist");
-    assert_eq!(suspended(&client, &ns, "orphan").await, Some(true));
+    assert_eq!(suspended(client, ns, "orphan").await, Some(true));
 
-    create_local_queue(&client, &ns, "lq", &cq).await;
-    wait_for_workload(&client, &ns, "orphan", "admitted", |wl| {
+    create_local_queue(client, ns, "lq", &cq).await;
+    wait_for_workload(client, ns, "orphan", "admitted", |wl| {
         condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
     })
     .await;
     wait_until(Duration::from_secs(30), || async move {
-        suspended(&client, &ns, "orphan").await == Some(false)
+        suspended(client, ns, "orphan").await == Some(false)
     })
     .await
     .expect("the admitted Job is started");
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    cleanup(&client, &ns, &cq, &rf).await;
+    cleanup(client, ns, &cq, &rf).await;
 }
