@@ -87,6 +87,23 @@ async fn a_cluster_queue_in_use_is_deleted_only_once_its_workload_finished() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let terminating = cqs.get(cq).await.expect("the ClusterQueue is still there");
     assert!(terminating.metadata.deletion_timestamp.is_some() && has_finalizer(&terminating));
+    // Kueue's Active condition of a terminating ClusterQueue (published on the next tick).
+    wait_until(Duration::from_secs(10), || async move {
+        cqs.get(cq)
+            .await
+            .ok()
+            .and_then(|q| q.status)
+            .is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Active"
+                        && c.status == "False"
+                        && c.reason == "Terminating"
+                        && c.message == "Can't admit new workloads; clusterQueue is terminating"
+                })
+            })
+    })
+    .await
+    .expect("the terminating ClusterQueue says so in its Active condition");
     let terminating = rfs.get(rf).await.expect("the flavor is still there");
     assert!(terminating.metadata.deletion_timestamp.is_some() && has_finalizer(&terminating));
 
