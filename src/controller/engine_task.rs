@@ -4,17 +4,23 @@
 //! Events and cycles go through [`crate::telemetry::observed`], as in the simulator, so
 //! `kuota serve` reports Kueue's workload and quota metrics from the same feed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::time::Duration;
 
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::{Receiver, Sender};
 use tracing::{info, warn};
 
 use super::ControllerError;
 use super::actuate::Actuators;
+use super::actuate::finalizer::Finalizers;
 use super::actuate::queue_status::QueueStatus;
+use super::invalid_admission;
+use super::translate::{decode, workload_key};
 use super::watch::Kind;
+use crate::api::Workload;
+use crate::api::constants::WORKLOAD_FINISHED;
 use crate::engine::{Engine, EngineConfig, EngineError, Event, Millis, WorkloadKey};
 use crate::telemetry::{Metrics, Observer, observed};
 
@@ -50,7 +56,14 @@ pub struct EngineTask {
     unsynced: BTreeSet<Kind>,
     actuators: Actuators,
     queue_status: QueueStatus,
+    finalizers: Finalizers,
     status_interval: Duration,
+    /// Workloads that changed before every watch had listed: their admission is checked
+    /// once the ClusterQueues are known (a missing one may only be late).
+    to_check: BTreeSet<WorkloadKey>,
+    /// The last invalid-state note published per Workload, so that one hand edit gives
+    /// one Warning Event, not one per status change.
+    warned: HashMap<WorkloadKey, String>,
 }
 
 /// Milliseconds since the Unix epoch on the wall clock.
@@ -80,8 +93,11 @@ impl EngineTask {
             tx,
             unsynced: kinds.iter().copied().collect(),
             queue_status: QueueStatus::new(actuators.writer.clone(), actuators.stores.clone()),
+            finalizers: Finalizers::new(actuators.writer.clone(), actuators.stores.clone()),
             actuators,
             status_interval,
+            to_check: BTreeSet::new(),
+            warned: HashMap::new(),
         }
     }
 
@@ -111,6 +127,7 @@ impl EngineTask {
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);
+                        self.finalizers.reconcile(&self.engine);
                         // Gauges skipped by a burst of cycles catch up here.
                         self.observer.maybe_refresh(&self.engine);
                     }
@@ -138,7 +155,19 @@ impl EngineTask {
         match input {
             Input::Event(event) => {
                 let key = match event.as_ref() {
-                    Event::WorkloadUpserted(wl) => Some(super::translate::workload_key(wl)),
+                    Event::WorkloadUpserted(wl) => {
+                        let key = workload_key(wl);
+                        if self.unsynced.is_empty() {
+                            self.check_workload(&key, wl);
+                        } else {
+                            self.to_check.insert(key.clone());
+                        }
+                        Some(key)
+                    }
+                    Event::WorkloadDeleted(key) => {
+                        self.warned.remove(key);
+                        None
+                    }
                     _ => None,
                 };
                 let (result, _) = observed::apply(
@@ -155,6 +184,7 @@ impl EngineTask {
                 self.unsynced.remove(&kind);
                 if self.unsynced.is_empty() {
                     info!("every watch has listed: scheduling starts");
+                    self.check_listed_workloads();
                 }
             }
             Input::AdmissionFailed(key) => {
@@ -173,6 +203,53 @@ impl EngineTask {
         }
     }
 
+    /// Reports a Workload whose admission state kuota never writes (edited by hand): one
+    /// warning and one Warning Event per distinct problem, naming field and reason.
+    fn check_workload(&mut self, key: &WorkloadKey, wl: &Workload) {
+        let finished = wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED));
+        let offered = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
+            let r = ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource());
+            self.actuators.stores.cluster_queues.get(&r)
+        });
+        let offered = offered.map(|cq| invalid_admission::offered(&cq));
+        let problems = if finished {
+            Vec::new()
+        } else {
+            invalid_admission::problems(wl, offered.as_ref())
+        };
+        if problems.is_empty() {
+            self.warned.remove(key);
+            return;
+        }
+        let note = invalid_admission::note(&problems);
+        if self.warned.get(key) == Some(&note) {
+            return;
+        }
+        warn!(workload = %key, problems = %note, "a Workload is in a state kuota never writes");
+        self.actuators
+            .recorder
+            .workload_warning(key, invalid_admission::EVENT_REASON, &note);
+        self.warned.insert(key.clone(), note);
+    }
+
+    /// Checks the Workloads that changed while the watches were still listing.
+    fn check_listed_workloads(&mut self) {
+        for key in std::mem::take(&mut self.to_check) {
+            let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
+                .within(&key.namespace);
+            let Some(obj) = self.actuators.stores.workloads.get(&r) else {
+                continue;
+            };
+            // An undecodable one was reported by its watch already.
+            if let Ok(wl) = decode::<Workload>(Kind::Workload, &obj) {
+                self.check_workload(&key, &wl);
+            }
+        }
+    }
+
     /// An object the engine cannot use: logged, and reported on the Workload.
     fn rejected(&self, e: EngineError, workload: Option<WorkloadKey>) {
         warn!(error = %e, "the engine rejected an object");
@@ -181,5 +258,162 @@ impl EngineTask {
                 .recorder
                 .workload_warning(&key, "InvalidWorkload", &e.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Queue status coalescing, against a mocked API server on a paused clock.
+
+    use std::sync::{Arc, Mutex};
+
+    use http::{Method, Request, Response};
+    use kube::api::DynamicObject;
+    use kube::client::Body;
+    use kube::runtime::{reflector, watcher};
+    use serde_json::{Value, json};
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::controller::actuate::{Writer, events::Recorder};
+    use crate::controller::watch;
+
+    fn object<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).expect("object")
+    }
+
+    fn cluster_queue() -> Value {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cq", "resourceVersion": "1"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
+                "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "0"}]}]}]}})
+    }
+
+    fn workload(i: usize) -> Value {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": format!("w{i}"), "namespace": "team",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1,
+                "template": {"spec": {"containers": [{"name": "c",
+                    "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    }
+
+    /// Records every ClusterQueue status patch (virtual time, body) and answers the rest
+    /// (the pending workloads' status writes) with 404.
+    async fn serve(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        writes: Arc<Mutex<Vec<(Instant, Value)>>>,
+    ) {
+        while let Some((req, send)) = handle.next_request().await {
+            let is_cq_status = req.method() == Method::PATCH
+                && req.uri().path() == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq/status";
+            if is_cq_status {
+                let bytes = req.into_body().collect_bytes().await.expect("body");
+                let body: Value = serde_json::from_slice(&bytes).expect("json");
+                writes.lock().expect("writes").push((Instant::now(), body));
+                let reply = serde_json::to_vec(&cluster_queue()).expect("json");
+                send.send_response(Response::builder().body(Body::from(reply)).expect("ok"));
+            } else {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "reason": "NotFound", "code": 404});
+                let reply = serde_json::to_vec(&status).expect("json");
+                send.send_response(
+                    Response::builder()
+                        .status(404)
+                        .body(Body::from(reply))
+                        .expect("404"),
+                );
+            }
+        }
+    }
+
+    /// Twenty workloads join one ClusterQueue 50 ms apart: its status (the pending count)
+    /// changes twenty times within a second, yet it is written at most once per second,
+    /// the last write carries the final count, and the five quiet seconds after it (an
+    /// unchanged status at every tick) write nothing.
+    #[tokio::test(start_paused = true)]
+    async fn queue_status_is_written_at_most_once_per_second_and_never_unchanged() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let server = tokio::spawn(serve(handle, writes.clone()));
+
+        let mut cq_store = reflector::store::Writer::new(Kind::ClusterQueue.api_resource());
+        cq_store.apply_watcher_event(&watcher::Event::Apply(object::<DynamicObject>(
+            cluster_queue(),
+        )));
+        let (mut stores, _writers) = watch::stores();
+        stores.cluster_queues = cq_store.as_reader();
+        let actuators = Actuators {
+            writer: Arc::new(Writer::new(client, 4, 1)),
+            recorder: Recorder::disabled(),
+            stores,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let task = EngineTask::new(
+            EngineConfig::default(),
+            Metrics::default(),
+            rx,
+            tx.clone(),
+            &[],
+            actuators,
+            Duration::from_secs(1),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(task.run(async {
+            let _ = stopped.await;
+        }));
+
+        let setup = [
+            Event::ResourceFlavorUpserted(object(
+                json!({"metadata": {"name": "default"}, "spec": {}}),
+            )),
+            Event::ClusterQueueUpserted(object(cluster_queue())),
+            Event::LocalQueueUpserted(object(
+                json!({"metadata": {"name": "lq", "namespace": "team"},
+                "spec": {"clusterQueue": "cq"}}),
+            )),
+            Event::NamespaceUpserted {
+                name: "team".into(),
+                labels: Default::default(),
+            },
+        ];
+        for e in setup {
+            tx.send(Input::event(e)).await.expect("engine task");
+        }
+        for i in 0..20 {
+            tx.send(Input::event(Event::WorkloadUpserted(object(workload(i)))))
+                .await
+                .expect("engine task");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let last_change = Instant::now();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let _ = stop.send(());
+        running
+            .await
+            .expect("engine task")
+            .expect("stopped cleanly");
+        server.abort();
+
+        let writes = writes.lock().expect("writes").clone();
+        assert!(
+            !writes.is_empty(),
+            "the ClusterQueue status was never written"
+        );
+        for pair in writes.windows(2) {
+            assert!(
+                pair[1].0 - pair[0].0 >= Duration::from_secs(1),
+                "two writes {:?} apart",
+                pair[1].0 - pair[0].0
+            );
+        }
+        let (at, body) = writes.last().expect("a write");
+        assert_eq!(body["status"]["pendingWorkloads"], 20, "{body}");
+        assert!(
+            *at <= last_change + Duration::from_secs(1),
+            "a write {:?} after the last change: nothing had changed",
+            *at - last_change
+        );
     }
 }

@@ -7,6 +7,8 @@
 //!   hands decisions to the actuators;
 //! - `ungate`: the topology ungater, giving each gated pod of a TAS-admitted Workload the
 //!   node selector of its domain;
+//! - `invalid_admission`: pure checks of hand-edited admission states (reported, and a job
+//!   whose admission does not hold together is not started);
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -15,6 +17,7 @@
 
 pub mod actuate;
 pub mod engine_task;
+pub mod invalid_admission;
 pub mod translate;
 pub mod ungate;
 pub mod watch;
@@ -25,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::engine::EngineConfig;
 use crate::integrations::JobIntegration;
@@ -55,6 +58,60 @@ pub struct ControllerConfig {
     /// Whether it runs under leader election: its metrics then say `replica_role="leader"`
     /// while it runs and `follower` after; otherwise `standalone`, as Kueue labels them.
     pub leader_elected: bool,
+    /// Where a panic of the engine task is reported (`kuota serve` then exits non-zero).
+    pub fatal: Fatal,
+}
+
+/// A failure the process must not outlive: the engine task panicked. `kuota serve` waits on
+/// it, stops (readiness turns false while it drains, and the Lease is released) and exits
+/// non-zero, so that Kubernetes restarts it and the new process rebuilds from API state,
+/// instead of serving with a dead controller.
+#[derive(Clone)]
+pub struct Fatal(Arc<tokio::sync::watch::Sender<Option<String>>>);
+
+impl Default for Fatal {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(None).0))
+    }
+}
+
+impl std::fmt::Debug for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Fatal").field(&self.reason()).finish()
+    }
+}
+
+impl Fatal {
+    /// Records why the process must stop (the first report wins).
+    pub fn report(&self, why: String) {
+        self.0.send_if_modified(|v| {
+            if v.is_none() {
+                *v = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Why the process must stop, once reported.
+    pub fn reason(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves with the reason once one is reported.
+    pub async fn wait(&self) -> String {
+        let mut rx = self.0.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives in `self`: unreachable while this future runs.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }
 
 impl Default for ControllerConfig {
@@ -68,6 +125,7 @@ impl Default for ControllerConfig {
             write_attempts: 5,
             metrics: crate::telemetry::Metrics::default(),
             leader_elected: false,
+            fatal: Fatal::default(),
         }
     }
 }
@@ -82,6 +140,39 @@ pub enum ControllerError {
         #[source]
         source: tokio::task::JoinError,
     },
+    /// The engine task panicked (a bug): reported to [`ControllerConfig::fatal`].
+    #[error("the engine task panicked: {message}")]
+    EnginePanicked { message: String },
+}
+
+/// Waits for the engine task. A panic is logged with its message, reported to `fatal`
+/// and returned as [`ControllerError::EnginePanicked`].
+pub async fn supervise(
+    engine: tokio::task::JoinHandle<Result<(), ControllerError>>,
+    fatal: &Fatal,
+) -> Result<(), ControllerError> {
+    match engine.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string());
+            error!(
+                panic = %message,
+                "the engine task panicked: scheduling stops and kuota exits non-zero, to be \
+                 restarted from API state"
+            );
+            fatal.report(format!("the engine task panicked: {message}"));
+            Err(ControllerError::EnginePanicked { message })
+        }
+        Err(source) => Err(ControllerError::Task {
+            task: "engine",
+            source,
+        }),
+    }
 }
 
 /// Kueue's framework name for each integration the controller can run.
@@ -202,7 +293,8 @@ pub async fn run(
         },
         config.queue_status_interval,
     );
-    let result = engine_task.run(shutdown).await;
+    // Its own task, so that a panic is seen (and reported) rather than unwinding here.
+    let result = supervise(tokio::spawn(engine_task.run(shutdown)), &config.fatal).await;
     for (_, task) in &tasks {
         task.abort();
     }
@@ -219,6 +311,36 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_engine_panic_is_reported_as_fatal_with_its_message() {
+        let fatal = Fatal::default();
+        let waiting = tokio::spawn({
+            let fatal = fatal.clone();
+            async move { fatal.wait().await }
+        });
+        let engine = tokio::spawn(async {
+            if std::hint::black_box(true) {
+                panic!("cycle invariant broken");
+            }
+            Ok(())
+        });
+        match supervise(engine, &fatal).await {
+            Err(ControllerError::EnginePanicked { message }) => {
+                assert_eq!(message, "cycle invariant broken");
+            }
+            other => panic!("expected EnginePanicked, got {other:?}"),
+        }
+        assert_eq!(
+            waiting.await.expect("waiter"),
+            "the engine task panicked: cycle invariant broken"
+        );
+        // A clean stop is not fatal.
+        let clean = Fatal::default();
+        let engine = tokio::spawn(async { Ok(()) });
+        assert!(supervise(engine, &clean).await.is_ok());
+        assert_eq!(clean.reason(), None);
+    }
 
     #[test]
     fn frameworks_resolve_by_kueue_name_and_unknown_ones_are_reported() {

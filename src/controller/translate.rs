@@ -45,7 +45,10 @@ pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateEr
     Ok(match kind {
         Kind::ResourceFlavor => vec![Event::ResourceFlavorUpserted(decode(kind, obj)?)],
         Kind::Cohort => vec![Event::CohortUpserted(decode(kind, obj)?)],
-        Kind::ClusterQueue => vec![Event::ClusterQueueUpserted(decode(kind, obj)?)],
+        Kind::ClusterQueue => vec![Event::ClusterQueueUpserted(terminating_holds(
+            obj,
+            decode(kind, obj)?,
+        ))],
         Kind::LocalQueue => vec![Event::LocalQueueUpserted(decode(kind, obj)?)],
         Kind::WorkloadPriorityClass => {
             vec![Event::WorkloadPriorityClassUpserted(decode(kind, obj)?)]
@@ -67,6 +70,17 @@ pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateEr
         Kind::Node => vec![Event::NodeUpserted(Box::new(decode(kind, obj)?))],
         Kind::Pod => vec![Event::PodUpserted(Box::new(decode(kind, obj)?))],
     })
+}
+
+/// A ClusterQueue being deleted (kept by the `resource-in-use` finalizer while workloads
+/// hold quota in it) admits nothing new, as Kueue's terminating queues do, while what it
+/// admitted runs to completion: to the engine it is held (`stopPolicy: Hold`).
+fn terminating_holds(obj: &DynamicObject, mut cq: api::ClusterQueue) -> api::ClusterQueue {
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    if deleting && cq.spec.effective_stop_policy() == api::StopPolicy::None {
+        cq.spec.stop_policy = Some(api::StopPolicy::Hold);
+    }
+    cq
 }
 
 /// A Workload's events: a finished one also releases what it held.

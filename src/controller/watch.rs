@@ -381,4 +381,125 @@ mod tests {
         let out = r.handle(k, WatchEvent::Delete(flavor("b")), up);
         assert_eq!(names(&out), ["del b"]);
     }
+    fn flavor_json(name: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": name, "resourceVersion": rv}, "spec": {}})
+    }
+
+    fn body(v: &serde_json::Value) -> http::Response<kube::client::Body> {
+        http::Response::builder()
+            .body(kube::client::Body::from(
+                serde_json::to_vec(v).expect("json"),
+            ))
+            .expect("response")
+    }
+
+    /// A watch response: these events, then the end of the stream (the connection drops).
+    fn watch_events(events: &[serde_json::Value]) -> http::Response<kube::client::Body> {
+        let mut bytes = Vec::new();
+        for e in events {
+            bytes.extend(serde_json::to_vec(e).expect("json"));
+            bytes.push(b'\n');
+        }
+        http::Response::builder()
+            .body(kube::client::Body::from(bytes))
+            .expect("response")
+    }
+
+    type Mock = tower_test::mock::Handle<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >;
+
+    async fn next(
+        handle: &mut Mock,
+    ) -> (
+        String,
+        tower_test::mock::SendResponse<http::Response<kube::client::Body>>,
+    ) {
+        let (req, send) = handle.next_request().await.expect("a request");
+        (req.uri().to_string(), send)
+    }
+
+    /// Issue 13, "an API server that drops the watch". A watch whose connection ends is
+    /// resumed from the last resourceVersion it saw (nothing is listed again, nothing is
+    /// lost); a watch the API server answers with 410 Gone (its resourceVersion is too
+    /// old, as after a long outage) lists again, and what vanished meanwhile becomes
+    /// deletes. The mocked API server plays both, and the test asserts the requests the
+    /// watch makes and the engine inputs it sends.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_watch_resumes_and_an_expired_one_relists() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let watch = Watch {
+            kind: Kind::ResourceFlavor,
+            tx,
+            triggers: Triggers::default(),
+            recorder: Recorder::disabled(),
+        };
+        let task = tokio::spawn(watch.run(Client::new(service, "default"), None));
+        let list = |items: Vec<serde_json::Value>, rv: &str| {
+            body(&serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavorList", "metadata": {"resourceVersion": rv}, "items": items}))
+        };
+
+        let (uri, send) = next(&mut handle).await;
+        assert!(
+            uri.starts_with("/apis/kueue.x-k8s.io/v1beta2/resourceflavors?")
+                && !uri.contains("watch=true"),
+            "{uri}"
+        );
+        send.send_response(list(vec![flavor_json("a", "5")], "10"));
+        let (uri, send) = next(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=10"),
+            "{uri}"
+        );
+        send.send_response(watch_events(&[
+            serde_json::json!({"type": "ADDED", "object": flavor_json("b", "11")}),
+        ]));
+        // The stream ended: the watch resumes where it was, without a list.
+        let (uri, send) = next(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=11"),
+            "{uri}"
+        );
+        send.send_response(watch_events(&[
+            serde_json::json!({"type": "ADDED", "object": flavor_json("c", "12")}),
+        ]));
+        let (uri, send) = next(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=12"),
+            "{uri}"
+        );
+        send.send_response(watch_events(&[
+            serde_json::json!({"type": "ERROR", "object": {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "too old resource version: 12 (40)", "reason": "Expired", "code": 410}}),
+        ]));
+        // Expired: listed again (after the backoff); "a" and "b" were deleted meanwhile.
+        let (uri, send) = next(&mut handle).await;
+        assert!(!uri.contains("watch=true"), "a re-list, not a watch: {uri}");
+        send.send_response(list(vec![flavor_json("c", "12")], "40"));
+
+        let mut inputs = Vec::new();
+        while inputs.len() < 7 {
+            inputs.push(rx.recv().await.expect("an input"));
+        }
+        task.abort();
+        assert_eq!(
+            names(&inputs),
+            [
+                "up a",
+                "synced ResourceFlavor",
+                "up b",
+                "up c",
+                "up c",
+                "del a",
+                "del b"
+            ]
+        );
+    }
 }

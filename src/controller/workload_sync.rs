@@ -23,6 +23,7 @@ use super::actuate::job::{self, JobPatchError};
 use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
 use super::actuate::{WriteError, Writer};
 use super::engine_task::Input;
+use super::invalid_admission;
 use super::translate::{TranslateError, decode};
 use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::constants::{
@@ -31,6 +32,9 @@ use crate::api::constants::{
 use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
 use crate::integrations::{IntegrationError, JobIntegration, JobObject, RuleOptions};
+
+/// How soon a job held back by an invalid admission is looked at again.
+const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
 
 /// Why one reconciliation of a job failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -381,6 +385,21 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
     }
     let step = plan(&state, wl.as_ref());
     debug!(job = %name, namespace = %ns, ?step, "job reconcile");
+    if let (Step::Start, Some(wl)) = (&step, &wl) {
+        let cq = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
+            ctx.stores
+                .cluster_queues
+                .get(&ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource()))
+        });
+        let offered = cq.map(|cq| invalid_admission::offered(&cq));
+        if !invalid_admission::problems(wl, offered.as_ref()).is_empty() {
+            // Not an admission kuota can stand behind: the job stays suspended (the engine
+            // task reports the Workload). Looked at again in case the ClusterQueue was only
+            // late to arrive, or the Workload is fixed.
+            debug!(job = %name, namespace = %ns, "not started: its Workload's admission is invalid");
+            return Ok(Action::requeue(INVALID_ADMISSION_RECHECK));
+        }
+    }
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.writer.client.clone(),
         &ns,

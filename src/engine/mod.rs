@@ -155,8 +155,11 @@ pub enum PendingReason {
     ExceedsMaxQuota,
     /// No flavor matches its node selector, affinity or tolerations.
     NoMatchingFlavor,
-    /// Its LocalQueue or ClusterQueue is missing or inactive, or the namespace is not allowed.
+    /// Its ClusterQueue is inactive, or the namespace is not allowed.
     Inadmissible,
+    /// Its LocalQueue, or the LocalQueue's ClusterQueue, does not exist (Kueue's
+    /// `Misconfigured`: nothing but a change of the objects can admit it).
+    Misconfigured,
     /// It preempted other workloads and waits for them to stop.
     WaitingForPreemption,
     /// Its ClusterQueue or LocalQueue has a stopPolicy.
@@ -174,6 +177,7 @@ impl PendingReason {
             Self::ExceedsMaxQuota => "ExceedsMaxQuota",
             Self::NoMatchingFlavor => "NoMatchingFlavor",
             Self::Inadmissible => "Inadmissible",
+            Self::Misconfigured => "Misconfigured",
             Self::WaitingForPreemption => "WaitingForPreemption",
             Self::Stopped => "Stopped",
             Self::Inactive => "Inactive",

@@ -576,9 +576,10 @@ impl Engine {
             ))
         } else {
             match self.local_queues.get(&(ns.to_string(), lq_name.clone())) {
+                // Kueue's wording and reason (workload_controller.go getQueueBlocker).
                 None => Err((
-                    PendingReason::Inadmissible,
-                    format!("LocalQueue {lq_name} doesn't exist in namespace {ns}"),
+                    PendingReason::Misconfigured,
+                    format!("LocalQueue {lq_name} doesn't exist"),
                 )),
                 Some(lq) if lq.stop != StopPolicy::None => Err((
                     PendingReason::Stopped,
@@ -587,7 +588,7 @@ impl Engine {
                 Some(lq) => match self.cq_index.get(&lq.cluster_queue) {
                     Some(&c) if !self.cqs[c as usize].deleted => Ok(c),
                     _ => Err((
-                        PendingReason::Inadmissible,
+                        PendingReason::Misconfigured,
                         format!("ClusterQueue {} doesn't exist", lq.cluster_queue),
                     )),
                 },
@@ -607,6 +608,7 @@ impl Engine {
                     matches!(
                         p.reason,
                         PendingReason::Inadmissible
+                            | PendingReason::Misconfigured
                             | PendingReason::Inactive
                             | PendingReason::Stopped
                     )

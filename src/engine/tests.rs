@@ -205,7 +205,7 @@ fn missing_local_queue_is_inadmissible_until_created() {
     assert!(admitted(&d).is_empty());
     match e.workload_state(&key("w")).unwrap() {
         WorkloadState::Pending { reason, message } => {
-            assert_eq!(reason, PendingReason::Inadmissible);
+            assert_eq!(reason, PendingReason::Misconfigured);
             assert!(
                 message.contains("LocalQueue nope doesn't exist"),
                 "{message}"

@@ -148,6 +148,9 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The process stopped because it must not go on (an engine panic).
+    #[error("{0}")]
+    Fatal(String),
 }
 
 /// A bound, not yet running server. Binding first lets callers (tests, the
@@ -921,6 +924,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     };
     // One registry for the webhook and the controller, served on the health listener.
     let metrics = crate::telemetry::Metrics::default();
+    // An engine panic stops the whole process (see `controller::Fatal`).
+    let fatal = crate::controller::Fatal::default();
     // The queue controller schedules only on the replica holding the Lease, a fresh one
     // on every term (rebuilt from the API server); every replica serves the webhook.
     let scheduling = match (&client, args.no_controller) {
@@ -936,6 +941,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
                 engine: settings.engine.clone(),
                 metrics: metrics.clone(),
                 leader_elected,
+                fatal: fatal.clone(),
                 ..crate::controller::ControllerConfig::default()
             };
             let controller_client = client.clone();
@@ -976,17 +982,23 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .with_metrics(metrics)
         .with_diagnostics(diagnostics);
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
-    // On the signal, scheduling stops and the Lease is released while the webhook is
-    // still draining, so a successor takes over at once instead of after the drain. The
-    // sender is also dropped if the server fails, which stops scheduling just the same.
+    // On the signal (or a fatal controller error), scheduling stops and the Lease is
+    // released while the webhook is still draining, so a successor takes over at once
+    // instead of after the drain. The sender is also dropped if the server fails, which
+    // stops scheduling just the same.
     let (signalled, on_signal) = tokio::sync::watch::channel(false);
     let stop_scheduling = scheduling.map(|s| s.stop_on(on_signal));
-    let result = server
-        .run(async move {
-            shutdown_signal().await;
+    let stop = {
+        let fatal = fatal.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                why = fatal.wait() => error!(%why, "stopping kuota: it must not serve with a dead controller"),
+            }
             let _ = signalled.send(true);
-        })
-        .await;
+        }
+    };
+    let result = server.run(stop).await;
     if let Some(task) = policy_watch {
         task.abort();
     }
@@ -998,7 +1010,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     {
         warn!(error = %e, "stopping the scheduler failed");
     }
-    result
+    match fatal.reason() {
+        Some(why) => Err(ServerError::Fatal(why)),
+        None => result,
+    }
 }
 
 /// Why a duration flag does not parse.

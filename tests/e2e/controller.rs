@@ -244,11 +244,19 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
 pub(crate) fn start_controller(
     client: &Client,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    start_controller_with(client, ControllerConfig::default())
+}
+
+/// [`start_controller`] with a configuration of the test's own.
+pub(crate) fn start_controller_with(
+    client: &Client,
+    config: ControllerConfig,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn({
         let client = client.clone();
         async move {
-            let _ = run(client, ControllerConfig::default(), async {
+            let _ = run(client, config, async {
                 let _ = stopped.await;
             })
             .await;

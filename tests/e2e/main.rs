@@ -11,7 +11,9 @@
 mod support;
 
 mod api_compat;
+mod bad_input;
 mod controller;
+mod in_use;
 mod install;
 mod metrics;
 mod preemption;

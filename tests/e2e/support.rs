@@ -143,55 +143,14 @@ impl QueueFixture {
     /// As [`QueueFixture::new`], with `extra` merged into the ClusterQueue's spec (for
     /// example a `preemption` policy).
     pub async fn with_queue_spec(prefix: &str, cpu: &str, extra: serde_json::Value) -> Self {
-        use kube::api::{Api, PostParams};
-        use kuota::api::{ClusterQueue, LocalQueue, ResourceFlavor};
-        use serde_json::json;
-
         let client = client().await;
         ensure_crds(&client).await;
         let ns = unique_name(prefix);
         crate::webhook::create_namespace(&client, &ns, &[]).await;
         let (rf, cq) = (unique_name("rf"), unique_name("cq"));
-        let flavor: ResourceFlavor = serde_json::from_value(json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-            "metadata": {"name": rf},
-            "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
-        }))
-        .expect("flavor");
-        let mut spec = json!({
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "resourceGroups": [{
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
-            }]
-        });
-        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-            spec.extend(extra.clone());
-        }
-        let queue: ClusterQueue = serde_json::from_value(json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": cq}, "spec": spec
-        }))
-        .expect("cluster queue");
-        let local: LocalQueue = serde_json::from_value(json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": ns},
-            "spec": {"clusterQueue": cq}
-        }))
-        .expect("local queue");
-        let pp = PostParams::default();
-        Api::<ResourceFlavor>::all(client.clone())
-            .create(&pp, &flavor)
-            .await
-            .expect("create ResourceFlavor");
-        Api::<ClusterQueue>::all(client.clone())
-            .create(&pp, &queue)
-            .await
-            .expect("create ClusterQueue");
-        Api::<LocalQueue>::namespaced(client.clone(), &ns)
-            .create(&pp, &local)
-            .await
-            .expect("create LocalQueue");
+        create_flavor(&client, &rf).await;
+        create_cluster_queue(&client, &ns, &cq, &rf, cpu, extra).await;
+        create_local_queue(&client, &ns, "lq", &cq).await;
         Self { client, ns, rf, cq }
     }
 
@@ -221,4 +180,73 @@ pub(crate) fn write_serving_certs(dir: &std::path::Path, host: &str) -> String {
     std::fs::write(dir.join(tls::CERT_FILE), &serving.cert_pem).expect("write cert");
     std::fs::write(dir.join(tls::KEY_FILE), &serving.key_pem).expect("write key");
     ca.cert_pem.clone()
+}
+
+/// In existing namespace `ns`: a ResourceFlavor and a ClusterQueue with `cpu` of nominal
+/// quota in it, and LocalQueue `lq` pointing at it. Returns (flavor, cluster queue).
+pub(crate) async fn quota(client: &kube::Client, ns: &str, cpu: &str) -> (String, String) {
+    let (rf, cq) = (unique_name("rf"), unique_name("cq"));
+    create_flavor(client, &rf).await;
+    create_cluster_queue(client, ns, &cq, &rf, cpu, serde_json::json!({})).await;
+    create_local_queue(client, ns, "lq", &cq).await;
+    (rf, cq)
+}
+
+/// ResourceFlavor `rf`, whose node label `kuota.dev/e2e-pool=<rf>` admitted Jobs get.
+pub(crate) async fn create_flavor(client: &kube::Client, rf: &str) {
+    let flavor: kuota::api::ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": rf},
+        "spec": {"nodeLabels": {"kuota.dev/e2e-pool": rf}}
+    }))
+    .expect("flavor");
+    kube::Api::<kuota::api::ResourceFlavor>::all(client.clone())
+        .create(&Default::default(), &flavor)
+        .await
+        .expect("create ResourceFlavor");
+}
+
+/// ClusterQueue `cq` for namespace `ns` with `cpu` of nominal quota in flavor `rf`, and
+/// `extra` merged into its spec (for example a `preemption` policy).
+pub(crate) async fn create_cluster_queue(
+    client: &kube::Client,
+    ns: &str,
+    cq: &str,
+    rf: &str,
+    cpu: &str,
+    extra: serde_json::Value,
+) {
+    let mut spec = serde_json::json!({
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+        "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": rf, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
+        }]
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let queue: kuota::api::ClusterQueue = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": cq}, "spec": spec
+    }))
+    .expect("cluster queue");
+    kube::Api::<kuota::api::ClusterQueue>::all(client.clone())
+        .create(&Default::default(), &queue)
+        .await
+        .expect("create ClusterQueue");
+}
+
+/// LocalQueue `name` in `ns`, pointing at ClusterQueue `cq`.
+pub(crate) async fn create_local_queue(client: &kube::Client, ns: &str, name: &str, cq: &str) {
+    let local: kuota::api::LocalQueue = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterQueue": cq}
+    }))
+    .expect("local queue");
+    kube::Api::<kuota::api::LocalQueue>::namespaced(client.clone(), ns)
+        .create(&Default::default(), &local)
+        .await
+        .expect("create LocalQueue");
 }

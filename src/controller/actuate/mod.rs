@@ -6,9 +6,11 @@
 //! - `job`: the job's suspend flag and pod template (flavor node selector, tolerations);
 //! - `pod`: the topology ungater's per-pod patches (domain node selector, gate removal);
 //! - `queue_status`: ClusterQueue and LocalQueue status, coalesced;
-//! - `events`: Kubernetes Events as Kueue emits them.
+//! - `events`: Kubernetes Events as Kueue emits them;
+//! - `finalizer`: Kueue's `resource-in-use` finalizer on ClusterQueues and ResourceFlavors.
 
 pub mod events;
+pub mod finalizer;
 pub mod job;
 pub mod pod;
 pub mod preemption;
@@ -250,5 +252,158 @@ impl Actuators {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Issue 13, "an API server that answers 429 or 500": the exact requests of an
+    //! admission whose status write is throttled or fails, against a mocked API server.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controller::watch;
+    use crate::engine::WorkloadKey;
+
+    fn workload() -> Value {
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "job-a-1b2c3", "namespace": "team", "resourceVersion": "41"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1,
+                     "template": {"spec": {"containers": []}}}]},
+            "status": {}
+        })
+    }
+
+    fn reply(code: u16, body: Value) -> Response<Body> {
+        Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(&body).expect("json")))
+            .expect("response")
+    }
+
+    fn failure(code: u16, reason: &str) -> Response<Body> {
+        reply(
+            code,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": reason, "reason": reason, "code": code}),
+        )
+    }
+
+    /// Answers the requests in order with `replies`; returns (method, URI) of each.
+    async fn serve(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        replies: Vec<Response<Body>>,
+    ) -> Vec<(Method, String)> {
+        let mut seen = Vec::new();
+        for r in replies {
+            let (req, send) = handle.next_request().await.expect("a request");
+            seen.push((req.method().clone(), req.uri().to_string()));
+            send.send_response(r);
+        }
+        seen
+    }
+
+    fn actuators(client: kube::Client, attempts: u32, backoff: Duration) -> Actuators {
+        let clock: Clock = Arc::new(|| Time("2026-11-24T00:00:00Z".parse().expect("time")));
+        let (stores, _writers) = watch::stores();
+        Actuators {
+            writer: Arc::new(Writer::new(client, 1, attempts).with_clock(clock, backoff)),
+            recorder: events::Recorder::disabled(),
+            stores,
+        }
+    }
+
+    fn admit() -> Decision {
+        let admission = serde_json::from_value(json!({
+            "clusterQueue": "cq",
+            "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"},
+                                   "resourceUsage": {"cpu": "1"}, "count": 1}],
+        }))
+        .expect("admission");
+        Decision::Admit {
+            workload: WorkloadKey::new("team", "job-a-1b2c3"),
+            admission: Arc::new(admission),
+        }
+    }
+
+    const GET: &str = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3";
+    const PATCH: &str = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3/status?&fieldManager=kuota";
+
+    /// 429 then 500: each is retried from a fresh read after a growing pause, and when the
+    /// attempts run out the admission goes back to the engine (`AdmissionFailed`), which
+    /// releases the quota it granted.
+    #[tokio::test(start_paused = true)]
+    async fn an_admission_refused_with_429_then_500_is_retried_then_handed_back() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let a = actuators(
+            kube::Client::new(service, "default"),
+            3,
+            Duration::from_millis(200),
+        );
+        let server = tokio::spawn(serve(
+            handle,
+            vec![
+                reply(200, workload()),
+                failure(429, "TooManyRequests"),
+                reply(200, workload()),
+                failure(500, "InternalError"),
+            ],
+        ));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let started = tokio::time::Instant::now();
+        a.carry_out(admit(), tx).await;
+        let requests = server.await.expect("mock server");
+        assert_eq!(
+            requests,
+            [
+                (Method::GET, GET.to_string()),
+                (Method::PATCH, PATCH.to_string()),
+                (Method::GET, GET.to_string()),
+                (Method::PATCH, PATCH.to_string()),
+            ]
+        );
+        // Backoff doubles per attempt: 400 ms after the 429, 800 ms after the 500
+        // (virtual time: the clock is paused).
+        assert!(started.elapsed() >= Duration::from_millis(1200));
+        match rx.try_recv() {
+            Ok(Input::AdmissionFailed(key)) => assert_eq!(key.to_string(), "team/job-a-1b2c3"),
+            other => panic!("expected AdmissionFailed, got {other:?}"),
+        }
+    }
+
+    /// A 429 followed by success: the admission lands on the retry and keeps its quota.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_admission_lands_on_retry_and_is_not_handed_back() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let a = actuators(
+            kube::Client::new(service, "default"),
+            3,
+            Duration::from_millis(200),
+        );
+        let server = tokio::spawn(serve(
+            handle,
+            vec![
+                reply(200, workload()),
+                failure(429, "TooManyRequests"),
+                reply(200, workload()),
+                reply(200, workload()),
+            ],
+        ));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        a.carry_out(admit(), tx).await;
+        let requests = server.await.expect("mock server");
+        let methods: Vec<&Method> = requests.iter().map(|r| &r.0).collect();
+        assert_eq!(
+            methods,
+            [&Method::GET, &Method::PATCH, &Method::GET, &Method::PATCH]
+        );
+        assert!(rx.try_recv().is_err(), "a landed admission is not released");
     }
 }

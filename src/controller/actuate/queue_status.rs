@@ -12,7 +12,9 @@ use tracing::debug;
 
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
-use crate::api::constants::{CQ_REASON_READY, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED};
+use crate::api::constants::{
+    CQ_REASON_READY, CQ_REASON_TERMINATING, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED,
+};
 use crate::api::quantity::resource_quantity;
 use crate::api::{Workload, quantity};
 use crate::controller::translate::decode;
@@ -63,6 +65,16 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
         usage,
         active,
     }
+}
+
+/// A ClusterQueue being deleted (kept by the `resource-in-use` finalizer while workloads
+/// hold quota in it) admits nothing new: Kueue's `Terminating` reason and message.
+pub fn terminating(view: &mut QueueView) {
+    view.active = (
+        false,
+        CQ_REASON_TERMINATING.to_string(),
+        "Can't admit new workloads; clusterQueue is terminating".to_string(),
+    );
 }
 
 /// The status merge patch for a view, keeping transition times of unchanged conditions.
@@ -178,7 +190,10 @@ impl QueueStatus {
             let Some(report) = engine.cluster_queue_report(&name) else {
                 continue;
             };
-            let view = cluster_queue_view(&report);
+            let mut view = cluster_queue_view(&report);
+            if cq.metadata.deletion_timestamp.is_some() {
+                terminating(&mut view);
+            }
             if self.written_cq.get(&name) == Some(&view) {
                 continue;
             }
@@ -215,10 +230,11 @@ impl QueueStatus {
                     "Can submit new workloads to localQueue".into(),
                 )
             } else {
+                // Kueue's reason and message (localqueue_controller.go).
                 (
                     false,
                     "ClusterQueueDoesNotExist".into(),
-                    format!("Can't submit new workloads to clusterQueue {cq}: it does not exist"),
+                    "Can't submit new workloads to clusterQueue".into(),
                 )
             };
             let key = (ns.clone(), name.clone());
@@ -279,5 +295,37 @@ impl QueueStatus {
                 debug!(error = %e, "queue status not written");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminating_cluster_queue_is_inactive_with_kueues_reason_and_message() {
+        let mut view = QueueView {
+            pending: 1,
+            reserving: 1,
+            admitted: 1,
+            usage: BTreeMap::new(),
+            active: (
+                true,
+                CQ_REASON_READY.into(),
+                "Can admit new workloads".into(),
+            ),
+        };
+        terminating(&mut view);
+        let now = Time("2026-01-01T00:00:00Z".parse().expect("time"));
+        let patch = status_patch(&view, &[], false, &now);
+        let active = &patch["status"]["conditions"][0];
+        assert_eq!(active["type"], "Active");
+        assert_eq!(active["status"], "False");
+        assert_eq!(active["reason"], "Terminating");
+        assert_eq!(
+            active["message"],
+            "Can't admit new workloads; clusterQueue is terminating"
+        );
+        assert_eq!(patch["status"]["admittedWorkloads"], 1);
     }
 }
