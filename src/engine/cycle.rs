@@ -16,7 +16,7 @@ use super::model::Policy;
 use super::preempt::{self, Target};
 use super::queue::{QueueKey, WlId};
 use super::quota::NodeId;
-use super::resources::FrId;
+use super::resources::FrAmounts;
 use super::state::{Admitted, CqId, Engine, WlState};
 use super::{Decision, Millis, PendingReason};
 use crate::api;
@@ -68,8 +68,18 @@ struct CycleState {
     /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
     /// grows within a cycle, so there is no need to evaluate them twice.
     failed: FastMap<(CqId, u64), (PendingReason, Why)>,
-    /// Preemption already issued this cycle, per cohort root and (flavor, resource).
-    preempting: FastMap<NodeId, Vec<FrId>>,
+    /// Victims of the preemptions issued this cycle, per cohort root: later preemptors
+    /// in the cohort search as if they were gone (see [`preempt::find_targets`]).
+    issued: FastMap<NodeId, Vec<WlId>>,
+    /// Quota held for the rest of the cycle by heads that needed preemption but found
+    /// nothing to preempt (Kueue's reserveCapacityForUnreclaimablePreempt).
+    /// Its ClusterQueue's own next head gets it back: Kueue looks at one head per
+    /// ClusterQueue per cycle, so the hold only ever kept other queues out.
+    held: Vec<(CqId, NodeId, FrAmounts)>,
+    /// Heads that would hold quota while borrowing are deferred to the borrowing pass
+    /// (Kueue looks at entries that borrow after those that do not); what the first
+    /// look found is what their pending message says, as Kueue's nomination does.
+    first_look: FastMap<WlId, Explanation>,
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
     /// in the same cycle (Kueue's rule too).
     untouchable: FastSet<WlId>,
@@ -107,6 +117,9 @@ impl Engine {
         charged.sort_unstable();
         for id in charged {
             self.discharge(id);
+        }
+        for (_, node, amounts) in std::mem::take(&mut st.held) {
+            self.tree.remove_amounts(node, &amounts);
         }
         for (until, cq) in std::mem::take(&mut self.oracle.get_mut().wakeups) {
             self.wakeups.entry(until).or_default().insert(cq);
@@ -178,6 +191,9 @@ impl Engine {
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
                 if let Some(id) = self.next_head(c, &mut cursor[c as usize], st) {
+                    if !st.held.is_empty() {
+                        self.release_held(c, st);
+                    }
                     let wake_mark = self.oracle.get_mut().wakeups.len();
                     let assignment = self.assign(c, id, None);
                     heads.push(Some(self.head(c, id, assignment, wake_mark)));
@@ -491,27 +507,14 @@ impl Engine {
                     };
                 }
                 Mode::Preempt => {
-                    let root = self.tree.root(self.cqs[c as usize].node);
-                    let overlaps = st
-                        .preempting
-                        .get(&root)
-                        .is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
-                    if overlaps {
-                        // Another workload is already freeing this quota this cycle; look again
-                        // next cycle rather than evicting more than needed.
-                        let mut explanation = a.explanation;
-                        explanation.suffix = Some(
-                            "; waiting for preemptions issued for another workload in the cohort",
-                        );
-                        self.set_pending_explained(id, PendingReason::WaitingForQuota, explanation);
-                        return Outcome::Blocked;
-                    }
-                    let targets = preempt::find_targets(self, id, c, &a, &st.untouchable);
+                    let root = self.cqs[c as usize].root;
+                    let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
+                    let targets = preempt::find_targets(self, id, c, &a, &st.untouchable, issued);
                     if !targets.is_empty() {
-                        st.preempting
+                        st.issued
                             .entry(root)
                             .or_default()
-                            .extend(a.preempt_frs.iter().copied());
+                            .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
                         self.issue_preemptions(id, &targets, &a.explanation, &mut st.untouchable);
                         // Hold the quota from now on, this cycle included.
                         let node = self.cqs[c as usize].node;
@@ -540,8 +543,24 @@ impl Engine {
                 return Outcome::Admitted;
             }
         }
-        let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
+        let holds = self.holds_unreclaimable(c, &a);
         let mut explanation = a.explanation;
+        if holds {
+            let node = self.cqs[c as usize].node;
+            if pass == Pass::Nominal
+                && a.usage
+                    .iter()
+                    .any(|&(fr, v)| self.tree.borrowing_with(node, fr, v))
+            {
+                st.first_look.insert(id, explanation);
+                return Outcome::Deferred;
+            }
+            self.hold_unreclaimable(c, &a.usage, st);
+            if let Some(first) = st.first_look.remove(&id) {
+                explanation = first;
+            }
+        }
+        let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
         let protected = self
             .oracle
             .get_mut()
@@ -559,6 +578,58 @@ impl Engine {
         }
         let message = Message::Explained(explanation);
         self.park(c, id, a.last_tried, reason, message, &mut st.failed)
+    }
+
+    /// Kueue's reserveCapacityForUnreclaimablePreempt: a head that needs preemption
+    /// but found nobody to preempt holds, for the rest of the cycle, the quota it could
+    /// take without borrowing (or up to its borrowing limit when it must borrow), so
+    /// lower entries in the cohort cannot borrow it away. Unless the ClusterQueue may
+    /// reclaim from anyone (reclaimWithinCohort: Any), it could not get that quota back
+    /// by preempting later.
+    fn holds_unreclaimable(&self, c: CqId, a: &Assignment) -> bool {
+        let cq = &self.cqs[c as usize];
+        a.mode
+            .is_some_and(|m| m == Mode::Preempt || m == Mode::Wait)
+            && !a.hard_wait
+            && cq.spec.reclaim != Policy::Any
+            && self.tree.parent(cq.node).is_some()
+    }
+
+    fn hold_unreclaimable(&mut self, c: CqId, usage: &FrAmounts, st: &mut CycleState) {
+        let node = self.cqs[c as usize].node;
+        let tree = &self.tree;
+        let borrows = usage
+            .iter()
+            .any(|&(fr, v)| tree.borrowing_with(node, fr, v));
+        let limits = &tree.nodes[node as usize].limits;
+        let mut held = FrAmounts::new();
+        for &(fr, v) in usage {
+            let nominal = limits.nominal.get(fr);
+            let used = tree.usage(node, fr);
+            let amount = match (borrows, limits.borrowing_limit(fr)) {
+                (true, None) => v,
+                (true, Some(limit)) => v.min(nominal.saturating_add(limit).saturating_sub(used)),
+                (false, _) => v.min(nominal.saturating_sub(used)),
+            };
+            if amount > 0 {
+                held.push((fr, amount));
+            }
+        }
+        if !held.is_empty() {
+            self.tree.add_amounts(node, &held);
+            st.held.push((c, node, held));
+        }
+    }
+
+    /// Gives ClusterQueue `c` back what its earlier heads held this cycle.
+    fn release_held(&mut self, c: CqId, st: &mut CycleState) {
+        let tree = &mut self.tree;
+        st.held.retain(|(q, node, amounts)| {
+            if *q == c {
+                tree.remove_amounts(*node, amounts);
+            }
+            *q != c
+        });
     }
 
     /// Whether admitting with `a` (after any preemption) would take the ClusterQueue
@@ -661,6 +732,7 @@ impl Engine {
     ) {
         let pkey = self.wl(preemptor).spec.key.clone();
         let mut waiting = Vec::with_capacity(targets.len());
+        let own = targets.iter().filter(|t| !t.by_other).count();
         for t in targets {
             waiting.push(t.id);
             victims.insert(t.id);
@@ -683,11 +755,12 @@ impl Engine {
                 message,
             });
         }
-        let message = explanation.render_preempting(
-            &self.names,
-            &self.wl(preemptor).spec.pod_sets,
-            waiting.len(),
-        );
+        let message = if own == 0 {
+            // Kueue's words for a workload that fits once others' victims are gone.
+            "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete".to_string()
+        } else {
+            explanation.render_preempting(&self.names, &self.wl(preemptor).spec.pod_sets, own)
+        };
         self.wl_mut(preemptor).waiting_for = waiting;
         self.set_pending(preemptor, PendingReason::WaitingForPreemption, message);
     }

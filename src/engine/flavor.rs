@@ -50,6 +50,10 @@ pub struct Assignment {
     pub mode: Option<Mode>,
     /// Whether admitting it makes the ClusterQueue borrow.
     pub borrows: bool,
+    /// Some resource waits where Kueue would not even look for victims (beyond nominal
+    /// quota with no way to preempt while borrowing; a topology without room): Kueue's
+    /// NoFit, for which no capacity is held (see `Engine::hold_unreclaimable`).
+    pub hard_wait: bool,
     /// (flavor, resource) pairs where preemption would be needed.
     pub preempt_frs: Vec<FrId>,
     /// Why it does not fit, when mode is not Fit.
@@ -92,6 +96,8 @@ struct Candidate {
     preempt_frs: Vec<FrId>,
     /// Quota fits but the topology has no room.
     topology_failed: bool,
+    /// See [`Assignment::hard_wait`].
+    hard_wait: bool,
 }
 
 impl Assigner<'_> {
@@ -162,6 +168,7 @@ impl Assigner<'_> {
                             }
                         }
                         out.borrows |= c.borrows;
+                        out.hard_wait |= c.hard_wait && c.mode == Mode::Wait;
                         out.preempt_frs.extend(c.preempt_frs);
                         if c.mode < out.mode() {
                             out.mode = Some(c.mode);
@@ -274,6 +281,7 @@ impl Assigner<'_> {
                 borrows: false,
                 preempt_frs: vec![],
                 topology_failed: false,
+                hard_wait: false,
             };
             for &(_, r, v) in requests {
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -310,6 +318,7 @@ impl Assigner<'_> {
                         cand.preempt_frs.push(fr);
                         Mode::Preempt
                     } else {
+                        cand.hard_wait |= !may_preempt;
                         Mode::Wait
                     }
                 } else {
@@ -332,6 +341,7 @@ impl Assigner<'_> {
                         .collect();
                 } else {
                     cand.mode = Mode::Wait;
+                    cand.hard_wait = true;
                 }
             }
             let stop = match cand.mode {

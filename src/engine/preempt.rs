@@ -25,6 +25,9 @@ pub struct Target {
     pub id: WlId,
     pub reason: PreemptionReason,
     pub already_evicting: bool,
+    /// Another preemptor chose it earlier in this cycle: this one waits for it too,
+    /// but it is not this preemptor's preemption (Kueue does not count it either).
+    pub by_other: bool,
 }
 
 #[derive(Clone)]
@@ -122,30 +125,46 @@ pub(crate) fn candidate_order(
 
 /// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
 /// Workloads in `excluded` (victims of earlier preemptors, and workloads admitted
-/// in this cycle) are not taken.
+/// in this cycle) are not taken. `issued` are the victims other preemptors chose
+/// earlier in this cycle in the same cohort: the search runs as if they were gone,
+/// with those preemptors' reservations still charged (Kueue's projected state), so
+/// a preemptor whose own victims do not overlap theirs preempts in the same cycle,
+/// and one that fits once they are gone waits for them (Kueue's DeferredFit).
 pub fn find_targets(
     eng: &mut Engine,
     wl: WlId,
     cq: CqId,
     a: &Assignment,
     excluded: &FastSet<WlId>,
+    issued: &[WlId],
 ) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
-    let (found, protected) = match &eng.config.fair_sharing {
-        Some(strategies) => {
-            let strategies = strategies.clone();
-            let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
-            cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
-            (
-                fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
-                protected,
-            )
+    let mut gone: Vec<Candidate> = issued.iter().filter_map(|&id| leaving(eng, id)).collect();
+    for g in gone.iter_mut() {
+        take_out(eng, g);
+    }
+    let (found, protected) = if !gone.is_empty() && fits(eng, node, wl, a, true) {
+        (Some((Vec::new(), true)), None)
+    } else {
+        match &eng.config.fair_sharing {
+            Some(strategies) => {
+                let strategies = strategies.clone();
+                let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
+                cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
+                (
+                    fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
+                    protected,
+                )
+            }
+            None => super::classical::search(eng, wl, cq, a, excluded),
         }
-        None => super::classical::search(eng, wl, cq, a, excluded),
     };
     let mut targets = match found {
         Some((removed, allow_borrowing)) => {
-            fill_back(eng, node, wl, a, Some(removed), allow_borrowing)
+            // The others' victims first: fill_back then keeps only those the fit needs.
+            let mut all = std::mem::take(&mut gone);
+            all.extend(removed);
+            fill_back(eng, node, wl, a, Some(all), allow_borrowing)
         }
         None => vec![],
     };
@@ -153,6 +172,7 @@ pub fn find_targets(
     for t in targets.iter_mut() {
         put_back(eng, t);
     }
+    restore(eng, &mut gone);
     if targets.is_empty()
         && let Some(until) = protected
     {
@@ -165,8 +185,32 @@ pub fn find_targets(
             id: c.id,
             reason: c.reason,
             already_evicting: c.evicting,
+            by_other: issued.contains(&c.id),
         })
         .collect()
+}
+
+/// An evicting workload as a candidate that is only ever taken out of the tree for
+/// a search (see `issued` in [`find_targets`]).
+fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
+    let w = eng.wl(id);
+    let WlState::Evicting(adm) = &w.state else {
+        return None;
+    };
+    let node = eng.cqs[adm.cq as usize].node;
+    Some(Candidate {
+        held: None,
+        id,
+        cq: adm.cq,
+        node,
+        usage: adm.usage.clone(),
+        priority: w.spec.priority,
+        evicting: true,
+        admitted_at: adm.since,
+        reason: PreemptionReason::InClusterQueue,
+        variant: Variant::WithinCq,
+        lca: node,
+    })
 }
 
 /// The lowest priorities among admitted workloads using one (flavor, resource), at
