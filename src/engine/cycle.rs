@@ -507,21 +507,9 @@ impl Engine {
                     };
                 }
                 Mode::Preempt => {
-                    let root = self.cqs[c as usize].root;
-                    let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
-                    let targets = preempt::find_targets(self, id, c, &a, &st.untouchable, issued);
+                    let targets = self.targets(c, id, &a, st);
                     if !targets.is_empty() {
-                        st.issued
-                            .entry(root)
-                            .or_default()
-                            .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
-                        self.issue_preemptions(id, &targets, &a.explanation, &mut st.untouchable);
-                        // Hold the quota from now on, this cycle included.
-                        let node = self.cqs[c as usize].node;
-                        self.tree.add_amounts(node, &a.usage);
-                        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
-                        self.preemptors.insert(id);
-                        st.charged.insert(id);
+                        self.preempt_for(c, id, &a, &targets, st);
                         return Outcome::Blocked;
                     }
                     if a.last_tried.iter().flatten().any(|t| t.is_some()) {
@@ -534,9 +522,13 @@ impl Engine {
             }
             break;
         }
-        if let Some(partial) = self.try_partial(c, id, &a) {
+        if let Some((partial, targets)) = self.try_partial(c, id, &a, st) {
             if pass == Pass::Nominal && self.needs_borrowing(c, &partial) {
                 return Outcome::Deferred;
+            }
+            if !targets.is_empty() {
+                self.preempt_for(c, id, &partial, &targets, st);
+                return Outcome::Blocked;
             }
             if self.admit(c, id, &partial).is_ok() {
                 st.untouchable.insert(id);
@@ -686,8 +678,47 @@ impl Engine {
         }
     }
 
-    /// With one PodSet carrying minCount, the largest count in [minCount, count) that fits.
-    fn try_partial(&self, c: CqId, id: WlId, full: &Assignment) -> Option<Assignment> {
+    /// Victims for `id` with assignment `a`, as if the victims already chosen this
+    /// cycle in its cohort were gone.
+    fn targets(&mut self, c: CqId, id: WlId, a: &Assignment, st: &CycleState) -> Vec<Target> {
+        let root = self.cqs[c as usize].root;
+        let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
+        preempt::find_targets(self, id, c, a, &st.untouchable, issued)
+    }
+
+    /// Preempts `targets` for `id` and holds the quota of assignment `a` for it from
+    /// now on, this cycle included.
+    fn preempt_for(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+        targets: &[Target],
+        st: &mut CycleState,
+    ) {
+        let root = self.cqs[c as usize].root;
+        st.issued
+            .entry(root)
+            .or_default()
+            .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
+        self.issue_preemptions(id, targets, &a.explanation, &mut st.untouchable);
+        let node = self.cqs[c as usize].node;
+        self.tree.add_amounts(node, &a.usage);
+        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
+        self.preemptors.insert(id);
+        st.charged.insert(id);
+    }
+
+    /// With one PodSet carrying minCount, the largest count in [minCount, count) that
+    /// fits, outright or by preempting (Kueue's PodSetReducer accepts both), with the
+    /// victims it takes (none when it fits outright).
+    fn try_partial(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        full: &Assignment,
+        st: &CycleState,
+    ) -> Option<(Assignment, Vec<Target>)> {
         let w = self.wl(id);
         let (pi, ps) = w
             .spec
@@ -699,25 +730,27 @@ impl Engine {
         if full.mode() == Mode::NoFit && full.reason == Some(PendingReason::NoMatchingFlavor) {
             return None;
         }
-        let counts_for = |n: i32| -> Vec<i32> {
-            w.spec
-                .pod_sets
-                .iter()
-                .enumerate()
-                .map(|(i, p)| if i == pi { n } else { p.count })
-                .collect()
-        };
+        let counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count).collect();
         let (mut lo, mut hi) = (min, ps.count - 1);
         let mut best = None;
-        // Fit is monotone in the count, so a binary search finds the largest fitting count.
+        let mut counts_for = counts;
+        // Fitting (with or without victims) is monotone in the count, so a binary search
+        // finds the largest count that does.
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
-            let a = self.assign(c, id, Some(&counts_for(mid)));
-            if a.mode() == Mode::Fit {
-                best = Some(a);
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
+            counts_for[pi] = mid;
+            let a = self.assign(c, id, Some(&counts_for));
+            let found = match a.mode() {
+                Mode::Fit => Some(Vec::new()),
+                Mode::Preempt => Some(self.targets(c, id, &a, st)).filter(|t| !t.is_empty()),
+                Mode::Wait | Mode::NoFit => None,
+            };
+            match found {
+                Some(targets) => {
+                    best = Some((a, targets));
+                    lo = mid + 1;
+                }
+                None => hi = mid - 1,
             }
         }
         best
