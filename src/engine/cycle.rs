@@ -419,6 +419,7 @@ impl Engine {
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
         let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
+        let reclaimable = |fr| preempt::reclaimable(self, id, c, fr);
         // Kueue lets a request beyond nominal quota preempt only through these.
         let preempt_while_borrowing = has_cohort
             && (cq.spec.borrow_within_cohort.is_some()
@@ -426,6 +427,7 @@ impl Engine {
         let assigner = Assigner {
             preempt_while_borrowing,
             preemptible: &preemptible,
+            reclaimable: &reclaimable,
             names: &self.names,
             pods: self.pods,
             flavors: &self.flavors,

@@ -87,6 +87,9 @@ pub struct Assigner<'a> {
     pub strategy: crate::placement::Strategy,
     /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
     pub preemptible: &'a dyn Fn(FrId) -> bool,
+    /// How much of a (flavor, resource) preempting only in other ClusterQueues of the
+    /// cohort (reclaiming what they borrow) could free for this workload.
+    pub reclaimable: &'a dyn Fn(FrId) -> i64,
 }
 
 struct Candidate {
@@ -98,6 +101,9 @@ struct Candidate {
     topology_failed: bool,
     /// See [`Assignment::hard_wait`].
     hard_wait: bool,
+    /// Preempt mode where reclaiming from other ClusterQueues is enough: Kueue ranks
+    /// it above preemption in the workload's own ClusterQueue (Kueue PR 2811).
+    reclaim: bool,
 }
 
 impl Assigner<'_> {
@@ -282,6 +288,7 @@ impl Assigner<'_> {
                 preempt_frs: vec![],
                 topology_failed: false,
                 hard_wait: false,
+                reclaim: true,
             };
             for &(_, r, v) in requests {
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -316,6 +323,10 @@ impl Assigner<'_> {
                         || self.preempt_while_borrowing;
                     if self.can_preempt && may_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
+                        // Only worth knowing when another flavor could be chosen instead.
+                        cand.reclaim &= group.flavors.len() > 1
+                            && !self.cq.stop_on_preempt
+                            && (self.reclaimable)(fr) >= val.saturating_sub(avail.max(0));
                         Mode::Preempt
                     } else {
                         cand.hard_wait |= !may_preempt;
@@ -392,7 +403,8 @@ impl Assigner<'_> {
             // A flavor that can neither fit nor preempt never wins over one that can.
             let usable = c.mode >= Mode::Preempt;
             let borrow = u8::from(!c.borrows);
-            let mode = c.mode as u8;
+            // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
+            let mode = 2 * (c.mode as u8) + u8::from(c.mode == Mode::Preempt && c.reclaim);
             match self.cq.preference {
                 // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
                 Preference::PreemptionOverBorrowing => (usable, borrow, mode),

@@ -428,6 +428,55 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     found
 }
 
+/// How much of `fr` reclaiming from the other ClusterQueues of `cq`'s cohort could
+/// free for `wl`: per ClusterQueue that borrows `fr`, what its workloads that
+/// reclaimWithinCohort lets `wl` take use, up to what it borrows (a ClusterQueue back
+/// within its quota is no longer a reclaim target). The flavor assigner asks it only
+/// when the choice between flavors depends on it; it approximates Kueue's simulated
+/// target search, which it matches in flat cohorts of whole-workload borrowers.
+pub fn reclaimable(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> i64 {
+    let spec = &eng.cqs[cq as usize].spec;
+    let node = eng.cqs[cq as usize].node;
+    if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
+        return 0;
+    }
+    let prio = eng.wl(wl).spec.priority;
+    let root = eng.cqs[cq as usize].root;
+    let mut freed: i64 = 0;
+    for &o in eng
+        .root_members
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let other = &eng.cqs[o as usize];
+        if o == cq || other.deleted || !eng.tree.is_borrowing(other.node, fr) {
+            continue;
+        }
+        let borrowed = eng
+            .tree
+            .usage(other.node, fr)
+            .saturating_sub(eng.tree.subtree_quota(other.node, fr));
+        let mut takeable: i64 = 0;
+        for &id in &other.admitted {
+            let w = eng.wl(id);
+            let (adm, evicting) = match &w.state {
+                WlState::Admitted(a) => (a, false),
+                WlState::Evicting(a) => (a, true),
+                _ => continue,
+            };
+            let allowed = evicting
+                || ((spec.reclaim != Policy::LowerPriority || w.spec.priority < prio)
+                    && eng.protected_until(adm).is_none());
+            if allowed && let Some(&(_, v)) = adm.usage.iter().find(|(f, _)| *f == fr) {
+                takeable = takeable.saturating_add(v);
+            }
+        }
+        freed = freed.saturating_add(takeable.min(borrowed));
+    }
+    freed
+}
+
 /// The earlier of two optional times.
 fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
