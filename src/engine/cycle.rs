@@ -26,8 +26,8 @@ struct Head {
     cq: CqId,
     id: WlId,
     assignment: Assignment,
-    /// Ordering key: (fair share after admission, borrowing level, -priority, created, seq).
-    order: (i64, u32, i32, Millis, u64),
+    /// Ordering key: (fair shares after admission, borrowing level, -priority, created, seq).
+    order: ((i64, i64), u32, i32, Millis, u64),
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
@@ -441,13 +441,14 @@ impl Engine {
         assigner.assign(&w.spec, counts, resume)
     }
 
-    fn head(&self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
-        let w = self.wl(id);
-        let share = if self.config.fair_sharing.is_some() {
-            super::fair::weighted_share(self, self.cqs[cq as usize].node, &assignment.usage)
+    fn head(&mut self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
+        let shares = if self.config.fair_sharing.is_some() {
+            let node = self.cqs[cq as usize].node;
+            super::fair::ordering_shares(self, node, &assignment.usage)
         } else {
-            0
+            (0, 0)
         };
+        let w = self.wl(id);
         // Kueue admits what borrows from lower in the cohort tree first.
         let level = if assignment.borrows {
             let node = self.cqs[cq as usize].node;
@@ -460,7 +461,7 @@ impl Engine {
         } else {
             0
         };
-        let order = (share, level, -w.spec.priority, w.spec.created, w.seq);
+        let order = (shares, level, -w.spec.priority, w.spec.created, w.seq);
         Head {
             cq,
             id,

@@ -3,6 +3,10 @@
 //! A node's share is the largest, over resources, of what it borrows beyond its
 //! own quota divided by what its parent cohort could lend, scaled to 1000 and
 //! divided by the node's weight. Zero when it does not borrow.
+//!
+//! With nested cohorts Kueue compares two ClusterQueues by the shares of their
+//! ancestors just below their lowest common ancestor (preemption: `fair_preempt`);
+//! [`ordering_shares`] approximates that for ordering a cycle's heads.
 
 use std::collections::BTreeMap;
 
@@ -61,7 +65,13 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
         .unwrap_or(0);
     let weight = eng.node_weight.get(node as usize).copied().unwrap_or(1000);
     if weight <= 0 {
-        return if drs > 0 { i64::MAX / 4 } else { 0 };
+        // A zero weight that borrows ranks above every weighted share; two of them
+        // compare by their unweighted shares (Kueue's CompareDRS).
+        return if drs > 0 {
+            (i64::MAX / 4).saturating_add(drs.min(i64::MAX / 4))
+        } else {
+            0
+        };
     }
     ratio_milli(drs, weight)
 }
@@ -71,4 +81,27 @@ pub fn weighted_share(eng: &Engine, node: NodeId, delta: &[(FrId, i64)]) -> i64 
 fn ratio_milli(a: i64, b: i64) -> i64 {
     let r = i128::from(a) * 1000 / i128::from(b);
     i64::try_from(r).unwrap_or(if r < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// The shares a head is ordered by under fair sharing, once `usage` is admitted to
+/// ClusterQueue node `node`: that of its ancestor just below the root (where Kueue
+/// compares heads of different top-level subtrees), then its own (where it compares
+/// heads of the same cohort). Both are the ClusterQueue's own in a flat cohort.
+pub fn ordering_shares(eng: &mut Engine, node: NodeId, usage: &[(FrId, i64)]) -> (i64, i64) {
+    let own = weighted_share(eng, node, usage);
+    let mut top = node;
+    while let Some(p) = eng.tree.parent(top) {
+        if eng.tree.parent(p).is_none() {
+            break;
+        }
+        top = p;
+    }
+    if top == node {
+        return (own, own);
+    }
+    let amounts: super::resources::FrAmounts = usage.iter().copied().collect();
+    eng.tree.add_amounts(node, &amounts);
+    let top_share = weighted_share(eng, top, &[]);
+    eng.tree.remove_amounts(node, &amounts);
+    (top_share, own)
 }

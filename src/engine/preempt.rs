@@ -5,19 +5,16 @@
 //! Candidates are removed from the live quota tree while searching and put back
 //! afterwards; add/remove are exact inverses, so the tree ends as it started.
 
-use std::collections::BTreeMap;
-
 use super::{FastMap, FastSet};
 
 use super::classical::Variant;
-use super::fair::weighted_share;
 use super::flavor::Assignment;
 use super::model::Policy;
 use super::queue::WlId;
 use super::quota::NodeId;
 use super::resources::{FrAmounts, FrId};
 use super::state::{CqId, Engine, WlState};
-use super::{FairPreemptionStrategy, Millis, PreemptionReason};
+use super::{Millis, PreemptionReason};
 
 /// A chosen victim. `already_evicting` victims are waited for, not preempted again.
 #[derive(Clone, Debug)]
@@ -34,15 +31,15 @@ pub struct Target {
 pub(crate) struct Candidate {
     /// Its nodes while it is taken out of the inventory during the search.
     held: Option<crate::placement::Held>,
-    id: WlId,
+    pub(crate) id: WlId,
     pub(crate) cq: CqId,
     pub(crate) node: NodeId,
-    usage: FrAmounts,
+    pub(crate) usage: FrAmounts,
     priority: i32,
     pub(crate) evicting: bool,
     /// When its quota was reserved: Kueue prefers the most recently admitted victims.
     admitted_at: Millis,
-    reason: PreemptionReason,
+    pub(crate) reason: PreemptionReason,
     /// How it may be taken, and its lowest common ancestor with the preemptor
     /// (classical preemption through the cohort tree).
     pub(crate) variant: Variant,
@@ -152,7 +149,8 @@ pub fn find_targets(
                 let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
                 cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
                 (
-                    fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
+                    super::fair_preempt::search(eng, wl, cq, a, cands, &strategies)
+                        .map(|r| (r, true)),
                     protected,
                 )
             }
@@ -585,92 +583,6 @@ pub(crate) fn fits(
         eng.config.placement,
     )
     .is_ok()
-}
-
-fn fair_search(
-    eng: &mut Engine,
-    wl: WlId,
-    cq: CqId,
-    a: &Assignment,
-    cands: Vec<Candidate>,
-    strategies: &[FairPreemptionStrategy],
-) -> Option<Vec<Candidate>> {
-    let node = eng.cqs[cq as usize].node;
-    let mut removed = Vec::new();
-    let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) =
-        cands.into_iter().partition(|c| c.evicting);
-    for mut c in evicting {
-        take_out(eng, &mut c);
-        removed.push(c);
-        if fits(eng, node, wl, a, true) {
-            return Some(removed);
-        }
-    }
-    // Whether the preemptor, once admitted, stays within its nominal quota in every
-    // resource that needs preemption.
-    let within_nominal = a.preempt_frs.iter().all(|&fr| {
-        let v = a
-            .usage
-            .iter()
-            .find(|(f, _)| *f == fr)
-            .map_or(0, |&(_, v)| v);
-        !eng.tree.borrowing_with(node, fr, v)
-    });
-    for &strategy in strategies {
-        let mut retry = Vec::new();
-        loop {
-            // Take from the ClusterQueue with the highest share first.
-            let mut by_cq: BTreeMap<CqId, usize> = BTreeMap::new();
-            for (i, c) in pool.iter().enumerate() {
-                by_cq.entry(c.cq).or_insert(i);
-            }
-            let Some((&target_cq, &idx)) = by_cq.iter().max_by_key(|(c, _)| {
-                (
-                    weighted_share(eng, eng.cqs[**c as usize].node, &[]),
-                    std::cmp::Reverse(**c),
-                )
-            }) else {
-                break;
-            };
-            let mut c = pool.remove(idx);
-            let allowed = if target_cq == cq {
-                true
-            } else if within_nominal {
-                // Kueue (FairSharingPreemptWithinNominal): a preemptor staying within
-                // its nominal quota reclaims from the highest share without the strategies.
-                c.reason = PreemptionReason::InCohortReclamation;
-                true
-            } else {
-                let target_old = weighted_share(eng, c.node, &[]);
-                if target_old == 0 {
-                    false
-                } else {
-                    let preemptor_new = weighted_share(eng, node, &a.usage);
-                    let neg: Vec<_> = c.usage.iter().map(|&(f, v)| (f, -v)).collect();
-                    let target_new = weighted_share(eng, c.node, &neg);
-                    match strategy {
-                        FairPreemptionStrategy::LessThanOrEqualToFinalShare => {
-                            preemptor_new <= target_new
-                        }
-                        FairPreemptionStrategy::LessThanInitialShare => preemptor_new < target_old,
-                    }
-                }
-            };
-            if !allowed {
-                retry.push(c);
-                continue;
-            }
-            take_out(eng, &mut c);
-            removed.push(c);
-            if fits(eng, node, wl, a, true) {
-                return Some(removed);
-            }
-        }
-        pool = retry;
-        pool.sort_by(|a, b| candidate_order(eng, cq, a, b));
-    }
-    restore(eng, &mut removed);
-    None
 }
 
 /// Takes a candidate's quota and nodes out of the live state.
