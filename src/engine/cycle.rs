@@ -26,8 +26,10 @@ struct Head {
     cq: CqId,
     id: WlId,
     assignment: Assignment,
-    /// Ordering key: (fair shares after admission, borrowing level, -priority, created, seq).
-    order: ((i64, i64), u32, i32, Millis, u64),
+    /// Ordering key: (fair share after admission, borrowing level, -priority, created, seq).
+    order: (i64, u32, i32, Millis, u64),
+    /// Under fair sharing, its ancestors' shares (see [`super::fair::share_path`]).
+    fair_path: smallvec::SmallVec<[(NodeId, i64); 2]>,
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
@@ -205,8 +207,18 @@ impl Engine {
             }
             // Sort positions, not heads: a head carries a whole assignment, and moving
             // a thousand of them around in a sort showed up as memcpy in profiles.
-            let mut order: Vec<u32> = (0..heads.len() as u32).collect();
-            order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
+            let nested = heads.iter().flatten().any(|h| h.fair_path.len() > 1);
+            let order: Vec<u32> = if nested {
+                // Kueue compares heads under nested cohorts where their paths part.
+                let paths: Vec<&[(NodeId, i64)]> =
+                    heads.iter().flatten().map(|h| &h.fair_path[..]).collect();
+                let keys: Vec<_> = heads.iter().flatten().map(|h| h.order).collect();
+                super::fair::tournament(&paths, &keys)
+            } else {
+                let mut order: Vec<u32> = (0..heads.len() as u32).collect();
+                order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
+                order
+            };
             let mut closed: FastSet<CqId> = FastSet::default();
             for i in order {
                 // Each position occurs once in `order`.
@@ -442,12 +454,13 @@ impl Engine {
     }
 
     fn head(&mut self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
-        let shares = if self.config.fair_sharing.is_some() {
+        let fair_path = if self.config.fair_sharing.is_some() {
             let node = self.cqs[cq as usize].node;
-            super::fair::ordering_shares(self, node, &assignment.usage)
+            super::fair::share_path(self, node, &assignment.usage)
         } else {
-            (0, 0)
+            smallvec::SmallVec::new()
         };
+        let share = fair_path.last().map_or(0, |&(_, s)| s);
         let w = self.wl(id);
         // Kueue admits what borrows from lower in the cohort tree first.
         let level = if assignment.borrows {
@@ -461,13 +474,14 @@ impl Engine {
         } else {
             0
         };
-        let order = (shares, level, -w.spec.priority, w.spec.created, w.seq);
+        let order = (share, level, -w.spec.priority, w.spec.created, w.seq);
         Head {
             cq,
             id,
             assignment,
             order,
             wake_mark,
+            fair_path,
         }
     }
 
