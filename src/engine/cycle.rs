@@ -95,6 +95,7 @@ impl Engine {
         self.now = self.now.max(now);
         self.inventory.ensure_trees();
         self.park_inactive();
+        self.expire(now);
         // Sized for a few failing shapes and one admission per ClusterQueue: growing
         // these maps mid-cycle (rehashing) cost more than filling them.
         let mut st = CycleState {
@@ -861,6 +862,12 @@ impl Engine {
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let since = self.now;
+        if let Some(t) = self.wl(id).spec.max_execution {
+            self.expiries
+                .entry(since.saturating_add(t))
+                .or_default()
+                .push(id);
+        }
         let w = self.wl_mut(id);
         w.state = WlState::Admitted(Admitted {
             cq: c,

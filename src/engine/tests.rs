@@ -581,3 +581,52 @@ fn preemptor_that_fits_after_anothers_victims_waits_for_them() {
     e.apply(6, Event::WorkloadEvicted(key("v"))).unwrap();
     assert_eq!(admitted(&e.schedule(7)), vec!["p1", "p2"]);
 }
+
+/// A workload with maximumExecutionTimeSeconds makes the engine ask to be woken when
+/// its time runs out, and the cycle at that moment deactivates and evicts it.
+#[test]
+fn maximum_execution_time_wakes_the_engine_and_deactivates() {
+    let mut e = setup(&[cq("a", None, "4", None, "")]);
+    e.apply(
+        0,
+        Event::WorkloadUpserted(obj(r#"
+metadata: { name: limited, namespace: ns }
+spec:
+  queueName: a
+  maximumExecutionTimeSeconds: 30
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers: [{ name: c, resources: { requests: { cpu: "1" } } }]
+"#)),
+    )
+    .unwrap();
+    assert_eq!(admitted(&e.schedule(500)), vec!["limited"]);
+    assert_eq!(e.next_wakeup(), Some(30_500));
+    assert!(e.schedule(30_499).is_empty());
+    let d = e.schedule(30_500);
+    match d.as_slice() {
+        [
+            Decision::Evict {
+                workload,
+                reason,
+                message,
+            },
+        ] => {
+            assert_eq!(workload.name.to_string(), "limited");
+            assert_eq!(reason, "Deactivated");
+            assert!(
+                message.contains("exceeding the maximum execution time"),
+                "{message}"
+            );
+        }
+        d => panic!("expected one eviction, got {d:?}"),
+    }
+    assert_eq!(e.next_wakeup(), None);
+    e.apply(30_600, Event::WorkloadEvicted(key("limited")))
+        .unwrap();
+    e.schedule(30_700);
+    assert_eq!(pending_message(&e, "limited").0, PendingReason::Inactive);
+}
