@@ -199,12 +199,7 @@ pub(crate) fn search(
     });
     // Shares are compared with the incoming workload counted, fits without it.
     eng.tree.add_amounts(node, &a.usage);
-    let fits_now = |eng: &mut Engine| {
-        eng.tree.remove_amounts(node, &a.usage);
-        let f = fits(eng, node, wl, a, true);
-        eng.tree.add_amounts(node, &a.usage);
-        f
-    };
+    let fits_now = |eng: &mut Engine| fits_without_incoming(eng, node, wl, a);
     let first = strategies
         .first()
         .copied()
@@ -254,24 +249,8 @@ pub(crate) fn search(
             break;
         }
     }
-    // Kueue's rule S2-b: one more candidate per ClusterQueue under LessThanInitialShare.
     if !done && strategies.len() > 1 {
-        let mut order = Ordering::new(eng, cq, retry);
-        while let Some(t) = order.next(eng) {
-            let t_node = eng.cqs[t as usize].node;
-            let (own_alca, target_alca) = order.almost_lcas(eng, t_node);
-            let passed = super::fair::weighted_share(eng, own_alca, &[])
-                < super::fair::weighted_share(eng, target_alca, &[]);
-            if let (true, Some(mut c)) = (passed, order.pop(t)) {
-                take_out(eng, &mut c);
-                removed.push(c);
-                if fits_now(eng) {
-                    done = true;
-                    break;
-                }
-            }
-            order.drop_queue(t);
-        }
+        done = second_strategy(eng, wl, cq, a, retry, &mut removed);
     }
     eng.tree.remove_amounts(node, &a.usage);
     if done {
@@ -280,4 +259,43 @@ pub(crate) fn search(
         restore(eng, &mut removed);
         None
     }
+}
+
+/// Whether `a` fits ClusterQueue node `node` once the incoming usage, counted in the
+/// tree for the shares, is taken out again.
+fn fits_without_incoming(eng: &mut Engine, node: NodeId, wl: WlId, a: &Assignment) -> bool {
+    eng.tree.remove_amounts(node, &a.usage);
+    let f = fits(eng, node, wl, a, true);
+    eng.tree.add_amounts(node, &a.usage);
+    f
+}
+
+/// Kueue's rule S2-b: one more candidate per ClusterQueue, taken if the preemptor's
+/// share stays below the target's initial share (LessThanInitialShare). Returns
+/// whether the workload then fits; victims are added to `removed`.
+fn second_strategy(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    retry: Vec<Candidate>,
+    removed: &mut Vec<Candidate>,
+) -> bool {
+    let node = eng.cqs[cq as usize].node;
+    let mut order = Ordering::new(eng, cq, retry);
+    while let Some(t) = order.next(eng) {
+        let t_node = eng.cqs[t as usize].node;
+        let (own_alca, target_alca) = order.almost_lcas(eng, t_node);
+        let passed = super::fair::weighted_share(eng, own_alca, &[])
+            < super::fair::weighted_share(eng, target_alca, &[]);
+        if let (true, Some(mut c)) = (passed, order.pop(t)) {
+            take_out(eng, &mut c);
+            removed.push(c);
+            if fits_without_incoming(eng, node, wl, a) {
+                return true;
+            }
+        }
+        order.drop_queue(t);
+    }
+    false
 }
