@@ -16,7 +16,7 @@ use super::model::Policy;
 use super::preempt::{self, Target};
 use super::queue::{QueueKey, WlId};
 use super::quota::NodeId;
-use super::resources::FrId;
+use super::resources::FrAmounts;
 use super::state::{Admitted, CqId, Engine, WlState};
 use super::{Decision, Millis, PendingReason};
 use crate::api;
@@ -28,6 +28,8 @@ struct Head {
     assignment: Assignment,
     /// Ordering key: (fair share after admission, borrowing level, -priority, created, seq).
     order: (i64, u32, i32, Millis, u64),
+    /// Under fair sharing, its ancestors' shares (see [`super::fair::share_path`]).
+    fair_path: smallvec::SmallVec<[(NodeId, i64); 2]>,
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
@@ -68,8 +70,18 @@ struct CycleState {
     /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
     /// grows within a cycle, so there is no need to evaluate them twice.
     failed: FastMap<(CqId, u64), (PendingReason, Why)>,
-    /// Preemption already issued this cycle, per cohort root and (flavor, resource).
-    preempting: FastMap<NodeId, Vec<FrId>>,
+    /// Victims of the preemptions issued this cycle, per cohort root: later preemptors
+    /// in the cohort search as if they were gone (see [`preempt::find_targets`]).
+    issued: FastMap<NodeId, Vec<WlId>>,
+    /// Quota held for the rest of the cycle by heads that needed preemption but found
+    /// nothing to preempt (Kueue's reserveCapacityForUnreclaimablePreempt).
+    /// Its ClusterQueue's own next head gets it back: Kueue looks at one head per
+    /// ClusterQueue per cycle, so the hold only ever kept other queues out.
+    held: Vec<(CqId, NodeId, FrAmounts)>,
+    /// Heads that would hold quota while borrowing are deferred to the borrowing pass
+    /// (Kueue looks at entries that borrow after those that do not); what the first
+    /// look found is what their pending message says, as Kueue's nomination does.
+    first_look: FastMap<WlId, Explanation>,
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
     /// in the same cycle (Kueue's rule too).
     untouchable: FastSet<WlId>,
@@ -83,6 +95,7 @@ impl Engine {
         self.now = self.now.max(now);
         self.inventory.ensure_trees();
         self.park_inactive();
+        self.expire(now);
         // Sized for a few failing shapes and one admission per ClusterQueue: growing
         // these maps mid-cycle (rehashing) cost more than filling them.
         let mut st = CycleState {
@@ -107,6 +120,9 @@ impl Engine {
         charged.sort_unstable();
         for id in charged {
             self.discharge(id);
+        }
+        for (_, node, amounts) in std::mem::take(&mut st.held) {
+            self.tree.remove_amounts(node, &amounts);
         }
         for (until, cq) in std::mem::take(&mut self.oracle.get_mut().wakeups) {
             self.wakeups.entry(until).or_default().insert(cq);
@@ -178,6 +194,9 @@ impl Engine {
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
                 if let Some(id) = self.next_head(c, &mut cursor[c as usize], st) {
+                    if !st.held.is_empty() {
+                        self.release_held(c, st);
+                    }
                     let wake_mark = self.oracle.get_mut().wakeups.len();
                     let assignment = self.assign(c, id, None);
                     heads.push(Some(self.head(c, id, assignment, wake_mark)));
@@ -189,8 +208,18 @@ impl Engine {
             }
             // Sort positions, not heads: a head carries a whole assignment, and moving
             // a thousand of them around in a sort showed up as memcpy in profiles.
-            let mut order: Vec<u32> = (0..heads.len() as u32).collect();
-            order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
+            let nested = heads.iter().flatten().any(|h| h.fair_path.len() > 1);
+            let order: Vec<u32> = if nested {
+                // Kueue compares heads under nested cohorts where their paths part.
+                let paths: Vec<&[(NodeId, i64)]> =
+                    heads.iter().flatten().map(|h| &h.fair_path[..]).collect();
+                let keys: Vec<_> = heads.iter().flatten().map(|h| h.order).collect();
+                super::fair::tournament(&paths, &keys)
+            } else {
+                let mut order: Vec<u32> = (0..heads.len() as u32).collect();
+                order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
+                order
+            };
             let mut closed: FastSet<CqId> = FastSet::default();
             for i in order {
                 // Each position occurs once in `order`.
@@ -403,6 +432,7 @@ impl Engine {
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
         let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
+        let reclaimable = |fr| preempt::reclaimable(self, id, c, fr);
         // Kueue lets a request beyond nominal quota preempt only through these.
         let preempt_while_borrowing = has_cohort
             && (cq.spec.borrow_within_cohort.is_some()
@@ -410,6 +440,7 @@ impl Engine {
         let assigner = Assigner {
             preempt_while_borrowing,
             preemptible: &preemptible,
+            reclaimable: &reclaimable,
             names: &self.names,
             pods: self.pods,
             flavors: &self.flavors,
@@ -423,13 +454,15 @@ impl Engine {
         assigner.assign(&w.spec, counts, resume)
     }
 
-    fn head(&self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
-        let w = self.wl(id);
-        let share = if self.config.fair_sharing.is_some() {
-            super::fair::weighted_share(self, self.cqs[cq as usize].node, &assignment.usage)
+    fn head(&mut self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
+        let fair_path = if self.config.fair_sharing.is_some() {
+            let node = self.cqs[cq as usize].node;
+            super::fair::share_path(self, node, &assignment.usage)
         } else {
-            0
+            smallvec::SmallVec::new()
         };
+        let share = fair_path.last().map_or(0, |&(_, s)| s);
+        let w = self.wl(id);
         // Kueue admits what borrows from lower in the cohort tree first.
         let level = if assignment.borrows {
             let node = self.cqs[cq as usize].node;
@@ -449,6 +482,7 @@ impl Engine {
             assignment,
             order,
             wake_mark,
+            fair_path,
         }
     }
 
@@ -491,34 +525,9 @@ impl Engine {
                     };
                 }
                 Mode::Preempt => {
-                    let root = self.tree.root(self.cqs[c as usize].node);
-                    let overlaps = st
-                        .preempting
-                        .get(&root)
-                        .is_some_and(|frs| a.preempt_frs.iter().any(|fr| frs.contains(fr)));
-                    if overlaps {
-                        // Another workload is already freeing this quota this cycle; look again
-                        // next cycle rather than evicting more than needed.
-                        let mut explanation = a.explanation;
-                        explanation.suffix = Some(
-                            "; waiting for preemptions issued for another workload in the cohort",
-                        );
-                        self.set_pending_explained(id, PendingReason::WaitingForQuota, explanation);
-                        return Outcome::Blocked;
-                    }
-                    let targets = preempt::find_targets(self, id, c, &a, &st.untouchable);
+                    let targets = self.targets(c, id, &a, st);
                     if !targets.is_empty() {
-                        st.preempting
-                            .entry(root)
-                            .or_default()
-                            .extend(a.preempt_frs.iter().copied());
-                        self.issue_preemptions(id, &targets, &a.explanation, &mut st.untouchable);
-                        // Hold the quota from now on, this cycle included.
-                        let node = self.cqs[c as usize].node;
-                        self.tree.add_amounts(node, &a.usage);
-                        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
-                        self.preemptors.insert(id);
-                        st.charged.insert(id);
+                        self.preempt_for(c, id, &a, &targets, st);
                         return Outcome::Blocked;
                     }
                     if a.last_tried.iter().flatten().any(|t| t.is_some()) {
@@ -531,17 +540,37 @@ impl Engine {
             }
             break;
         }
-        if let Some(partial) = self.try_partial(c, id, &a) {
+        if let Some((partial, targets)) = self.try_partial(c, id, &a, st) {
             if pass == Pass::Nominal && self.needs_borrowing(c, &partial) {
                 return Outcome::Deferred;
+            }
+            if !targets.is_empty() {
+                self.preempt_for(c, id, &partial, &targets, st);
+                return Outcome::Blocked;
             }
             if self.admit(c, id, &partial).is_ok() {
                 st.untouchable.insert(id);
                 return Outcome::Admitted;
             }
         }
-        let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
+        let holds = self.holds_unreclaimable(c, &a);
         let mut explanation = a.explanation;
+        if holds {
+            let node = self.cqs[c as usize].node;
+            if pass == Pass::Nominal
+                && a.usage
+                    .iter()
+                    .any(|&(fr, v)| self.tree.borrowing_with(node, fr, v))
+            {
+                st.first_look.insert(id, explanation);
+                return Outcome::Deferred;
+            }
+            self.hold_unreclaimable(c, &a.usage, st);
+            if let Some(first) = st.first_look.remove(&id) {
+                explanation = first;
+            }
+        }
+        let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
         let protected = self
             .oracle
             .get_mut()
@@ -559,6 +588,58 @@ impl Engine {
         }
         let message = Message::Explained(explanation);
         self.park(c, id, a.last_tried, reason, message, &mut st.failed)
+    }
+
+    /// Kueue's reserveCapacityForUnreclaimablePreempt: a head that needs preemption
+    /// but found nobody to preempt holds, for the rest of the cycle, the quota it could
+    /// take without borrowing (or up to its borrowing limit when it must borrow), so
+    /// lower entries in the cohort cannot borrow it away. Unless the ClusterQueue may
+    /// reclaim from anyone (reclaimWithinCohort: Any), it could not get that quota back
+    /// by preempting later.
+    fn holds_unreclaimable(&self, c: CqId, a: &Assignment) -> bool {
+        let cq = &self.cqs[c as usize];
+        a.mode
+            .is_some_and(|m| m == Mode::Preempt || m == Mode::Wait)
+            && !a.hard_wait
+            && cq.spec.reclaim != Policy::Any
+            && self.tree.parent(cq.node).is_some()
+    }
+
+    fn hold_unreclaimable(&mut self, c: CqId, usage: &FrAmounts, st: &mut CycleState) {
+        let node = self.cqs[c as usize].node;
+        let tree = &self.tree;
+        let borrows = usage
+            .iter()
+            .any(|&(fr, v)| tree.borrowing_with(node, fr, v));
+        let limits = &tree.nodes[node as usize].limits;
+        let mut held = FrAmounts::new();
+        for &(fr, v) in usage {
+            let nominal = limits.nominal.get(fr);
+            let used = tree.usage(node, fr);
+            let amount = match (borrows, limits.borrowing_limit(fr)) {
+                (true, None) => v,
+                (true, Some(limit)) => v.min(nominal.saturating_add(limit).saturating_sub(used)),
+                (false, _) => v.min(nominal.saturating_sub(used)),
+            };
+            if amount > 0 {
+                held.push((fr, amount));
+            }
+        }
+        if !held.is_empty() {
+            self.tree.add_amounts(node, &held);
+            st.held.push((c, node, held));
+        }
+    }
+
+    /// Gives ClusterQueue `c` back what its earlier heads held this cycle.
+    fn release_held(&mut self, c: CqId, st: &mut CycleState) {
+        let tree = &mut self.tree;
+        st.held.retain(|(q, node, amounts)| {
+            if *q == c {
+                tree.remove_amounts(*node, amounts);
+            }
+            *q != c
+        });
     }
 
     /// Whether admitting with `a` (after any preemption) would take the ClusterQueue
@@ -615,8 +696,47 @@ impl Engine {
         }
     }
 
-    /// With one PodSet carrying minCount, the largest count in [minCount, count) that fits.
-    fn try_partial(&self, c: CqId, id: WlId, full: &Assignment) -> Option<Assignment> {
+    /// Victims for `id` with assignment `a`, as if the victims already chosen this
+    /// cycle in its cohort were gone.
+    fn targets(&mut self, c: CqId, id: WlId, a: &Assignment, st: &CycleState) -> Vec<Target> {
+        let root = self.cqs[c as usize].root;
+        let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
+        preempt::find_targets(self, id, c, a, &st.untouchable, issued)
+    }
+
+    /// Preempts `targets` for `id` and holds the quota of assignment `a` for it from
+    /// now on, this cycle included.
+    fn preempt_for(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+        targets: &[Target],
+        st: &mut CycleState,
+    ) {
+        let root = self.cqs[c as usize].root;
+        st.issued
+            .entry(root)
+            .or_default()
+            .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
+        self.issue_preemptions(id, targets, &a.explanation, &mut st.untouchable);
+        let node = self.cqs[c as usize].node;
+        self.tree.add_amounts(node, &a.usage);
+        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
+        self.preemptors.insert(id);
+        st.charged.insert(id);
+    }
+
+    /// With one PodSet carrying minCount, the largest count in [minCount, count) that
+    /// fits, outright or by preempting (Kueue's PodSetReducer accepts both), with the
+    /// victims it takes (none when it fits outright).
+    fn try_partial(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        full: &Assignment,
+        st: &CycleState,
+    ) -> Option<(Assignment, Vec<Target>)> {
         let w = self.wl(id);
         let (pi, ps) = w
             .spec
@@ -628,25 +748,27 @@ impl Engine {
         if full.mode() == Mode::NoFit && full.reason == Some(PendingReason::NoMatchingFlavor) {
             return None;
         }
-        let counts_for = |n: i32| -> Vec<i32> {
-            w.spec
-                .pod_sets
-                .iter()
-                .enumerate()
-                .map(|(i, p)| if i == pi { n } else { p.count })
-                .collect()
-        };
+        let counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count).collect();
         let (mut lo, mut hi) = (min, ps.count - 1);
         let mut best = None;
-        // Fit is monotone in the count, so a binary search finds the largest fitting count.
+        let mut counts_for = counts;
+        // Fitting (with or without victims) is monotone in the count, so a binary search
+        // finds the largest count that does.
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
-            let a = self.assign(c, id, Some(&counts_for(mid)));
-            if a.mode() == Mode::Fit {
-                best = Some(a);
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
+            counts_for[pi] = mid;
+            let a = self.assign(c, id, Some(&counts_for));
+            let found = match a.mode() {
+                Mode::Fit => Some(Vec::new()),
+                Mode::Preempt => Some(self.targets(c, id, &a, st)).filter(|t| !t.is_empty()),
+                Mode::Wait | Mode::NoFit => None,
+            };
+            match found {
+                Some(targets) => {
+                    best = Some((a, targets));
+                    lo = mid + 1;
+                }
+                None => hi = mid - 1,
             }
         }
         best
@@ -661,6 +783,7 @@ impl Engine {
     ) {
         let pkey = self.wl(preemptor).spec.key.clone();
         let mut waiting = Vec::with_capacity(targets.len());
+        let own = targets.iter().filter(|t| !t.by_other).count();
         for t in targets {
             waiting.push(t.id);
             victims.insert(t.id);
@@ -683,11 +806,12 @@ impl Engine {
                 message,
             });
         }
-        let message = explanation.render_preempting(
-            &self.names,
-            &self.wl(preemptor).spec.pod_sets,
-            waiting.len(),
-        );
+        let message = if own == 0 {
+            // Kueue's words for a workload that fits once others' victims are gone.
+            "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete".to_string()
+        } else {
+            explanation.render_preempting(&self.names, &self.wl(preemptor).spec.pod_sets, own)
+        };
         self.wl_mut(preemptor).waiting_for = waiting;
         self.set_pending(preemptor, PendingReason::WaitingForPreemption, message);
     }
@@ -738,6 +862,12 @@ impl Engine {
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let since = self.now;
+        if let Some(t) = self.wl(id).spec.max_execution {
+            self.expiries
+                .entry(since.saturating_add(t))
+                .or_default()
+                .push(id);
+        }
         let w = self.wl_mut(id);
         w.state = WlState::Admitted(Admitted {
             cq: c,

@@ -50,6 +50,10 @@ pub struct Assignment {
     pub mode: Option<Mode>,
     /// Whether admitting it makes the ClusterQueue borrow.
     pub borrows: bool,
+    /// Some resource waits where Kueue would not even look for victims (beyond nominal
+    /// quota with no way to preempt while borrowing; a topology without room): Kueue's
+    /// NoFit, for which no capacity is held (see `Engine::hold_unreclaimable`).
+    pub hard_wait: bool,
     /// (flavor, resource) pairs where preemption would be needed.
     pub preempt_frs: Vec<FrId>,
     /// Why it does not fit, when mode is not Fit.
@@ -83,6 +87,9 @@ pub struct Assigner<'a> {
     pub strategy: crate::placement::Strategy,
     /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
     pub preemptible: &'a dyn Fn(FrId) -> bool,
+    /// How much of a (flavor, resource) preempting only in other ClusterQueues of the
+    /// cohort (reclaiming what they borrow) could free for this workload.
+    pub reclaimable: &'a dyn Fn(FrId) -> i64,
 }
 
 struct Candidate {
@@ -92,6 +99,11 @@ struct Candidate {
     preempt_frs: Vec<FrId>,
     /// Quota fits but the topology has no room.
     topology_failed: bool,
+    /// See [`Assignment::hard_wait`].
+    hard_wait: bool,
+    /// Preempt mode where reclaiming from other ClusterQueues is enough: Kueue ranks
+    /// it above preemption in the workload's own ClusterQueue (Kueue PR 2811).
+    reclaim: bool,
 }
 
 impl Assigner<'_> {
@@ -162,6 +174,7 @@ impl Assigner<'_> {
                             }
                         }
                         out.borrows |= c.borrows;
+                        out.hard_wait |= c.hard_wait && c.mode == Mode::Wait;
                         out.preempt_frs.extend(c.preempt_frs);
                         if c.mode < out.mode() {
                             out.mode = Some(c.mode);
@@ -274,6 +287,8 @@ impl Assigner<'_> {
                 borrows: false,
                 preempt_frs: vec![],
                 topology_failed: false,
+                hard_wait: false,
+                reclaim: true,
             };
             for &(_, r, v) in requests {
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -308,8 +323,13 @@ impl Assigner<'_> {
                         || self.preempt_while_borrowing;
                     if self.can_preempt && may_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
+                        // Only worth knowing when another flavor could be chosen instead.
+                        cand.reclaim &= group.flavors.len() > 1
+                            && !self.cq.stop_on_preempt
+                            && (self.reclaimable)(fr) >= val.saturating_sub(avail.max(0));
                         Mode::Preempt
                     } else {
+                        cand.hard_wait |= !may_preempt;
                         Mode::Wait
                     }
                 } else {
@@ -332,6 +352,7 @@ impl Assigner<'_> {
                         .collect();
                 } else {
                     cand.mode = Mode::Wait;
+                    cand.hard_wait = true;
                 }
             }
             let stop = match cand.mode {
@@ -382,7 +403,8 @@ impl Assigner<'_> {
             // A flavor that can neither fit nor preempt never wins over one that can.
             let usable = c.mode >= Mode::Preempt;
             let borrow = u8::from(!c.borrows);
-            let mode = c.mode as u8;
+            // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
+            let mode = 2 * (c.mode as u8) + u8::from(c.mode == Mode::Preempt && c.reclaim);
             match self.cq.preference {
                 // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
                 Preference::PreemptionOverBorrowing => (usable, borrow, mode),

@@ -278,6 +278,7 @@ mod classical;
 mod cycle;
 pub(crate) mod explain;
 pub(crate) mod fair;
+mod fair_preempt;
 pub(crate) mod flavor;
 pub(crate) mod intern;
 pub(crate) mod model;

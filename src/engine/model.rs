@@ -300,6 +300,8 @@ pub struct WorkloadSpec {
     pub priority: i32,
     pub created: Millis,
     pub active: bool,
+    /// `spec.maximumExecutionTimeSeconds`, in ms: how long it may stay admitted.
+    pub max_execution: Option<Millis>,
     /// Shared by every workload with equal PodSets (see [`super::intern::Shared`]):
     /// thousands of workloads come from a few templates, and a cycle reads these
     /// for every head, so one copy stays in cache where thousands would not.
@@ -466,6 +468,10 @@ impl WorkloadSpec {
             priority,
             created,
             active: wl.spec.active.unwrap_or(true),
+            max_execution: wl
+                .spec
+                .maximum_execution_time_seconds
+                .map(|s| Millis::from(s.max(0)) * 1000),
             pod_sets: pod_sets.into(),
             pod_sets_hash,
             shape,

@@ -5,19 +5,16 @@
 //! Candidates are removed from the live quota tree while searching and put back
 //! afterwards; add/remove are exact inverses, so the tree ends as it started.
 
-use std::collections::BTreeMap;
-
 use super::{FastMap, FastSet};
 
 use super::classical::Variant;
-use super::fair::weighted_share;
 use super::flavor::Assignment;
 use super::model::Policy;
 use super::queue::WlId;
 use super::quota::NodeId;
 use super::resources::{FrAmounts, FrId};
 use super::state::{CqId, Engine, WlState};
-use super::{FairPreemptionStrategy, Millis, PreemptionReason};
+use super::{Millis, PreemptionReason};
 
 /// A chosen victim. `already_evicting` victims are waited for, not preempted again.
 #[derive(Clone, Debug)]
@@ -25,21 +22,24 @@ pub struct Target {
     pub id: WlId,
     pub reason: PreemptionReason,
     pub already_evicting: bool,
+    /// Another preemptor chose it earlier in this cycle: this one waits for it too,
+    /// but it is not this preemptor's preemption (Kueue does not count it either).
+    pub by_other: bool,
 }
 
 #[derive(Clone)]
 pub(crate) struct Candidate {
     /// Its nodes while it is taken out of the inventory during the search.
     held: Option<crate::placement::Held>,
-    id: WlId,
+    pub(crate) id: WlId,
     pub(crate) cq: CqId,
     pub(crate) node: NodeId,
-    usage: FrAmounts,
+    pub(crate) usage: FrAmounts,
     priority: i32,
     pub(crate) evicting: bool,
     /// When its quota was reserved: Kueue prefers the most recently admitted victims.
     admitted_at: Millis,
-    reason: PreemptionReason,
+    pub(crate) reason: PreemptionReason,
     /// How it may be taken, and its lowest common ancestor with the preemptor
     /// (classical preemption through the cohort tree).
     pub(crate) variant: Variant,
@@ -122,30 +122,47 @@ pub(crate) fn candidate_order(
 
 /// Finds victims for workload `wl` pending in `cq` with flavor assignment `a`.
 /// Workloads in `excluded` (victims of earlier preemptors, and workloads admitted
-/// in this cycle) are not taken.
+/// in this cycle) are not taken. `issued` are the victims other preemptors chose
+/// earlier in this cycle in the same cohort: the search runs as if they were gone,
+/// with those preemptors' reservations still charged (Kueue's projected state), so
+/// a preemptor whose own victims do not overlap theirs preempts in the same cycle,
+/// and one that fits once they are gone waits for them (Kueue's DeferredFit).
 pub fn find_targets(
     eng: &mut Engine,
     wl: WlId,
     cq: CqId,
     a: &Assignment,
     excluded: &FastSet<WlId>,
+    issued: &[WlId],
 ) -> Vec<Target> {
     let node = eng.cqs[cq as usize].node;
-    let (found, protected) = match &eng.config.fair_sharing {
-        Some(strategies) => {
-            let strategies = strategies.clone();
-            let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
-            cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
-            (
-                fair_search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
-                protected,
-            )
+    let mut gone: Vec<Candidate> = issued.iter().filter_map(|&id| leaving(eng, id)).collect();
+    for g in gone.iter_mut() {
+        take_out(eng, g);
+    }
+    let (found, protected) = if !gone.is_empty() && fits(eng, node, wl, a, true) {
+        (Some((Vec::new(), true)), None)
+    } else {
+        match &eng.config.fair_sharing {
+            Some(strategies) => {
+                let strategies = strategies.clone();
+                let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
+                cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
+                (
+                    super::fair_preempt::search(eng, wl, cq, a, cands, &strategies)
+                        .map(|r| (r, true)),
+                    protected,
+                )
+            }
+            None => super::classical::search(eng, wl, cq, a, excluded),
         }
-        None => super::classical::search(eng, wl, cq, a, excluded),
     };
     let mut targets = match found {
         Some((removed, allow_borrowing)) => {
-            fill_back(eng, node, wl, a, Some(removed), allow_borrowing)
+            // The others' victims first: fill_back then keeps only those the fit needs.
+            let mut all = std::mem::take(&mut gone);
+            all.extend(removed);
+            fill_back(eng, node, wl, a, Some(all), allow_borrowing)
         }
         None => vec![],
     };
@@ -153,6 +170,7 @@ pub fn find_targets(
     for t in targets.iter_mut() {
         put_back(eng, t);
     }
+    restore(eng, &mut gone);
     if targets.is_empty()
         && let Some(until) = protected
     {
@@ -165,8 +183,32 @@ pub fn find_targets(
             id: c.id,
             reason: c.reason,
             already_evicting: c.evicting,
+            by_other: issued.contains(&c.id),
         })
         .collect()
+}
+
+/// An evicting workload as a candidate that is only ever taken out of the tree for
+/// a search (see `issued` in [`find_targets`]).
+fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
+    let w = eng.wl(id);
+    let WlState::Evicting(adm) = &w.state else {
+        return None;
+    };
+    let node = eng.cqs[adm.cq as usize].node;
+    Some(Candidate {
+        held: None,
+        id,
+        cq: adm.cq,
+        node,
+        usage: adm.usage.clone(),
+        priority: w.spec.priority,
+        evicting: true,
+        admitted_at: adm.since,
+        reason: PreemptionReason::InClusterQueue,
+        variant: Variant::WithinCq,
+        lca: node,
+    })
 }
 
 /// The lowest priorities among admitted workloads using one (flavor, resource), at
@@ -384,6 +426,55 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     found
 }
 
+/// How much of `fr` reclaiming from the other ClusterQueues of `cq`'s cohort could
+/// free for `wl`: per ClusterQueue that borrows `fr`, what its workloads that
+/// reclaimWithinCohort lets `wl` take use, up to what it borrows (a ClusterQueue back
+/// within its quota is no longer a reclaim target). The flavor assigner asks it only
+/// when the choice between flavors depends on it; it approximates Kueue's simulated
+/// target search, which it matches in flat cohorts of whole-workload borrowers.
+pub fn reclaimable(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> i64 {
+    let spec = &eng.cqs[cq as usize].spec;
+    let node = eng.cqs[cq as usize].node;
+    if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
+        return 0;
+    }
+    let prio = eng.wl(wl).spec.priority;
+    let root = eng.cqs[cq as usize].root;
+    let mut freed: i64 = 0;
+    for &o in eng
+        .root_members
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let other = &eng.cqs[o as usize];
+        if o == cq || other.deleted || !eng.tree.is_borrowing(other.node, fr) {
+            continue;
+        }
+        let borrowed = eng
+            .tree
+            .usage(other.node, fr)
+            .saturating_sub(eng.tree.subtree_quota(other.node, fr));
+        let mut takeable: i64 = 0;
+        for &id in &other.admitted {
+            let w = eng.wl(id);
+            let (adm, evicting) = match &w.state {
+                WlState::Admitted(a) => (a, false),
+                WlState::Evicting(a) => (a, true),
+                _ => continue,
+            };
+            let allowed = evicting
+                || ((spec.reclaim != Policy::LowerPriority || w.spec.priority < prio)
+                    && eng.protected_until(adm).is_none());
+            if allowed && let Some(&(_, v)) = adm.usage.iter().find(|(f, _)| *f == fr) {
+                takeable = takeable.saturating_add(v);
+            }
+        }
+        freed = freed.saturating_add(takeable.min(borrowed));
+    }
+    freed
+}
+
 /// The earlier of two optional times.
 fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
@@ -492,92 +583,6 @@ pub(crate) fn fits(
         eng.config.placement,
     )
     .is_ok()
-}
-
-fn fair_search(
-    eng: &mut Engine,
-    wl: WlId,
-    cq: CqId,
-    a: &Assignment,
-    cands: Vec<Candidate>,
-    strategies: &[FairPreemptionStrategy],
-) -> Option<Vec<Candidate>> {
-    let node = eng.cqs[cq as usize].node;
-    let mut removed = Vec::new();
-    let (evicting, mut pool): (Vec<Candidate>, Vec<Candidate>) =
-        cands.into_iter().partition(|c| c.evicting);
-    for mut c in evicting {
-        take_out(eng, &mut c);
-        removed.push(c);
-        if fits(eng, node, wl, a, true) {
-            return Some(removed);
-        }
-    }
-    // Whether the preemptor, once admitted, stays within its nominal quota in every
-    // resource that needs preemption.
-    let within_nominal = a.preempt_frs.iter().all(|&fr| {
-        let v = a
-            .usage
-            .iter()
-            .find(|(f, _)| *f == fr)
-            .map_or(0, |&(_, v)| v);
-        !eng.tree.borrowing_with(node, fr, v)
-    });
-    for &strategy in strategies {
-        let mut retry = Vec::new();
-        loop {
-            // Take from the ClusterQueue with the highest share first.
-            let mut by_cq: BTreeMap<CqId, usize> = BTreeMap::new();
-            for (i, c) in pool.iter().enumerate() {
-                by_cq.entry(c.cq).or_insert(i);
-            }
-            let Some((&target_cq, &idx)) = by_cq.iter().max_by_key(|(c, _)| {
-                (
-                    weighted_share(eng, eng.cqs[**c as usize].node, &[]),
-                    std::cmp::Reverse(**c),
-                )
-            }) else {
-                break;
-            };
-            let mut c = pool.remove(idx);
-            let allowed = if target_cq == cq {
-                true
-            } else if within_nominal {
-                // Kueue (FairSharingPreemptWithinNominal): a preemptor staying within
-                // its nominal quota reclaims from the highest share without the strategies.
-                c.reason = PreemptionReason::InCohortReclamation;
-                true
-            } else {
-                let target_old = weighted_share(eng, c.node, &[]);
-                if target_old == 0 {
-                    false
-                } else {
-                    let preemptor_new = weighted_share(eng, node, &a.usage);
-                    let neg: Vec<_> = c.usage.iter().map(|&(f, v)| (f, -v)).collect();
-                    let target_new = weighted_share(eng, c.node, &neg);
-                    match strategy {
-                        FairPreemptionStrategy::LessThanOrEqualToFinalShare => {
-                            preemptor_new <= target_new
-                        }
-                        FairPreemptionStrategy::LessThanInitialShare => preemptor_new < target_old,
-                    }
-                }
-            };
-            if !allowed {
-                retry.push(c);
-                continue;
-            }
-            take_out(eng, &mut c);
-            removed.push(c);
-            if fits(eng, node, wl, a, true) {
-                return Some(removed);
-            }
-        }
-        pool = retry;
-        pool.sort_by(|a, b| candidate_order(eng, cq, a, b));
-    }
-    restore(eng, &mut removed);
-    None
 }
 
 /// Takes a candidate's quota and nodes out of the live state.

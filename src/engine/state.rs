@@ -181,6 +181,9 @@ pub struct Engine {
     /// When preemption protection ends for workloads that kept a preemptor waiting,
     /// and the ClusterQueues to look at again then.
     pub(crate) wakeups: BTreeMap<Millis, BTreeSet<CqId>>,
+    /// When admitted workloads run out of their maximumExecutionTimeSeconds; checked
+    /// against the workload's admission when due, so stale entries are harmless.
+    pub(crate) expiries: BTreeMap<Millis, Vec<WlId>>,
     /// Every pending or admitted workload's PodSets, one copy per distinct value.
     pub(crate) pod_set_pool: super::intern::Shared<[super::model::PodSetReq]>,
     /// What pods outside the engine's placements use on nodes.
@@ -225,6 +228,7 @@ impl Engine {
             pod_set_pool: super::intern::Shared::default(),
             non_tas: super::pods::NonTasPods::default(),
             wakeups: BTreeMap::new(),
+            expiries: BTreeMap::new(),
         }
     }
 
@@ -520,6 +524,14 @@ impl Engine {
         let node = self.cqs[cq as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.cqs[cq as usize].admitted.insert(id);
+        // Its maximum execution time counts from now too (Kueue counts from the
+        // Admitted condition, which the shell does not hand over).
+        if let Some(t) = self.wl(id).spec.max_execution {
+            self.expiries
+                .entry(a.since.saturating_add(t))
+                .or_default()
+                .push(id);
+        }
         self.wl_mut(id).state = WlState::Admitted(a);
         Ok(true)
     }
@@ -740,7 +752,44 @@ impl Engine {
     /// end of a preemption protection that kept a workload waiting. Shells run
     /// [`Engine::schedule`] at that time (or earlier).
     pub fn next_wakeup(&self) -> Option<Millis> {
-        self.wakeups.keys().next().copied()
+        let protection = self.wakeups.keys().next().copied();
+        let expiry = self.expiries.keys().next().copied();
+        match (protection, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Deactivates the admitted workloads whose maximumExecutionTimeSeconds has run
+    /// out by `now`, as Kueue's workload controller does: `spec.active` becomes false
+    /// and the workload is evicted (reason Deactivated, underlying cause
+    /// MaximumExecutionTimeExceeded); it keeps its quota until its pods are gone.
+    pub(crate) fn expire(&mut self, now: Millis) {
+        while let Some(entry) = self.expiries.first_entry() {
+            if *entry.key() > now {
+                break;
+            }
+            let (due, ids) = entry.remove_entry();
+            for id in ids {
+                let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
+                    continue;
+                };
+                let WlState::Admitted(a) = &w.state else {
+                    continue;
+                };
+                // Only the admission this entry was made for: a readmitted workload
+                // has its own entry.
+                if w.spec.max_execution.map(|t| a.since.saturating_add(t)) != Some(due) {
+                    continue;
+                }
+                self.wl_mut(id).spec.active = false;
+                self.evict(
+                    id,
+                    "Deactivated",
+                    "The workload is deactivated due to exceeding the maximum execution time",
+                );
+            }
+        }
     }
 
     /// Until when an admitted workload may not be preempted, if it is protected now.

@@ -482,3 +482,151 @@ fn an_unusable_quota_names_the_object_and_field_and_keeps_the_quantity_error() {
         "{quantity:?}"
     );
 }
+
+fn pending_message(e: &Engine, name: &str) -> (PendingReason, String) {
+    match e.workload_state(&key(name)).unwrap() {
+        WorkloadState::Pending { reason, message } => (reason, message.to_string()),
+        s => panic!("{name} is not pending: {s:?}"),
+    }
+}
+
+/// Kueue's reserveCapacityForUnreclaimablePreempt: a head that would need preemption
+/// but has nobody to preempt keeps other ClusterQueues from borrowing its quota in
+/// that cycle, unless its ClusterQueue may reclaim from anyone later. Its own queue's
+/// next workload is not kept out (kuota admits several per ClusterQueue per cycle).
+#[test]
+fn head_without_victims_holds_its_quota_against_other_queues_only() {
+    for (reclaim, b1_admitted) in [
+        ("reclaimWithinCohort: Never", false),
+        ("reclaimWithinCohort: Any", true),
+    ] {
+        let mut e = setup(&[
+            cq("a", Some("c"), "4", None, reclaim),
+            cq("b", Some("c"), "0", None, ""),
+        ]);
+        e.apply(0, wl("a1", "a", "2", 0)).unwrap();
+        assert_eq!(admitted(&e.schedule(1)), vec!["a1"]);
+        e.apply(2, wl("big", "a", "4", 0)).unwrap();
+        e.apply(3, wl("small", "a", "1", 0)).unwrap();
+        e.apply(4, wl("b1", "b", "1", 0)).unwrap();
+        let d = e.schedule(5);
+        let mut want = vec!["small"];
+        if b1_admitted {
+            want.insert(0, "b1");
+        }
+        assert_eq!(admitted(&d), want, "{reclaim}");
+        let (reason, message) = pending_message(&e, "big");
+        assert_eq!(reason, PendingReason::WaitingForQuota);
+        assert!(message.contains("2 more needed"), "{message}");
+        // The hold lasts one cycle: between cycles the tree holds real usage only.
+        let node = e.cqs[0].node;
+        // One flavor and one resource: (flavor, resource) id 0 is (default, cpu).
+        let cpu = 0;
+        assert_eq!(e.names.frs.len(), 1);
+        assert_eq!(
+            e.tree.usage(node, cpu),
+            3000,
+            "{reclaim}: a1 and small only"
+        );
+    }
+}
+
+/// Two preemptors in a cohort want the same victim: `v` borrows from `b`, so `p1`
+/// preempts it within `a` and `p2` would reclaim it for `b`. `p2` fits once `v` is
+/// gone (`p1` reserved only half of what `v` frees), so it preempts nothing more and
+/// waits for `v`, in Kueue's words for a deferred fit; both are admitted once `v`
+/// stops, without over-committing the cohort.
+#[test]
+fn preemptor_that_fits_after_anothers_victims_waits_for_them() {
+    let mut e = setup(&[
+        cq(
+            "a",
+            Some("c"),
+            "2",
+            None,
+            "withinClusterQueue: LowerPriority",
+        ),
+        cq("b", Some("c"), "2", None, "reclaimWithinCohort: Any"),
+    ]);
+    e.apply(0, wl("v", "a", "4", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(1)), vec!["v"]);
+    e.apply(2, wl("p1", "a", "2", 10)).unwrap();
+    e.apply(3, wl("p2", "b", "2", 5)).unwrap();
+    let d = e.schedule(4);
+    let victims = names(&d, |d| match d {
+        Decision::Preempt { victim, .. } => Some(victim),
+        _ => None,
+    });
+    assert_eq!(victims, vec!["v"], "one preemption for both: {d:?}");
+    // Whichever of the two is looked at first preempts; the other waits for its victim.
+    let preemptor = match d.iter().find(|d| matches!(d, Decision::Preempt { .. })) {
+        Some(Decision::Preempt { preemptor, .. }) => preemptor.name.to_string(),
+        _ => unreachable!(),
+    };
+    let other = if preemptor == "p1" { "p2" } else { "p1" };
+    let (reason, message) = pending_message(&e, &preemptor);
+    assert_eq!(reason, PendingReason::WaitingForPreemption);
+    assert!(
+        message.ends_with("Pending the preemption of 1 workload(s)"),
+        "{message}"
+    );
+    let (reason, message) = pending_message(&e, other);
+    assert_eq!(reason, PendingReason::WaitingForPreemption);
+    assert_eq!(
+        message,
+        "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete"
+    );
+    // Neither is admitted while the victim still runs.
+    assert!(admitted(&e.schedule(5)).is_empty());
+    e.apply(6, Event::WorkloadEvicted(key("v"))).unwrap();
+    assert_eq!(admitted(&e.schedule(7)), vec!["p1", "p2"]);
+}
+
+/// A workload with maximumExecutionTimeSeconds makes the engine ask to be woken when
+/// its time runs out, and the cycle at that moment deactivates and evicts it.
+#[test]
+fn maximum_execution_time_wakes_the_engine_and_deactivates() {
+    let mut e = setup(&[cq("a", None, "4", None, "")]);
+    e.apply(
+        0,
+        Event::WorkloadUpserted(obj(r#"
+metadata: { name: limited, namespace: ns }
+spec:
+  queueName: a
+  maximumExecutionTimeSeconds: 30
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers: [{ name: c, resources: { requests: { cpu: "1" } } }]
+"#)),
+    )
+    .unwrap();
+    assert_eq!(admitted(&e.schedule(500)), vec!["limited"]);
+    assert_eq!(e.next_wakeup(), Some(30_500));
+    assert!(e.schedule(30_499).is_empty());
+    let d = e.schedule(30_500);
+    match d.as_slice() {
+        [
+            Decision::Evict {
+                workload,
+                reason,
+                message,
+            },
+        ] => {
+            assert_eq!(workload.name.to_string(), "limited");
+            assert_eq!(reason, "Deactivated");
+            assert!(
+                message.contains("exceeding the maximum execution time"),
+                "{message}"
+            );
+        }
+        d => panic!("expected one eviction, got {d:?}"),
+    }
+    assert_eq!(e.next_wakeup(), None);
+    e.apply(30_600, Event::WorkloadEvicted(key("limited")))
+        .unwrap();
+    e.schedule(30_700);
+    assert_eq!(pending_message(&e, "limited").0, PendingReason::Inactive);
+}
