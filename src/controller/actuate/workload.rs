@@ -226,6 +226,26 @@ pub fn evict_patch(
     Some(patch_body(wl, json!({"conditions": conds})))
 }
 
+/// The eviction reason of a workload whose `spec.active` turned false.
+pub const REASON_DEACTIVATED: &str = "Deactivated";
+
+/// `spec.active: false`; `None` when the Workload is already inactive.
+pub fn deactivate_patch(wl: &Workload) -> Option<Value> {
+    wl.spec.is_active().then(|| {
+        json!({
+            "metadata": {"resourceVersion": wl.metadata.resource_version},
+            "spec": {"active": false},
+        })
+    })
+}
+
+/// Which part of a Workload a write patches.
+#[derive(Clone, Copy)]
+enum Subresource {
+    Main,
+    Status,
+}
+
 /// The requeue patch once an evicted workload's pods are gone: the admission is cleared,
 /// QuotaReserved and Admitted turn false, Requeued true (Kueue's
 /// `UnsetQuotaReservationWithCondition` plus `SetRequeuedCondition`).
@@ -313,6 +333,16 @@ impl WorkloadWriter<'_> {
         key: &WorkloadKey,
         build: impl Fn(&Workload, &Time) -> Option<Value>,
     ) -> Result<Written, WriteError> {
+        self.write_to(key, Subresource::Status, build).await
+    }
+
+    /// As [`Self::write`], patching the Workload itself or its status.
+    async fn write_to(
+        &self,
+        key: &WorkloadKey,
+        target: Subresource,
+        build: impl Fn(&Workload, &Time) -> Option<Value>,
+    ) -> Result<Written, WriteError> {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.writer.client.clone(),
             &key.namespace,
@@ -359,7 +389,13 @@ impl WorkloadWriter<'_> {
                         field_manager: Some(FIELD_MANAGER.to_string()),
                         ..PatchParams::default()
                     };
-                    match api.patch_status(&key.name, &pp, &Patch::Merge(&body)).await {
+                    let patched = match target {
+                        Subresource::Status => {
+                            api.patch_status(&key.name, &pp, &Patch::Merge(&body)).await
+                        }
+                        Subresource::Main => api.patch(&key.name, &pp, &Patch::Merge(&body)).await,
+                    };
+                    match patched {
                         Ok(_) => {
                             self.writer.wrote("Workload");
                             Ok(Attempt::Done(Written::Yes))
@@ -440,13 +476,20 @@ impl WorkloadWriter<'_> {
         Ok(())
     }
 
-    /// Evicted for another reason (stop policy, deactivation, node loss).
+    /// Evicted for another reason (stop policy, deactivation, node loss). A workload the
+    /// engine deactivated (its maximum execution time ran out) first gets
+    /// `spec.active: false`, as Kueue writes it, so a restarted kuota does not queue it
+    /// again.
     pub async fn evict(
         &self,
         key: &WorkloadKey,
         reason: &str,
         message: &str,
     ) -> Result<(), WriteError> {
+        if reason == REASON_DEACTIVATED {
+            self.write_to(key, Subresource::Main, |wl, _| deactivate_patch(wl))
+                .await?;
+        }
         if self
             .write(key, |wl, now| evict_patch(wl, reason, None, message, now))
             .await?

@@ -155,3 +155,68 @@ async fn admit_reads_the_workload_then_patches_its_status_once_as_kuota() {
         "{types:?}"
     );
 }
+
+/// A workload whose maximum execution time ran out: `spec.active: false` on the Workload
+/// itself (so a restart does not queue it again), then the `Evicted` status patch.
+#[tokio::test]
+async fn a_deactivation_patches_spec_active_then_evicts_in_status() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let writer = Writer::new(client, 1, 2).with_clock(Arc::new(now), Duration::ZERO);
+    let (stores, _writers) = watch::stores();
+    let recorder = Recorder::disabled();
+    let w = WorkloadWriter {
+        writer: &writer,
+        stores: &stores,
+        recorder: &recorder,
+    };
+    let admitted = workload(json!({"admission": admission(), "conditions": []}));
+    let server = tokio::spawn(async move {
+        let mut patches = Vec::new();
+        for _ in 0..2 {
+            let (get, send) = handle.next_request().await.expect("a GET");
+            assert_eq!(get.method(), Method::GET);
+            let body = serde_json::to_vec(&admitted).expect("json");
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(body))
+                    .expect("response"),
+            );
+            let (patch, send) = handle.next_request().await.expect("a PATCH");
+            let (parts, body) = patch.into_parts();
+            let bytes = body.collect_bytes().await.expect("body");
+            let value: Value = serde_json::from_slice(&bytes).expect("json body");
+            let reply = serde_json::to_vec(&admitted).expect("json");
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(reply))
+                    .expect("response"),
+            );
+            patches.push((parts.method, parts.uri.to_string(), value));
+        }
+        patches
+    });
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    w.evict(&key, REASON_DEACTIVATED, "The workload is deactivated")
+        .await
+        .expect("evicted");
+    let patches = server.await.expect("mock server");
+    let base = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3";
+    assert_eq!(patches[0].0, Method::PATCH);
+    assert_eq!(patches[0].1, format!("{base}?&fieldManager=kuota"));
+    assert_eq!(
+        patches[0].2,
+        json!({"metadata": {"resourceVersion": "41"}, "spec": {"active": false}})
+    );
+    assert_eq!(patches[1].1, format!("{base}/status?&fieldManager=kuota"));
+    let evicted = &patches[1].2["status"]["conditions"][0];
+    assert_eq!(evicted["type"], "Evicted");
+    assert_eq!(evicted["reason"], REASON_DEACTIVATED);
+}
+
+#[test]
+fn an_inactive_workload_is_not_deactivated_again() {
+    let mut wl = workload(json!({}));
+    wl.spec.active = Some(false);
+    assert_eq!(deactivate_patch(&wl), None);
+}
