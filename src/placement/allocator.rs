@@ -30,13 +30,13 @@ pub struct PlacementFailure {
 }
 
 /// Everything the search reads, borrowed for one request.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     /// The pod's tolerations plus the flavor's, computed once per request.
     tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
-    inv: &'a Inventory,
+    pub(super) inv: &'a Inventory,
     names: &'a Names,
-    t: &'a Tree,
-    req: &'a PodSetPlacementRequest,
+    pub(super) t: &'a Tree,
+    pub(super) req: &'a PodSetPlacementRequest,
     /// Index into `t.hist_res` of the binding histogram resource, if any.
     primary: Option<(usize, i64)>,
     strategy: Strategy,
@@ -44,7 +44,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Pods that fit on one node, checking every resource and taint.
-    fn node_fit(&self, n: &NodeRec) -> i64 {
+    pub(super) fn node_fit(&self, n: &NodeRec) -> i64 {
         if !n.taints.is_empty() && selector::tolerates_all(&n.taints, &self.tolerations).is_some() {
             return 0;
         }
@@ -239,7 +239,7 @@ impl Ctx<'_> {
         Err(best_est)
     }
 
-    fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
+    pub(super) fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
         self.t.level_index(label).ok_or_else(|| PlacementFailure {
             message: format!(
                 "topology {} has no level {label:?} (levels: {})",
@@ -268,6 +268,11 @@ impl Ctx<'_> {
         }
         if let Some((level, size)) = &self.req.slice {
             return self.place_slices(level, i64::from(*size));
+        }
+        if self.strategy == Strategy::KueueBestFit
+            && !matches!(self.req.mode, TopologyMode::Spread { .. })
+        {
+            return self.place_kueue();
         }
         match &self.req.mode {
             TopologyMode::Required(label) => {
