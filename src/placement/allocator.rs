@@ -40,6 +40,9 @@ pub(super) struct Ctx<'a> {
     /// Index into `t.hist_res` of the binding histogram resource, if any.
     primary: Option<(usize, i64)>,
     strategy: Strategy,
+    /// Count only allocatable minus external usage: "would it fit if no workload
+    /// kuota placed were running" (Kueue's `simulateEmpty`).
+    ignore_placed: bool,
 }
 
 impl Ctx<'_> {
@@ -53,7 +56,12 @@ impl Ctx<'_> {
             if v <= 0 {
                 continue;
             }
-            fit = fit.min(n.free(r).max(0) / v);
+            let free = if self.ignore_placed {
+                n.free(r) + n.used.get(r as usize).copied().unwrap_or(0)
+            } else {
+                n.free(r)
+            };
+            fit = fit.min(free.max(0) / v);
         }
         if fit == i64::MAX {
             i64::from(self.req.count)
@@ -490,6 +498,21 @@ impl Inventory {
         self.find_with(names, flavor, req, strategy, false)
     }
 
+    /// Whether the PodSet could be placed if no workload kuota placed held any node
+    /// (nodes, taints and external usage as they are). Decides Kueue's pending reason:
+    /// `WaitingForQuota` when only other workloads are in the way, else
+    /// `TopologyPlacementFailed`. Exact walk, no histograms (they count placed usage).
+    pub fn fits_when_empty(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+    ) -> bool {
+        self.search(names, flavor, req, strategy, false, true)
+            .is_ok()
+    }
+
     fn find_with(
         &self,
         names: &Names,
@@ -497,6 +520,18 @@ impl Inventory {
         req: &PodSetPlacementRequest,
         strategy: Strategy,
         aggregates: bool,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        self.search(names, flavor, req, strategy, aggregates, false)
+    }
+
+    fn search(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+        aggregates: bool,
+        ignore_placed: bool,
     ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
         let Some(t) = self.trees.get(flavor) else {
             return Err(PlacementFailure {
@@ -527,6 +562,7 @@ impl Inventory {
             req,
             primary,
             strategy,
+            ignore_placed,
         };
         ctx.place()
     }
