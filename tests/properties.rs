@@ -95,7 +95,11 @@ impl Tree {
 
     /// One whole unit of (flavor, resource) index `fr` in the engine's units.
     fn unit(&self, fr: usize) -> i64 {
-        if fr % self.n_resources == 0 { 1000 } else { 1 }
+        if fr.is_multiple_of(self.n_resources) {
+            1000
+        } else {
+            1
+        }
     }
 
     fn resource_groups(

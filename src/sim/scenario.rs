@@ -1038,7 +1038,7 @@ spec:
 "#
             )
         };
-        let d = check(&[SourceFile::new("job.yaml", &job("true"))]);
+        let d = check(&[SourceFile::new("job.yaml", job("true"))]);
         let elastic: Vec<_> = d
             .iter()
             .filter(|d| d.message.contains("elastic-job"))
@@ -1054,7 +1054,7 @@ spec:
             elastic[0].message
         );
         // Kueue turns elastic jobs on only for the value "true".
-        let d = check(&[SourceFile::new("job.yaml", &job("false"))]);
+        let d = check(&[SourceFile::new("job.yaml", job("false"))]);
         assert!(
             d.iter().all(|d| !d.message.contains("elastic-job")),
             "{d:?}"
