@@ -3,30 +3,49 @@
 
 use kuota::api;
 use kuota::engine::{
-    ClusterQueueReport, Decision, Engine, EngineConfig, Event, WorkloadKey, WorkloadState,
+    ClusterQueueReport, Decision, Engine, EngineConfig, Event, FairPreemptionStrategy, WorkloadKey,
+    WorkloadState,
 };
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-const FLAVOR: &str = "f";
 const NS: &str = "ns";
+/// Resources a generated tree may cover; the first `n_resources` are used.
+const RESOURCES: [&str; 2] = ["cpu", "example.com/gpu"];
+
+/// Quota of one (flavor, resource) in a ClusterQueue, in whole units.
+#[derive(Debug, Clone)]
+struct QuotaGen {
+    nominal: i64,
+    borrowing: Option<i64>,
+    lending: Option<i64>,
+}
 
 #[derive(Debug, Clone)]
 struct CqGen {
     cohort: Option<usize>,
-    nominal: i64,
-    borrowing: Option<i64>,
-    lending: Option<i64>,
+    /// Per flavor, per resource (flavor-major), `n_flavors * n_resources` entries.
+    quotas: Vec<QuotaGen>,
     preempt: bool,
+    /// `spec.fairSharing.weight` (used when the tree enables fair sharing).
+    weight: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
 struct Tree {
+    n_flavors: usize,
+    n_resources: usize,
     /// Parent of each cohort; always an earlier index, so no cycles.
     cohort_parent: Vec<Option<usize>>,
-    cohort_quota: Vec<i64>,
+    /// Per cohort, per (flavor, resource): its own nominal quota.
+    cohort_quota: Vec<Vec<i64>>,
+    cohort_weight: Vec<Option<u32>>,
     cqs: Vec<CqGen>,
+    /// Fair sharing in the engine config (Kueue's `fairSharing.enable`).
+    fair_sharing: bool,
+    /// kuota's preemption protection (`preemptionMinRuntime`), in ms; 0 = off.
+    min_runtime: i64,
 }
 
 impl Tree {
@@ -34,57 +53,128 @@ impl Tree {
         format!("cq-{i}")
     }
 
-    fn root_of(&self, mut c: usize) -> usize {
-        while let Some(p) = self.cohort_parent[c] {
-            c = p;
-        }
-        c
+    fn flavor(f: usize) -> String {
+        format!("f{f}")
     }
 
-    /// What a CQ keeps for itself (nominal minus what it lends) and what it lends, in milli.
-    fn guaranteed_and_lendable(&self, i: usize) -> (i64, i64) {
-        let cq = &self.cqs[i];
-        if cq.cohort.is_none() {
-            return (cq.nominal * 1000, 0);
+    /// The (flavor, resource) pairs, in `quotas` order.
+    fn frs(&self) -> Vec<(String, String)> {
+        (0..self.n_flavors)
+            .flat_map(|f| {
+                (0..self.n_resources).map(move |r| (Self::flavor(f), RESOURCES[r].to_string()))
+            })
+            .collect()
+    }
+
+    /// Whether cohort `c` is `ancestor` or below it.
+    fn under(&self, mut c: usize, ancestor: usize) -> bool {
+        loop {
+            if c == ancestor {
+                return true;
+            }
+            match self.cohort_parent[c] {
+                Some(p) => c = p,
+                None => return false,
+            }
         }
-        let lend = cq.lending.unwrap_or(cq.nominal).min(cq.nominal);
-        ((cq.nominal - lend) * 1000, lend * 1000)
+    }
+
+    /// What a CQ keeps for itself (nominal minus what it lends) and what it lends, in
+    /// the engine's units (Kueue's: milli for cpu, whole units otherwise), for
+    /// (flavor, resource) index `fr`.
+    fn guaranteed_and_lendable(&self, i: usize, fr: usize) -> (i64, i64) {
+        let cq = &self.cqs[i];
+        let q = &cq.quotas[fr];
+        let unit = self.unit(fr);
+        if cq.cohort.is_none() {
+            return (q.nominal * unit, 0);
+        }
+        let lend = q.lending.unwrap_or(q.nominal).min(q.nominal);
+        ((q.nominal - lend) * unit, lend * unit)
+    }
+
+    /// One whole unit of (flavor, resource) index `fr` in the engine's units.
+    fn unit(&self, fr: usize) -> i64 {
+        if fr.is_multiple_of(self.n_resources) {
+            1000
+        } else {
+            1
+        }
+    }
+
+    fn resource_groups(
+        &self,
+        quota: impl Fn(usize) -> Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let covered: Vec<&str> = RESOURCES[..self.n_resources].to_vec();
+        let flavors: Vec<serde_json::Value> = (0..self.n_flavors)
+            .map(|f| {
+                let resources: Vec<serde_json::Value> = (0..self.n_resources)
+                    .map(|r| {
+                        quota(f * self.n_resources + r)
+                            .unwrap_or_else(|| json!({"name": RESOURCES[r], "nominalQuota": "0"}))
+                    })
+                    .collect();
+                json!({"name": Self::flavor(f), "resources": resources})
+            })
+            .collect();
+        json!([{"coveredResources": covered, "flavors": flavors}])
     }
 
     fn events(&self) -> Vec<Event> {
-        let mut evs = vec![Event::ResourceFlavorUpserted(from_json(json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}, "spec": {}
-        })))];
+        let mut evs: Vec<Event> = (0..self.n_flavors)
+            .map(|f| {
+                Event::ResourceFlavorUpserted(from_json(json!({
+                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                    "metadata": {"name": Self::flavor(f)}, "spec": {}
+                })))
+            })
+            .collect();
         for (i, parent) in self.cohort_parent.iter().enumerate() {
             let mut spec = json!({});
             if let Some(p) = parent {
                 spec["parentName"] = json!(format!("co-{p}"));
             }
-            if self.cohort_quota[i] > 0 {
-                spec["resourceGroups"] = json!([{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [
-                    {"name": "cpu", "nominalQuota": self.cohort_quota[i].to_string()}]}]}]);
+            if self.cohort_quota[i].iter().any(|q| *q > 0) {
+                let r = self.n_resources;
+                spec["resourceGroups"] = self.resource_groups(|fr| {
+                    Some(json!({"name": RESOURCES[fr % r], "nominalQuota": self.cohort_quota[i][fr].to_string()}))
+                });
+            }
+            if let Some(w) = self.cohort_weight[i] {
+                spec["fairSharing"] = json!({"weight": w.to_string()});
             }
             evs.push(Event::CohortUpserted(from_json(json!({
                 "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": format!("co-{i}")}, "spec": spec
             }))));
         }
         for (i, cq) in self.cqs.iter().enumerate() {
-            let mut quota = json!({"name": "cpu", "nominalQuota": cq.nominal.to_string()});
             let mut spec = json!({"namespaceSelector": {}});
+            let r = self.n_resources;
+            spec["resourceGroups"] = self.resource_groups(|fr| {
+                let q = &cq.quotas[fr];
+                let mut quota =
+                    json!({"name": RESOURCES[fr % r], "nominalQuota": q.nominal.to_string()});
+                if cq.cohort.is_some() {
+                    if let Some(b) = q.borrowing {
+                        quota["borrowingLimit"] = json!(b.to_string());
+                    }
+                    if let Some(l) = q.lending {
+                        quota["lendingLimit"] = json!(l.min(q.nominal).to_string());
+                    }
+                }
+                Some(quota)
+            });
             if let Some(c) = cq.cohort {
                 spec["cohortName"] = json!(format!("co-{c}"));
-                if let Some(b) = cq.borrowing {
-                    quota["borrowingLimit"] = json!(b.to_string());
-                }
-                if let Some(l) = cq.lending {
-                    quota["lendingLimit"] = json!(l.min(cq.nominal).to_string());
-                }
             }
             if cq.preempt {
                 spec["preemption"] =
                     json!({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"});
             }
-            spec["resourceGroups"] = json!([{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}]);
+            if let Some(w) = cq.weight {
+                spec["fairSharing"] = json!({"weight": w.to_string()});
+            }
             evs.push(Event::ClusterQueueUpserted(from_json(json!({
                 "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": Self::cq_name(i)}, "spec": spec
             }))));
@@ -95,6 +185,19 @@ impl Tree {
         }
         evs
     }
+
+    fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            fair_sharing: self.fair_sharing.then(|| {
+                vec![
+                    FairPreemptionStrategy::LessThanOrEqualToFinalShare,
+                    FairPreemptionStrategy::LessThanInitialShare,
+                ]
+            }),
+            preemption_min_runtime: self.min_runtime,
+            ..EngineConfig::default()
+        }
+    }
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
@@ -102,49 +205,91 @@ fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
         .unwrap_or_else(|e| panic!("test manifest does not parse: {e}\n{v}"))
 }
 
-fn workload(name: &str, cq: usize, pods: i32, cpu: i64, priority: i32) -> api::Workload {
+fn workload(name: &str, cq: usize, pods: i32, cpu: i64, gpu: i64, priority: i32) -> api::Workload {
+    let mut requests = json!({"cpu": cpu.to_string()});
+    if gpu > 0 {
+        requests[RESOURCES[1]] = json!(gpu.to_string());
+    }
     from_json(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
         "metadata": {"namespace": NS, "name": name},
         "spec": {"queueName": format!("lq-{cq}"), "priority": priority, "podSets": [{"name": "main", "count": pods,
-            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}]}
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}}]}
     }))
 }
 
+fn quota() -> impl Strategy<Value = QuotaGen> {
+    (
+        0i64..=8,
+        prop::option::weighted(0.4, 0i64..=6),
+        prop::option::weighted(0.4, 0i64..=8),
+    )
+        .prop_map(|(nominal, borrowing, lending)| QuotaGen {
+            nominal,
+            borrowing,
+            lending,
+        })
+}
+
 fn tree() -> impl Strategy<Value = Tree> {
-    (1usize..=3, 1usize..=6).prop_flat_map(|(n_cohorts, n_cqs)| {
-        let parents = (0..n_cohorts)
-            .map(|i| {
-                if i == 0 {
-                    Just(None).boxed()
-                } else {
-                    prop::option::weighted(0.6, 0..i).boxed()
-                }
-            })
-            .collect::<Vec<_>>();
-        let quotas = prop::collection::vec(prop_oneof![3 => Just(0i64), 1 => 1i64..=4], n_cohorts);
-        let cq = (
-            prop::option::weighted(0.85, 0..n_cohorts),
-            0i64..=8,
-            prop::option::weighted(0.4, 0i64..=6),
-            prop::option::weighted(0.4, 0i64..=8),
-            prop::bool::weighted(0.5),
-        )
-            .prop_map(|(cohort, nominal, borrowing, lending, preempt)| CqGen {
-                cohort,
-                nominal,
-                borrowing,
-                lending,
-                preempt,
-            });
-        (parents, quotas, prop::collection::vec(cq, n_cqs)).prop_map(
-            |(cohort_parent, cohort_quota, cqs)| Tree {
-                cohort_parent,
+    (1usize..=3, 1usize..=6, 1usize..=2, 1usize..=2).prop_flat_map(
+        |(n_cohorts, n_cqs, n_flavors, n_resources)| {
+            let frs = n_flavors * n_resources;
+            let parents = (0..n_cohorts)
+                .map(|i| {
+                    if i == 0 {
+                        Just(None).boxed()
+                    } else {
+                        prop::option::weighted(0.6, 0..i).boxed()
+                    }
+                })
+                .collect::<Vec<_>>();
+            let cohort_quota = prop::collection::vec(
+                prop::collection::vec(prop_oneof![3 => Just(0i64), 1 => 1i64..=4], frs),
+                n_cohorts,
+            );
+            let weight = || prop::option::weighted(0.5, 0u32..=3);
+            let cq = (
+                prop::option::weighted(0.85, 0..n_cohorts),
+                prop::collection::vec(quota(), frs),
+                prop::bool::weighted(0.5),
+                weight(),
+            )
+                .prop_map(|(cohort, quotas, preempt, weight)| CqGen {
+                    cohort,
+                    quotas,
+                    preempt,
+                    weight,
+                });
+            (
+                parents,
                 cohort_quota,
-                cqs,
-            },
-        )
-    })
+                prop::collection::vec(weight(), n_cohorts),
+                prop::collection::vec(cq, n_cqs),
+                prop::bool::weighted(0.4),
+                prop_oneof![2 => Just(0i64), 1 => 15i64..=60],
+            )
+                .prop_map(
+                    move |(
+                        cohort_parent,
+                        cohort_quota,
+                        cohort_weight,
+                        cqs,
+                        fair_sharing,
+                        min_runtime,
+                    )| Tree {
+                        n_flavors,
+                        n_resources,
+                        cohort_parent,
+                        cohort_quota,
+                        cohort_weight,
+                        cqs,
+                        fair_sharing,
+                        min_runtime,
+                    },
+                )
+        },
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +298,7 @@ enum Op {
         cq: usize,
         pods: i32,
         cpu: i64,
+        gpu: i64,
         priority: i32,
     },
     Finish(usize),
@@ -162,7 +308,8 @@ enum Op {
 
 fn ops(n_cqs: usize) -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
-        5 => (0..n_cqs, 1i32..=3, 1i64..=4, 0i32..=2).prop_map(|(cq, pods, cpu, priority)| Op::Submit { cq, pods, cpu, priority }),
+        5 => (0..n_cqs, 1i32..=3, 1i64..=4, prop_oneof![2 => Just(0i64), 1 => 1i64..=2], 0i32..=2)
+            .prop_map(|(cq, pods, cpu, gpu, priority)| Op::Submit { cq, pods, cpu, gpu, priority }),
         2 => any::<usize>().prop_map(Op::Finish),
         3 => Just(Op::Schedule),
         1 => Just(Op::CompleteEvictions),
@@ -177,11 +324,13 @@ struct Sim {
     now: i64,
     keys: Vec<WorkloadKey>,
     submitted: usize,
+    /// Every admission so far: workload and its flavors per resource.
+    admits: Vec<(WorkloadKey, BTreeMap<String, String>)>,
 }
 
 impl Sim {
     fn new(tree: Tree) -> Self {
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = Engine::new(tree.engine_config());
         for ev in tree.events() {
             engine.apply(0, ev).expect("generated objects are valid");
         }
@@ -191,6 +340,7 @@ impl Sim {
             now: 0,
             keys: Vec::new(),
             submitted: 0,
+            admits: Vec::new(),
         }
     }
 
@@ -207,14 +357,14 @@ impl Sim {
         )
     }
 
-    fn submit(&mut self, cq: usize, pods: i32, cpu: i64, priority: i32) -> WorkloadKey {
+    fn submit(&mut self, cq: usize, pods: i32, cpu: i64, gpu: i64, priority: i32) -> WorkloadKey {
         self.now += 10;
         self.submitted += 1;
         let name = format!("w{}", self.submitted);
         self.engine
             .apply(
                 self.now,
-                Event::WorkloadUpserted(workload(&name, cq, pods, cpu, priority)),
+                Event::WorkloadUpserted(workload(&name, cq, pods, cpu, gpu, priority)),
             )
             .expect("valid workload");
         let key = WorkloadKey::new(NS, name);
@@ -262,6 +412,12 @@ impl Sim {
                         now
                     );
                     prop_assert!(admission.cluster_queue.starts_with("cq-"));
+                    let flavors = admission
+                        .pod_set_assignments
+                        .iter()
+                        .flat_map(|psa| psa.flavors.clone())
+                        .collect();
+                    self.admits.push((workload.clone(), flavors));
                 }
                 Decision::Preempt { .. } | Decision::Evict { .. } => changes += 1,
                 Decision::Pending { .. } => {}
@@ -294,137 +450,231 @@ impl Sim {
             .collect()
     }
 
-    fn usage(r: &ClusterQueueReport) -> (i64, i64) {
+    fn usage(r: &ClusterQueueReport, fr: &(String, String)) -> (i64, i64) {
         r.usage
-            .get(&(FLAVOR.to_string(), "cpu".to_string()))
+            .get(fr)
             .map(|u| (u.total, u.borrowed))
             .unwrap_or((0, 0))
     }
 
-    /// (a) per-CQ limits, (b) per-tree capacity, and reported usage equals what the admitted
-    /// (or still evicting) workloads hold.
+    /// Per (flavor, resource): (a) per-CQ limits, (b) per cohort subtree and per tree
+    /// capacity, and reported usage equals what the admitted (or still evicting)
+    /// workloads hold.
     fn check(&self) -> Result<(), TestCaseError> {
         let reports = self.reports();
-        let mut pool_used: BTreeMap<usize, i64> = BTreeMap::new();
-        let mut used_by_root: BTreeMap<usize, i64> = BTreeMap::new();
-        for (i, cq) in self.tree.cqs.iter().enumerate() {
-            let (total, borrowed) = Self::usage(&reports[&Tree::cq_name(i)]);
-            let nominal = cq.nominal * 1000;
+        for (fi, fr) in self.tree.frs().iter().enumerate() {
+            self.check_fr(&reports, fi, fr)?;
+        }
+        self.check_held(&reports)
+    }
+
+    fn check_fr(
+        &self,
+        reports: &BTreeMap<String, ClusterQueueReport>,
+        fi: usize,
+        fr: &(String, String),
+    ) -> Result<(), TestCaseError> {
+        let t = &self.tree;
+        let total_of = |i: usize| Self::usage(&reports[&Tree::cq_name(i)], fr).0;
+        for (i, cq) in t.cqs.iter().enumerate() {
+            let (total, borrowed) = Self::usage(&reports[&Tree::cq_name(i)], fr);
+            let q = &cq.quotas[fi];
+            let unit = t.unit(fi);
+            let nominal = q.nominal * unit;
             prop_assert_eq!(
                 borrowed,
                 (total - nominal).max(0),
-                "cq-{} borrowed is usage above nominal",
-                i
+                "cq-{} {:?}: borrowed is usage above nominal",
+                i,
+                fr
             );
-            match cq.cohort {
-                None => prop_assert!(
+            match (cq.cohort, q.borrowing) {
+                (None, _) => prop_assert!(
                     total <= nominal,
-                    "cq-{i} has no cohort: {total} > nominal {nominal}"
+                    "cq-{i} {fr:?} has no cohort: {total} > nominal {nominal}"
                 ),
-                Some(c) => {
-                    if let Some(b) = cq.borrowing {
-                        prop_assert!(
-                            total <= nominal + b * 1000,
-                            "cq-{i}: {total} > nominal {nominal} + borrowingLimit {b}"
-                        );
-                    }
-                    let (guaranteed, _) = self.tree.guaranteed_and_lendable(i);
-                    let root = self.tree.root_of(c);
-                    *pool_used.entry(root).or_default() += (total - guaranteed).max(0);
-                    *used_by_root.entry(root).or_default() += total;
-                }
+                (Some(_), Some(b)) => prop_assert!(
+                    total <= nominal + b * unit,
+                    "cq-{i} {fr:?}: {total} > nominal {nominal} + borrowingLimit {b}"
+                ),
+                (Some(_), None) => {}
             }
         }
-        for (root, used) in &pool_used {
-            let mut capacity = 0;
-            let mut nominal = 0;
-            for (i, cq) in self.tree.cqs.iter().enumerate() {
-                if cq.cohort.is_some_and(|c| self.tree.root_of(c) == *root) {
-                    capacity += self.tree.guaranteed_and_lendable(i).1;
-                    nominal += cq.nominal * 1000;
-                }
-            }
-            for c in (0..self.tree.cohort_parent.len()).filter(|c| self.tree.root_of(*c) == *root) {
-                capacity += self.tree.cohort_quota[c] * 1000;
-                nominal += self.tree.cohort_quota[c] * 1000;
-            }
+        let in_cohort = |i: usize, c: usize| t.cqs[i].cohort.is_some_and(|x| t.under(x, c));
+        for root in (0..t.cohort_parent.len()).filter(|c| t.cohort_parent[*c].is_none()) {
+            // What the tree can lend: every member's lendable part and every cohort's quota.
+            let members: Vec<usize> = (0..t.cqs.len()).filter(|&i| in_cohort(i, root)).collect();
+            let cohort_quota: i64 = (0..t.cohort_parent.len())
+                .filter(|&c| t.under(c, root))
+                .map(|c| t.cohort_quota[c][fi] * t.unit(fi))
+                .sum();
+            let pool: i64 = members
+                .iter()
+                .map(|&i| t.guaranteed_and_lendable(i, fi).1)
+                .sum::<i64>()
+                + cohort_quota;
+            let borrowed_from_pool: i64 = members
+                .iter()
+                .map(|&i| (total_of(i) - t.guaranteed_and_lendable(i, fi).0).max(0))
+                .sum();
             prop_assert!(
-                *used <= capacity,
-                "tree co-{root}: borrowed from the shared pool {used} > lendable {capacity}"
+                borrowed_from_pool <= pool,
+                "tree co-{root} {fr:?}: used beyond guaranteed quota {borrowed_from_pool} > lendable {pool}"
             );
-            prop_assert!(
-                used_by_root[root] <= nominal,
-                "tree co-{root}: usage {} > capacity {nominal}",
-                used_by_root[root]
-            );
+            // Every cohort subtree: its members use at most their own guaranteed quota
+            // plus what the whole tree can lend; never another member's guaranteed part.
+            for c in (0..t.cohort_parent.len()).filter(|&c| t.under(c, root)) {
+                let sub: Vec<usize> = members
+                    .iter()
+                    .copied()
+                    .filter(|&i| in_cohort(i, c))
+                    .collect();
+                let used: i64 = sub.iter().map(|&i| total_of(i)).sum();
+                let guaranteed: i64 = sub
+                    .iter()
+                    .map(|&i| t.guaranteed_and_lendable(i, fi).0)
+                    .sum();
+                prop_assert!(
+                    used <= guaranteed + pool,
+                    "subtree co-{c} {fr:?}: usage {used} > guaranteed {guaranteed} + lendable {pool}"
+                );
+            }
         }
-        // Reported usage is exactly what the workloads holding quota were admitted with.
-        let mut held: BTreeMap<String, i64> = BTreeMap::new();
+        Ok(())
+    }
+
+    /// Reported usage is exactly what the workloads holding quota were admitted with.
+    fn check_held(
+        &self,
+        reports: &BTreeMap<String, ClusterQueueReport>,
+    ) -> Result<(), TestCaseError> {
+        let mut held: BTreeMap<(String, (String, String)), i64> = BTreeMap::new();
         for k in &self.keys {
             if let WorkloadState::Admitted { admission } | WorkloadState::Evicting { admission } =
                 self.state(k)
             {
                 for psa in &admission.pod_set_assignments {
-                    let cpu = psa
-                        .resource_usage
-                        .get("cpu")
-                        .map(|q| api::quantity::parse_milli(q).expect("valid usage"))
-                        .unwrap_or(0);
-                    *held.entry(admission.cluster_queue.clone()).or_default() += cpu;
+                    for (res, q) in &psa.resource_usage {
+                        let amount = api::quantity::parse_milli(q).expect("valid usage");
+                        let flavor = psa.flavors.get(res).cloned().unwrap_or_default();
+                        *held
+                            .entry((admission.cluster_queue.clone(), (flavor, res.clone())))
+                            .or_default() += amount;
+                    }
                 }
             }
         }
-        for (name, r) in &reports {
-            let held = held.get(name).copied().unwrap_or(0);
-            prop_assert_eq!(
-                Self::usage(r).0,
-                held,
-                "{} reports usage that its workloads do not hold",
-                name
-            );
+        for (name, r) in reports {
+            for fr in self.tree.frs() {
+                let want = held.get(&(name.clone(), fr.clone())).copied().unwrap_or(0);
+                // Usage is in milli; the engine counts cpu in milli, others in whole units.
+                let want = if fr.1 == "cpu" { want } else { want / 1000 };
+                let got = Self::usage(r, &fr).0;
+                prop_assert_eq!(
+                    got,
+                    want,
+                    "{} {:?} reports usage that its workloads do not hold",
+                    name,
+                    fr
+                );
+            }
         }
         Ok(())
     }
 }
 
+/// Runs `ops` against `tree`, checking the quota invariants after every step; with
+/// `settles`, also that the quiet system settles without ping-pong.
+fn run_stream(tree: Tree, ops: Vec<Op>, settles: bool) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new(tree);
+    for op in ops
+        .into_iter()
+        .chain([Op::Schedule, Op::CompleteEvictions, Op::Schedule])
+    {
+        match op {
+            Op::Submit {
+                cq,
+                pods,
+                cpu,
+                gpu,
+                priority,
+            } => {
+                // A gpu request only where the tree covers the resource.
+                let gpu = if sim.tree.n_resources > 1 { gpu } else { 0 };
+                sim.submit(cq, pods, cpu, gpu, priority);
+            }
+            Op::Finish(n) => {
+                let admitted: Vec<WorkloadKey> = sim
+                    .keys
+                    .iter()
+                    .filter(|k| matches!(sim.state(k), WorkloadState::Admitted { .. }))
+                    .cloned()
+                    .collect();
+                if !admitted.is_empty() {
+                    let k = admitted[n % admitted.len()].clone();
+                    sim.engine
+                        .apply(sim.now, Event::WorkloadFinished(k.clone()))
+                        .expect("finish admitted");
+                    prop_assert_eq!(sim.state(&k), WorkloadState::Finished);
+                }
+            }
+            Op::Schedule => _ = sim.schedule()?,
+            Op::CompleteEvictions => sim.complete_evictions(),
+        }
+        sim.check()?;
+    }
+    if !settles {
+        return Ok(());
+    }
+    // (e) With no new events, the system settles: evictions complete, preemptors get in,
+    // and nobody is admitted or preempted forever (no ping-pong between workloads).
+    // Preemption protection ends for everyone first, so a quiet cycle means settled.
+    sim.now += sim.tree.min_runtime;
+    sim.admits.clear();
+    let bound = 2 * sim.keys.len() + 4;
+    let mut cycles = 0;
+    loop {
+        sim.complete_evictions();
+        if sim.schedule()? == 0 {
+            break;
+        }
+        cycles += 1;
+        prop_assert!(
+            cycles <= bound,
+            "still admitting or preempting after {} quiet cycles",
+            bound
+        );
+    }
+    // No ping-pong: with nothing else changing, no workload is admitted, preempted
+    // and admitted again the same way.
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &sim.admits {
+        prop_assert!(
+            seen.insert(a.clone()),
+            "{} admitted twice with {:?} while nothing else changed",
+            a.0,
+            a.1
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-    /// (a) usage <= nominal + borrowingLimit per CQ, (b) no tree uses more than it has or
+    /// Over nested cohorts (with their own quota and fair-sharing weights), one or two
+    /// flavors and resources, classical or fair-sharing preemption, with or without
+    /// preemption protection, per (flavor, resource): (a) usage <= nominal +
+    /// borrowingLimit per CQ, (b) no tree or cohort subtree uses more than it has or
     /// borrows another queue's guaranteed (non-lendable) quota, (c) no double admission,
-    /// (e) without new events the system settles.
+    /// (e) without new events the system settles, with no workload admitted twice the
+    /// same way (no ping-pong).
     #[test]
     fn quota_invariants_hold_under_random_streams((tree, ops) in tree().prop_flat_map(|t| { let n = t.cqs.len(); (Just(t), ops(n)) })) {
-        let mut sim = Sim::new(tree);
-        for op in ops.into_iter().chain([Op::Schedule, Op::CompleteEvictions, Op::Schedule]) {
-            match op {
-                Op::Submit { cq, pods, cpu, priority } => { sim.submit(cq, pods, cpu, priority); }
-                Op::Finish(n) => {
-                    let admitted: Vec<WorkloadKey> = sim.keys.iter()
-                        .filter(|k| matches!(sim.state(k), WorkloadState::Admitted { .. })).cloned().collect();
-                    if !admitted.is_empty() {
-                        let k = admitted[n % admitted.len()].clone();
-                        sim.engine.apply(sim.now, Event::WorkloadFinished(k.clone())).expect("finish admitted");
-                        prop_assert_eq!(sim.state(&k), WorkloadState::Finished);
-                    }
-                }
-                Op::Schedule => _ = sim.schedule()?,
-                Op::CompleteEvictions => sim.complete_evictions(),
-            }
-            sim.check()?;
-        }
-        // (e) With no new events, the system settles: evictions complete, preemptors get in,
-        // and nobody is admitted or preempted forever (no ping-pong between workloads).
-        let bound = 2 * sim.keys.len() + 4;
-        let mut cycles = 0;
-        loop {
-            sim.complete_evictions();
-            if sim.schedule()? == 0 {
-                break;
-            }
-            cycles += 1;
-            prop_assert!(cycles <= bound, "still admitting or preempting after {} quiet cycles", bound);
-        }
+        // The settle and no-ping-pong checks are left out under fair sharing: they find a
+        // preemption cascade there (`fair_sharing_preemption_cascade_settles`, ignored).
+        let settles = !tree.fair_sharing;
+        run_stream(tree, ops, settles)?;
     }
 
     /// (d) Admitting a workload and then finishing it (or deleting it if it stayed pending)
@@ -439,7 +689,7 @@ proptest! {
         let mut sim = Sim::new(tree);
         let n = sim.tree.cqs.len();
         for (cq, pods, cpu) in background {
-            sim.submit(cq % n, pods, cpu, 0);
+            sim.submit(cq % n, pods, cpu, 0, 0);
         }
         sim.schedule()?;
         sim.schedule()?;
@@ -452,7 +702,7 @@ proptest! {
         let before = sim.reports();
 
         let (cq, pods, cpu) = probe;
-        let first = sim.submit(cq % n, pods, cpu, 0);
+        let first = sim.submit(cq % n, pods, cpu, 0, 0);
         sim.schedule()?;
         let admitted = matches!(sim.state(&first), WorkloadState::Admitted { .. });
         if admitted {
@@ -462,9 +712,88 @@ proptest! {
         }
         prop_assert_eq!(&sim.reports(), &before, "reports changed after the probe {} left (admitted: {})", first, admitted);
 
-        let second = sim.submit(cq % n, pods, cpu, 0);
+        let second = sim.submit(cq % n, pods, cpu, 0, 0);
         sim.schedule()?;
         let again = matches!(sim.state(&second), WorkloadState::Admitted { .. });
         prop_assert_eq!(again, admitted, "identical workload admitted: first {}, second {}", admitted, again);
+    }
+}
+
+/// The case the generator found (seed kept in properties.proptest-regressions): under
+/// fair sharing, in a cohort with a lending limit, a preemptor reclaims quota by
+/// preempting a workload, does not get in, and the victim then preempts a lower-priority
+/// workload of its own queue, after which both are admitted again: a workload is
+/// preempted and re-admitted with nothing else changing. The bug is in the preemption
+/// and cycle code (issue 11's fair-sharing items); un-ignore when it is fixed.
+#[test]
+#[ignore = "fair-sharing preemption cascade (issue 11, preemption code): victim re-admitted unchanged"]
+fn fair_sharing_preemption_cascade_settles() {
+    let q = |nominal, lending| QuotaGen {
+        nominal,
+        borrowing: None,
+        lending,
+    };
+    let cq = |cohort, quota, preempt, weight| CqGen {
+        cohort,
+        quotas: vec![quota],
+        preempt,
+        weight,
+    };
+    let tree = Tree {
+        n_flavors: 1,
+        n_resources: 1,
+        cohort_parent: vec![None, None],
+        cohort_quota: vec![vec![0], vec![0]],
+        cohort_weight: vec![Some(3), Some(2)],
+        cqs: vec![
+            cq(Some(0), q(8, Some(7)), true, None),
+            cq(Some(0), q(8, None), true, Some(1)),
+            cq(Some(1), q(5, None), true, None),
+            cq(Some(0), q(5, None), true, None),
+            cq(None, q(0, Some(7)), false, None),
+        ],
+        fair_sharing: true,
+        min_runtime: 0,
+    };
+    let sub = |cq, pods, cpu, gpu, priority| Op::Submit {
+        cq,
+        pods,
+        cpu,
+        gpu,
+        priority,
+    };
+    let ops = vec![
+        sub(2, 1, 1, 0, 0),
+        sub(2, 1, 3, 0, 0),
+        sub(2, 2, 4, 0, 1),
+        Op::Schedule,
+        sub(0, 3, 2, 0, 1),
+        Op::CompleteEvictions,
+        Op::Schedule,
+        sub(4, 2, 3, 1, 1),
+        sub(3, 2, 1, 1, 2),
+        Op::Schedule,
+        Op::Schedule,
+        sub(2, 2, 2, 0, 0),
+        sub(0, 2, 1, 0, 0),
+        Op::CompleteEvictions,
+        sub(3, 3, 3, 0, 2),
+        sub(4, 3, 4, 0, 0),
+        Op::Finish(11935290769801729645),
+        Op::Finish(6136387856279922711),
+        sub(1, 2, 1, 0, 1),
+        sub(2, 1, 2, 0, 1),
+        Op::Finish(15142219025077519484),
+        sub(1, 1, 3, 1, 1),
+        sub(3, 2, 1, 0, 1),
+        Op::Schedule,
+        sub(0, 3, 3, 1, 0),
+        sub(0, 1, 2, 2, 2),
+        sub(1, 1, 2, 0, 1),
+        Op::Finish(5850923720617382975),
+        Op::CompleteEvictions,
+    ];
+    if let Err(e) = run_stream(tree, ops, true) {
+        panic!("{e}");
     }
 }

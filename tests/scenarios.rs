@@ -15,6 +15,7 @@ use scenario::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 #[test]
 fn scenarios() {
@@ -30,7 +31,11 @@ fn scenarios() {
         }
     }
     // `KUOTA_SCENARIO` names one scenario, one kueue case, or a whole kueue suite.
-    cases.retain(|c| only.as_ref().is_none_or(|o| *o == c.name || *o == c.suite));
+    cases.retain(|c| {
+        only.as_ref().is_none_or(|o| {
+            *o == c.name || *o == c.suite || c.name.split('@').next() == Some(o.as_str())
+        })
+    });
     if let Some(o) = &only {
         failures.retain(|f| f.contains(o.as_str()));
         assert!(
@@ -43,7 +48,7 @@ fn scenarios() {
     for c in &cases {
         // A panic in one scenario must not hide the others.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Runner::new(&c.file, &c.sc).run(&c.fixtures, &c.sc)
+            Runner::new(&c.file, &c.sc, c.placement).run(&c.fixtures, &c.sc)
         })) {
             Ok(errs) if errs.is_empty() && c.sc.pending.is_some() => failures.push(format!(
                 "{}: marked pending ({}) but passes: remove `pending`",
@@ -84,7 +89,9 @@ struct Case {
     suite: String,
     /// The suite's shared manifests, applied before the case's `objects`.
     fixtures: String,
-    sc: Scenario,
+    /// The suite's strategy for this run, unless the case sets its own.
+    placement: Option<Placement>,
+    sc: Rc<Scenario>,
 }
 
 /// Every scenario of tests/scenarios/*.yaml and every case of tests/scenarios/kueue/*.yaml,
@@ -117,7 +124,8 @@ fn load_cases(root: &Path) -> (Vec<Case>, Vec<String>) {
                         name: stem,
                         suite: String::new(),
                         fixtures: String::new(),
-                        sc,
+                        placement: None,
+                        sc: Rc::new(sc),
                     }),
                     Ok(sc) => failures.push(format!(
                         "{file}: name `{}` must equal the file name `{stem}`",
@@ -130,13 +138,27 @@ fn load_cases(root: &Path) -> (Vec<Case>, Vec<String>) {
             match scenario::kueue::parse(&text) {
                 Ok(s) if s.suite == stem => {
                     for sc in s.cases {
-                        cases.push(Case {
-                            file: format!("{file}#{}", sc.name),
-                            name: sc.name.clone(),
-                            suite: stem.clone(),
-                            fixtures: s.fixtures.clone(),
-                            sc,
-                        });
+                        let sc = Rc::new(sc);
+                        let runs: Vec<Option<Placement>> =
+                            if s.placements.is_empty() || sc.config.placement.is_some() {
+                                vec![None]
+                            } else {
+                                s.placements.iter().copied().map(Some).collect()
+                            };
+                        for (i, placement) in runs.into_iter().enumerate() {
+                            let name = match placement {
+                                Some(p) if i > 0 => format!("{}@{}", sc.name, p.as_str()),
+                                _ => sc.name.clone(),
+                            };
+                            cases.push(Case {
+                                file: format!("{file}#{name}"),
+                                name,
+                                suite: stem.clone(),
+                                fixtures: s.fixtures.clone(),
+                                placement,
+                                sc: Rc::clone(&sc),
+                            });
+                        }
                     }
                 }
                 Ok(s) => failures.push(format!(
@@ -153,6 +175,8 @@ fn load_cases(root: &Path) -> (Vec<Case>, Vec<String>) {
 struct Runner<'a> {
     file: &'a str,
     engine: Engine,
+    /// The topology strategy of this run (selects `expect.placement` expectations).
+    placement: Placement,
     now: Millis,
     auto_evict: bool,
     /// Every workload applied so far.
@@ -191,11 +215,14 @@ enum Want<'a> {
 }
 
 impl<'a> Runner<'a> {
-    fn new(file: &'a str, sc: &Scenario) -> Self {
-        let placement = match sc.config.placement {
-            None | Some(Placement::Kuota) => kuota::placement::Strategy::Kuota,
-            Some(Placement::KueueBestfit) => kuota::placement::Strategy::KueueBestFit,
-            Some(Placement::FirstFit) => kuota::placement::Strategy::FirstFit,
+    fn new(file: &'a str, sc: &Scenario, run_placement: Option<Placement>) -> Self {
+        let chosen = run_placement
+            .or(sc.config.placement)
+            .unwrap_or(Placement::Kuota);
+        let placement = match chosen {
+            Placement::Kuota => kuota::placement::Strategy::Kuota,
+            Placement::KueueBestfit => kuota::placement::Strategy::KueueBestFit,
+            Placement::FirstFit => kuota::placement::Strategy::FirstFit,
         };
         let fair_sharing = sc
             .config
@@ -228,6 +255,7 @@ impl<'a> Runner<'a> {
                 placement,
             }),
             now: 0,
+            placement: chosen,
             auto_evict: sc.config.auto_complete_evictions.unwrap_or(true),
             workloads: BTreeSet::new(),
             aliases: BTreeMap::new(),
@@ -339,7 +367,9 @@ impl<'a> Runner<'a> {
                 );
             }
         } else if let Some(exp) = &step.expect {
-            self.check(exp, out);
+            if exp.placement.is_none_or(|p| p == self.placement) {
+                self.check(exp, out);
+            }
         } else if let Some(specs) = &step.workloads {
             for spec in specs {
                 if let Err(e) = self.apply_compact(i, spec) {

@@ -334,6 +334,49 @@ async fn invalid_jobs_are_denied_with_kueue_paths() {
 }
 
 #[tokio::test]
+async fn elastic_jobs_are_admitted_with_a_warning_that_kuota_does_not_scale_them() {
+    let state = synced_state();
+    let mut obj = small_job(
+        "team-a",
+        json!({"kueue.x-k8s.io/queue-name": "team-a-queue"}),
+        4,
+        0,
+    );
+    obj["metadata"]["annotations"] = json!({"kueue.x-k8s.io/elastic-job": "true"});
+    let resp = post(
+        &state,
+        VALIDATE_JOB,
+        &review(JOB, "CREATE", Some(&obj), None),
+    )
+    .await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let warnings: Vec<&str> = resp["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        warnings,
+        vec![
+            "Job team-a/train: metadata.annotations[kueue.x-k8s.io/elastic-job]: \"true\" asks for Kueue's elastic jobs (workload slices), which kuota does not support: the job is admitted at its size when created, and scaling it does not resize its admission"
+        ],
+        "{resp}"
+    );
+    // Kueue turns elastic jobs on only for "true"; other values say nothing.
+    obj["metadata"]["annotations"] = json!({"kueue.x-k8s.io/elastic-job": "false"});
+    let resp = post(
+        &state,
+        VALIDATE_JOB,
+        &review(JOB, "CREATE", Some(&obj), None),
+    )
+    .await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(
+        !resp["warnings"].to_string().contains("elastic-job"),
+        "{resp}"
+    );
+}
+
+#[tokio::test]
 async fn running_jobs_keep_their_queue_and_priority_class() {
     let state = synced_state();
     let running = |labels: Value| {

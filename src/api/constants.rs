@@ -82,6 +82,20 @@ pub const ADMISSION_SCHEDULING_GATE: &str = "kueue.x-k8s.io/admission";
 pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";
 /// Scheduling gate holding pods of an elastic job slice until admitted.
 pub const ELASTIC_JOB_SCHEDULING_GATE: &str = "kueue.x-k8s.io/elastic-job";
+/// Kueue's elastic-job annotation (value `"true"`): the job may scale and is admitted
+/// in workload slices (ElasticJobsViaWorkloadSlices, on by default since Kueue 0.18).
+pub const ELASTIC_JOB_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
+/// Kueue's value that turns elastic jobs on.
+pub const ELASTIC_JOB_ANNOTATION_VALUE: &str = "true";
+
+/// The warning for an object that asks for Kueue's elastic jobs, which kuota does not
+/// run: said by `kuota check` and by the job webhook, so nobody relies on it silently.
+pub fn elastic_job_warning(kind: &str, namespace: &str, name: &str) -> String {
+    format!(
+        "{kind} {namespace}/{name}: metadata.annotations[{ELASTIC_JOB_ANNOTATION}]: \"{ELASTIC_JOB_ANNOTATION_VALUE}\" asks for Kueue's elastic jobs (workload slices), which kuota does not support: the job is admitted at its size when created, and scaling it does not resize its admission"
+    )
+}
+
 /// Finalizer on objects still in use (flavors, queues, workloads).
 pub const RESOURCE_IN_USE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
 /// Finalizer on pods managed by Kueue.

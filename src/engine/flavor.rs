@@ -343,7 +343,10 @@ impl Assigner<'_> {
                 && let Err(why) = self.place_alone(ps, count, fname)
             {
                 notes.push(Note::Text(format!("flavor {fname}: {why}")));
-                cand.topology_failed = true;
+                // Kueue's reason: TopologyPlacementFailed only when the pods would not
+                // fit even with every placed workload gone; when only other workloads
+                // are in the way it is WaitingForQuota (the message still says why).
+                cand.topology_failed = !self.fits_when_empty(ps, count, fname);
                 if self.can_preempt {
                     cand.mode = Mode::Preempt;
                     cand.preempt_frs = requests
@@ -381,20 +384,17 @@ impl Assigner<'_> {
         count: i32,
         flavor: &str,
     ) -> Result<(), crate::placement::PlacementFailure> {
-        let (mode, slice) = ps
-            .topology
-            .clone()
-            .unwrap_or((crate::placement::TopologyMode::Unconstrained, None));
-        let req = crate::placement::PodSetPlacementRequest {
-            count,
-            per_pod: ps.per_pod.clone(),
-            mode,
-            slice,
-            tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
-        };
+        let req = placement_request(ps, count);
         self.inventory
             .find(self.names, flavor, &req, self.strategy)
             .map(|_| ())
+    }
+
+    /// Whether the pod set would fit on `flavor`'s nodes if nothing placed held them.
+    fn fits_when_empty(&self, ps: &super::model::PodSetReq, count: i32, flavor: &str) -> bool {
+        let req = placement_request(ps, count);
+        self.inventory
+            .fits_when_empty(self.names, flavor, &req, self.strategy)
     }
 
     /// Whether `a` is a better choice than the earlier candidate `b`.
@@ -412,5 +412,24 @@ impl Assigner<'_> {
             }
         };
         rank(a) > rank(b)
+    }
+}
+
+/// The placement request of `count` pods of a pod set (unconstrained when it asks for
+/// no topology).
+fn placement_request(
+    ps: &super::model::PodSetReq,
+    count: i32,
+) -> crate::placement::PodSetPlacementRequest {
+    let (mode, slice) = ps
+        .topology
+        .clone()
+        .unwrap_or((crate::placement::TopologyMode::Unconstrained, None));
+    crate::placement::PodSetPlacementRequest {
+        count,
+        per_pod: ps.per_pod.clone(),
+        mode,
+        slice,
+        tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
     }
 }

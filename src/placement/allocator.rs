@@ -30,21 +30,24 @@ pub struct PlacementFailure {
 }
 
 /// Everything the search reads, borrowed for one request.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     /// The pod's tolerations plus the flavor's, computed once per request.
     tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
-    inv: &'a Inventory,
+    pub(super) inv: &'a Inventory,
     names: &'a Names,
-    t: &'a Tree,
-    req: &'a PodSetPlacementRequest,
+    pub(super) t: &'a Tree,
+    pub(super) req: &'a PodSetPlacementRequest,
     /// Index into `t.hist_res` of the binding histogram resource, if any.
     primary: Option<(usize, i64)>,
     strategy: Strategy,
+    /// Count only allocatable minus external usage: "would it fit if no workload
+    /// kuota placed were running" (Kueue's `simulateEmpty`).
+    ignore_placed: bool,
 }
 
 impl Ctx<'_> {
     /// Pods that fit on one node, checking every resource and taint.
-    fn node_fit(&self, n: &NodeRec) -> i64 {
+    pub(super) fn node_fit(&self, n: &NodeRec) -> i64 {
         if !n.taints.is_empty() && selector::tolerates_all(&n.taints, &self.tolerations).is_some() {
             return 0;
         }
@@ -53,7 +56,12 @@ impl Ctx<'_> {
             if v <= 0 {
                 continue;
             }
-            fit = fit.min(n.free(r).max(0) / v);
+            let free = if self.ignore_placed {
+                n.free(r) + n.used.get(r as usize).copied().unwrap_or(0)
+            } else {
+                n.free(r)
+            };
+            fit = fit.min(free.max(0) / v);
         }
         if fit == i64::MAX {
             i64::from(self.req.count)
@@ -239,7 +247,7 @@ impl Ctx<'_> {
         Err(best_est)
     }
 
-    fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
+    pub(super) fn level(&self, label: &str) -> Result<i32, PlacementFailure> {
         self.t.level_index(label).ok_or_else(|| PlacementFailure {
             message: format!(
                 "topology {} has no level {label:?} (levels: {})",
@@ -268,6 +276,11 @@ impl Ctx<'_> {
         }
         if let Some((level, size)) = &self.req.slice {
             return self.place_slices(level, i64::from(*size));
+        }
+        if self.strategy == Strategy::KueueBestFit
+            && !matches!(self.req.mode, TopologyMode::Spread { .. })
+        {
+            return self.place_kueue();
         }
         match &self.req.mode {
             TopologyMode::Required(label) => {
@@ -485,6 +498,21 @@ impl Inventory {
         self.find_with(names, flavor, req, strategy, false)
     }
 
+    /// Whether the PodSet could be placed if no workload kuota placed held any node
+    /// (nodes, taints and external usage as they are). Decides Kueue's pending reason:
+    /// `WaitingForQuota` when only other workloads are in the way, else
+    /// `TopologyPlacementFailed`. Exact walk, no histograms (they count placed usage).
+    pub fn fits_when_empty(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+    ) -> bool {
+        self.search(names, flavor, req, strategy, false, true)
+            .is_ok()
+    }
+
     fn find_with(
         &self,
         names: &Names,
@@ -492,6 +520,18 @@ impl Inventory {
         req: &PodSetPlacementRequest,
         strategy: Strategy,
         aggregates: bool,
+    ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
+        self.search(names, flavor, req, strategy, aggregates, false)
+    }
+
+    fn search(
+        &self,
+        names: &Names,
+        flavor: &str,
+        req: &PodSetPlacementRequest,
+        strategy: Strategy,
+        aggregates: bool,
+        ignore_placed: bool,
     ) -> Result<Vec<(u32, i32)>, PlacementFailure> {
         let Some(t) = self.trees.get(flavor) else {
             return Err(PlacementFailure {
@@ -522,6 +562,7 @@ impl Inventory {
             req,
             primary,
             strategy,
+            ignore_placed,
         };
         ctx.place()
     }

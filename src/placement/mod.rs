@@ -11,6 +11,7 @@
 mod allocator;
 mod encode;
 mod inventory;
+mod kueue;
 mod pool;
 mod request;
 pub mod ungate;

@@ -703,6 +703,22 @@ impl std::fmt::Display for Diagnostic {
     }
 }
 
+/// A warning for a Job that asks for Kueue's elastic jobs, which kuota does not run.
+fn elastic_job_diagnostic(src: &str, job: &k8s_openapi::api::batch::v1::Job) -> Option<Diagnostic> {
+    use crate::api::constants::{ELASTIC_JOB_ANNOTATION, ELASTIC_JOB_ANNOTATION_VALUE};
+    let meta = &job.metadata;
+    let value = meta.annotations.as_ref()?.get(ELASTIC_JOB_ANNOTATION)?;
+    (value == ELASTIC_JOB_ANNOTATION_VALUE).then(|| Diagnostic {
+        error: false,
+        file: src.to_string(),
+        message: crate::api::constants::elastic_job_warning(
+            "Job",
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or_default(),
+        ),
+    })
+}
+
 /// Loads and validates manifest files (and generator configs, recognised by
 /// name). Load errors are errors; references to objects defined in none of
 /// the files are warnings, since they may exist in the cluster.
@@ -773,6 +789,9 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
     );
     let kinds = loaded.into_iter().map(|l| (l.source_name, l.manifest));
     for (src, m) in kinds {
+        if let Manifest::Job(job) = &m {
+            out.extend(elastic_job_diagnostic(&src, job));
+        }
         // Only Jobs can fail here (their Workload is built from the Job).
         if let Err(e) = objs.add(src.as_str(), m) {
             out.push(Diagnostic {
@@ -996,6 +1015,50 @@ spec: {clusterQueue: missing}
         assert_eq!(d.len(), 1, "{d:?}");
         assert!(!d[0].error);
         assert!(d[0].message.contains("missing"));
+    }
+
+    #[test]
+    fn check_warns_that_kuota_does_not_run_elastic_jobs() {
+        let job = |value: &str| {
+            format!(
+                r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: trainer
+  namespace: team-a
+  labels: {{kueue.x-k8s.io/queue-name: lq}}
+  annotations: {{kueue.x-k8s.io/elastic-job: "{value}"}}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
+"#
+            )
+        };
+        let d = check(&[SourceFile::new("job.yaml", job("true"))]);
+        let elastic: Vec<_> = d
+            .iter()
+            .filter(|d| d.message.contains("elastic-job"))
+            .collect();
+        assert_eq!(elastic.len(), 1, "{d:?}");
+        assert!(!elastic[0].error, "a warning, not an error: {d:?}");
+        assert_eq!(elastic[0].file, "job.yaml");
+        assert!(
+            elastic[0].message.starts_with(
+                "Job team-a/trainer: metadata.annotations[kueue.x-k8s.io/elastic-job]"
+            ) && elastic[0].message.contains("kuota does not support"),
+            "{}",
+            elastic[0].message
+        );
+        // Kueue turns elastic jobs on only for the value "true".
+        let d = check(&[SourceFile::new("job.yaml", job("false"))]);
+        assert!(
+            d.iter().all(|d| !d.message.contains("elastic-job")),
+            "{d:?}"
+        );
     }
 
     #[test]

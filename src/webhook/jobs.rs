@@ -24,7 +24,8 @@
 use super::WebhookState;
 use super::review::{AdmissionRequest, Operation, Verdict};
 use crate::api::constants::{
-    MAX_EXEC_TIME_SECONDS_LABEL, PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
+    ELASTIC_JOB_ANNOTATION, ELASTIC_JOB_ANNOTATION_VALUE, MAX_EXEC_TIME_SECONDS_LABEL,
+    PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, elastic_job_warning,
 };
 use crate::api::quantity::resource_value_str;
 use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, dns1123_subdomain_errors};
@@ -221,7 +222,14 @@ pub fn validate(
             errs.extend(integ.validate_update(old, job, &opts));
         }
     }
-    let warnings = integ.warnings(job);
+    let mut warnings = integ.warnings(job);
+    if job.metadata.annotation(ELASTIC_JOB_ANNOTATION) == Some(ELASTIC_JOB_ANNOTATION_VALUE) {
+        warnings.push(elastic_job_warning(
+            req.kind.kind.as_str(),
+            namespace_of(req, job),
+            job.metadata.name.as_deref().unwrap_or_default(),
+        ));
+    }
     if !errs.is_empty() {
         return Verdict::invalid(aggregate(&errs)).with_warnings(warnings);
     }

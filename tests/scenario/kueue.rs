@@ -19,6 +19,10 @@ pub struct Suite {
     /// Manifests applied before each case's own `objects`.
     #[serde(default)]
     pub fixtures: String,
+    /// Topology strategies every case runs under (a case's own `config.placement`
+    /// wins); the first keeps the case's name, the others run as `name@strategy`.
+    #[serde(default)]
+    pub placements: Vec<super::Placement>,
     pub cases: Vec<Scenario>,
 }
 

@@ -46,7 +46,7 @@ pub struct Config {
     pub placement: Option<Placement>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     Kuota,
@@ -154,6 +154,10 @@ pub struct Expect {
     /// was preempted or evicted" checks.
     #[serde(default)]
     pub partial: bool,
+    /// Checked only when the case runs under this topology strategy (a kueue suite
+    /// with `placements` runs each case once per strategy; where they place
+    /// differently, each strategy gets its own expect).
+    pub placement: Option<Placement>,
     /// Exactly the workloads in state Admitted (not evicting, not finished).
     pub admitted: Option<BTreeMap<String, Admitted>>,
     /// Exactly the workloads in state Pending.
@@ -297,4 +301,15 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             .map_err(|e| format!("at `steps[{i}]`: {e}"))?;
     }
     Ok(())
+}
+
+impl Placement {
+    /// The name used in configuration and in `name@placement` case names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Kuota => "kuota",
+            Placement::KueueBestfit => "kueue-bestfit",
+            Placement::FirstFit => "first-fit",
+        }
+    }
 }
