@@ -671,10 +671,7 @@ proptest! {
     /// same way (no ping-pong).
     #[test]
     fn quota_invariants_hold_under_random_streams((tree, ops) in tree().prop_flat_map(|t| { let n = t.cqs.len(); (Just(t), ops(n)) })) {
-        // The settle and no-ping-pong checks are left out under fair sharing: they find a
-        // preemption cascade there (`fair_sharing_preemption_cascade_settles`, ignored).
-        let settles = !tree.fair_sharing;
-        run_stream(tree, ops, settles)?;
+        run_stream(tree, ops, true)?;
     }
 
     /// (d) Admitting a workload and then finishing it (or deleting it if it stayed pending)
@@ -722,11 +719,10 @@ proptest! {
 /// The case the generator found (seed kept in properties.proptest-regressions): under
 /// fair sharing, in a cohort with a lending limit, a preemptor reclaims quota by
 /// preempting a workload, does not get in, and the victim then preempts a lower-priority
-/// workload of its own queue, after which both are admitted again: a workload is
-/// preempted and re-admitted with nothing else changing. The bug is in the preemption
-/// and cycle code (issue 11's fair-sharing items); un-ignore when it is fixed.
+/// workload of its own queue, after which both were admitted again: a workload was
+/// preempted and re-admitted with nothing else changing. Fixed by hierarchical
+/// fair-sharing preemption (shares compared where the paths part, Cohort weights).
 #[test]
-#[ignore = "fair-sharing preemption cascade (issue 11, preemption code): victim re-admitted unchanged"]
 fn fair_sharing_preemption_cascade_settles() {
     let q = |nominal, lending| QuotaGen {
         nominal,
