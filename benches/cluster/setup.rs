@@ -5,8 +5,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
 /// Label on a Job's pods: the class's runtime, read by the stand-in kubelet.
@@ -88,17 +88,11 @@ pub fn plan(total: usize) -> Vec<(usize, Class)> {
 
 /// Installs the kueue.x-k8s.io CRDs kuota serves (server-side apply) and waits for them.
 pub async fn crds(client: &Client) -> Result<(), kube::Error> {
-    use kuota::api;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply("kuota-bench").force();
-    for crd in [
-        api::ResourceFlavor::crd(),
-        api::Cohort::crd(),
-        api::ClusterQueue::crd(),
-        api::LocalQueue::crd(),
-        api::Workload::crd(),
-        api::Topology::crd(),
-    ] {
+    // Every kind kuota watches: the controller schedules only once each has listed.
+    let all = kuota::crds::all(None).map_err(|e| kube::Error::Service(Box::new(e)))?;
+    for crd in all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &pp, &Patch::Apply(&crd)).await?;
         for _ in 0..300 {

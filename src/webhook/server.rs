@@ -945,8 +945,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
                 ..crate::controller::ControllerConfig::default()
             };
             let controller_client = client.clone();
+            // The Lease gets a token bucket of its own (as client-go's leader election
+            // has its own client): behind thousands of queued Workload writes at
+            // `clientConnection.qps`, renewals would miss `renewDeadline` and the leader
+            // would step down in the middle of the load it was handling.
+            let lease_client = crate::config::client::client(settings.client)
+                .await
+                .unwrap_or_else(|_| client.clone());
             Some(crate::lease::Scheduling::start(
-                client.clone(),
+                lease_client,
                 &settings.leader_election,
                 move |shutdown| {
                     let (client, config) = (controller_client.clone(), config.clone());
