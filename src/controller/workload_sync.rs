@@ -79,6 +79,10 @@ pub struct JobState {
     pub suspended: bool,
     /// `Some((succeeded, message))` once the job completed or failed.
     pub finished: Option<(bool, String)>,
+    /// The job's outcome is decided but not yet final: a batch Job with
+    /// `SuccessCriteriaMet` or `FailureTarget` whose pods are still terminating. It is
+    /// neither stopped nor restored then: it is about to finish.
+    pub finishing: bool,
     /// Pods still running or terminating.
     pub active: i64,
     /// `status.startTime` is set (the template cannot change until it is cleared).
@@ -123,6 +127,12 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
             reason,
             message: message.clone(),
         };
+    }
+    if job.finishing {
+        // Suspending it now would leave it suspended with its outcome decided: the Job
+        // controller then never completes it, the template cannot be restored, and the
+        // quota would stay held. Its Complete or Failed condition comes next.
+        return Step::Nothing;
     }
     let admitted = status.is_some_and(|s| s.admission.is_some());
     let evicted = status.is_some_and(|s| s.is_condition_true(WORKLOAD_EVICTED));
@@ -187,6 +197,20 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
             _ => None,
         };
     }
+    // Kubernetes sets these before Complete / Failed, while pods still terminate. A Job
+    // suspended in that window (its workload preempted at that moment) keeps its
+    // outcome but is never completed by the Job controller: it is finished then.
+    let decided = if kind == "Job" && finished.is_none() {
+        cond("SuccessCriteriaMet")
+            .map(|c| (true, message(c)))
+            .or_else(|| cond("FailureTarget").map(|c| (false, message(c))))
+    } else {
+        None
+    };
+    let finishing = decided.is_some() && !suspended;
+    if suspended && finished.is_none() {
+        finished = decided;
+    }
     let count = |k: &str| {
         status
             .and_then(|s| s.get(k))
@@ -196,6 +220,7 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
     JobState {
         suspended,
         finished,
+        finishing,
         active: count("active") + count("terminating"),
         started: status
             .and_then(|s| s.get("startTime"))

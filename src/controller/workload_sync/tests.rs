@@ -88,3 +88,51 @@ fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
     };
     assert_eq!(plan(&stopped, Some(&evicted)), Step::Requeue);
 }
+
+/// A Job whose pods reached their completions has `SuccessCriteriaMet` before
+/// `Complete`. Preempted in that window it must not be suspended (the Job controller
+/// would never complete it, its template could not be restored and its quota would stay
+/// held); one suspended anyway is finished with its outcome.
+#[test]
+fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended() {
+    let condition = |t: &str| json!({"type": t, "status": "True", "message": "Reached expected number of succeeded pods"});
+    let job = |suspend: bool, conds: Vec<serde_json::Value>| json!({"spec": {"suspend": suspend}, "status": {"conditions": conds, "succeeded": 1}});
+    let mut status = admitted();
+    status["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(cond("Evicted", "True"));
+    let evicted = workload(status);
+
+    let running = job_state(
+        "Job",
+        &job(false, vec![condition("SuccessCriteriaMet")]),
+        false,
+    );
+    assert!(
+        running.finishing && running.finished.is_none(),
+        "{running:?}"
+    );
+    assert_eq!(plan(&running, Some(&evicted)), Step::Nothing);
+
+    let suspended = job_state(
+        "Job",
+        &job(true, vec![condition("SuccessCriteriaMet")]),
+        true,
+    );
+    assert_eq!(
+        plan(&suspended, Some(&evicted)),
+        Step::Finish {
+            reason: REASON_SUCCEEDED,
+            message: "Reached expected number of succeeded pods".into()
+        }
+    );
+    let failing = job_state("Job", &job(true, vec![condition("FailureTarget")]), true);
+    assert!(
+        matches!(plan(&failing, Some(&evicted)), Step::Finish { reason, .. } if reason == REASON_FAILED)
+    );
+
+    // Without the condition an evicted running Job is stopped as before.
+    let plain = job_state("Job", &job(false, vec![]), false);
+    assert_eq!(plan(&plain, Some(&evicted)), Step::Stop);
+}
