@@ -114,7 +114,7 @@ pub struct Stores {
 
 /// The writing halves of [`Stores`], consumed by [`spawn`].
 pub struct Writers {
-    workloads: reflector::store::Writer<DynamicObject>,
+    pub(crate) workloads: reflector::store::Writer<DynamicObject>,
     flavors: reflector::store::Writer<DynamicObject>,
     cluster_queues: reflector::store::Writer<DynamicObject>,
     local_queues: reflector::store::Writer<DynamicObject>,

@@ -383,7 +383,15 @@ impl WorkloadWriter<'_> {
                     };
                     let wl: Workload = decode(Kind::Workload, &obj)?;
                     let Some(body) = build(&wl, &(self.writer.clock)()) else {
-                        return Ok(Attempt::Done(Written::Unchanged));
+                        // "Nothing to write" from the watch cache may only mean the cache
+                        // lags a write of ours (a pending reason computed just after the
+                        // requeue patch would see the old admission and be dropped for
+                        // good): confirm it against the API server.
+                        return Ok(if fresh {
+                            Attempt::Done(Written::Unchanged)
+                        } else {
+                            Attempt::Refetch
+                        });
                     };
                     let pp = PatchParams {
                         field_manager: Some(FIELD_MANAGER.to_string()),

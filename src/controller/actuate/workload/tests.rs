@@ -220,3 +220,44 @@ fn an_inactive_workload_is_not_deactivated_again() {
     wl.spec.active = Some(false);
     assert_eq!(deactivate_patch(&wl), None);
 }
+
+/// The requeue patch has landed but the watch cache still shows the admission: a
+/// pending reason computed now would be dropped as "nothing to write" and, since the
+/// engine does not repeat an unchanged reason, never written. The writer confirms
+/// against the API server and writes it.
+#[tokio::test]
+async fn a_pending_reason_a_stale_cache_would_drop_is_confirmed_and_written() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let writer = Writer::new(client, 1, 2).with_clock(Arc::new(now), Duration::ZERO);
+    let (stores, mut writers) = watch::stores();
+    let stale = workload(json!({"admission": admission()}));
+    let stale: kube::api::DynamicObject =
+        serde_json::from_value(serde_json::to_value(&stale).expect("json")).expect("object");
+    writers
+        .workloads
+        .apply_watcher_event(&kube::runtime::watcher::Event::Apply(stale));
+    let recorder = Recorder::disabled();
+    let w = WorkloadWriter {
+        writer: &writer,
+        stores: &stores,
+        recorder: &recorder,
+    };
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    // `serve` answers the GET with the requeued Workload (no admission).
+    let server = tokio::spawn(serve(handle));
+    w.pending(&key, "WaitingForQuota", "insufficient unused quota for cpu")
+        .await
+        .expect("written");
+    let (patch, _) = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the writer asked the API server instead of trusting the stale cache")
+        .expect("mock server");
+    assert_eq!(
+        patch.uri().to_string(),
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3/status?&fieldManager=kuota"
+    );
+    let reserved = &patch.body()["status"]["conditions"][0];
+    assert_eq!(reserved["type"], "QuotaReserved");
+    assert_eq!(reserved["reason"], "WaitingForQuota");
+}
