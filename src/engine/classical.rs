@@ -243,12 +243,7 @@ fn collect(
         let threshold = spec.borrow_within_cohort;
         let allowed = |p: i32, _c: Millis| reclaim != Policy::LowerPriority || p < prio;
         let root = eng.cqs[cq as usize].root;
-        for &o in eng
-            .root_members
-            .get(&root)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
+        for &o in eng.members_of(root) {
             let other = &eng.cqs[o as usize];
             if o == cq || other.deleted || within_nominal(tree, other.node, frs) {
                 continue;

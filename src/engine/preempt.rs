@@ -410,11 +410,7 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
         .borrowers
         .entry((root, fr))
         .or_insert_with(|| {
-            let members = eng
-                .root_members
-                .get(&root)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let members = eng.members_of(root);
             summarize(eng, members, fr, true)
         });
     let found = low
@@ -441,12 +437,7 @@ pub fn reclaimable(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> i64 {
     let prio = eng.wl(wl).spec.priority;
     let root = eng.cqs[cq as usize].root;
     let mut freed: i64 = 0;
-    for &o in eng
-        .root_members
-        .get(&root)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
+    for &o in eng.members_of(root) {
         let other = &eng.cqs[o as usize];
         if o == cq || other.deleted || !eng.tree.is_borrowing(other.node, fr) {
             continue;
@@ -523,12 +514,7 @@ fn candidates(
         Policy::LowerPriority => p < prio,
         _ => true,
     };
-    for &c in eng
-        .root_members
-        .get(&root)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
+    for &c in eng.members_of(root) {
         let other = &eng.cqs[c as usize];
         // Only quota a ClusterQueue borrows can be reclaimed from it.
         if c == cq

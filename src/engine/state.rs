@@ -760,6 +760,14 @@ impl Engine {
         }
     }
 
+    /// The ClusterQueues under root cohort `root` (one alone when it has no cohort).
+    pub(crate) fn members_of(&self, root: NodeId) -> &[CqId] {
+        self.root_members
+            .get(&root)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
     /// Deactivates the admitted workloads whose maximumExecutionTimeSeconds has run
     /// out by `now`, as Kueue's workload controller does: `spec.active` becomes false
     /// and the workload is evicted (reason Deactivated, underlying cause

@@ -153,23 +153,12 @@ impl Search<'_, '_> {
         if level > 0 && !self.least_free {
             return self.fit_level(level - 1, required, n);
         }
-        let mut out = vec![];
-        let mut left = n;
-        for i in 0..doms.len() {
-            if left <= 0 {
-                break;
-            }
-            let mut d = doms[i];
-            if !self.least_free && self.cap[d as usize] >= left {
-                d = self.best_fit(&doms[i..], left);
-            }
-            out.push(d);
-            left -= self.cap[d as usize];
+        let picked = self.to_minimum(&doms, n);
+        let fitted: i64 = picked.iter().map(|&(_, k)| k).sum();
+        if fitted < n {
+            return Err(self.not_fit(fitted, n));
         }
-        if left > 0 {
-            return Err(self.not_fit(n - left, n));
-        }
-        Ok((level, out))
+        Ok((level, picked.into_iter().map(|(d, _)| d).collect()))
     }
 
     /// Kueue's `updateCountsToMinimum`: fill `doms` in order, the last one best fit.

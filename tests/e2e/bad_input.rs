@@ -117,23 +117,11 @@ async fn cleanup(client: &Client, ns: &str, cq: &str, rf: &str) {
         .await;
 }
 
-/// Issue 13, "an unknown integration" and "a missing CRD": `integrations.frameworks`
-/// names a framework kuota does not know and two whose CRDs this cluster does not have.
-/// Each is one warning line at start, and batch Jobs are admitted as usual.
-#[tokio::test]
-async fn unknown_and_uninstalled_frameworks_are_logged_once_and_jobs_are_still_admitted() {
-    let _only = controller_lock().await;
+/// Runs a controller with `batch/job` plus `extra` frameworks, checks that a batch Job is
+/// still admitted and started, and returns what the controller logged at WARN.
+async fn batch_jobs_admitted_beside(extra: &[&str]) -> Logs {
     let client = &client().await;
     ensure_crds(client).await;
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    // No e2e test installs these two (install::samples installs PyTorchJob and RayJob ones).
-    for crd in ["jobsets.jobset.x-k8s.io", "rayclusters.ray.io"] {
-        let installed = crds.get_opt(crd).await.expect("read CRDs");
-        assert!(
-            installed.is_none(),
-            "this test needs a cluster without the {crd} CRD; delete it or use another cluster"
-        );
-    }
     let logs = Logs::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())
@@ -145,15 +133,10 @@ async fn unknown_and_uninstalled_frameworks_are_logged_once_and_jobs_are_still_a
     let ns = &unique_name("bad-frameworks");
     create_namespace(client, ns, &[]).await;
     let (rf, cq) = quota(client, ns, "1").await;
+    let mut integrations = vec!["batch/job".to_string()];
+    integrations.extend(extra.iter().map(|f| f.to_string()));
     let config = ControllerConfig {
-        integrations: [
-            "batch/job",
-            "example.com/nope",
-            "jobset.x-k8s.io/jobset",
-            "ray.io/raycluster",
-        ]
-        .map(String::from)
-        .to_vec(),
+        integrations,
         ..ControllerConfig::default()
     };
     let (stop, task) = start_controller_with(client, config);
@@ -170,9 +153,34 @@ async fn unknown_and_uninstalled_frameworks_are_logged_once_and_jobs_are_still_a
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     cleanup(client, ns, &cq, &rf).await;
+    logs
+}
 
+/// Issue 13, "an unknown integration": `integrations.frameworks` names a framework kuota
+/// does not know. One warning line at start, and batch Jobs are admitted as usual.
+#[tokio::test]
+async fn an_unknown_framework_is_logged_once_and_jobs_are_still_admitted() {
+    let _only = controller_lock().await;
+    let logs = batch_jobs_admitted_beside(&["example.com/nope"]).await;
     let unknown = logs.lines_with(&["WARN", "example.com/nope", "unknown or unsupported"]);
     assert_eq!(unknown.len(), 1, "{unknown:?}");
+}
+
+/// Issue 13, "a missing CRD": two enabled frameworks whose CRDs this cluster does not
+/// have. One warning line each, and batch Jobs are admitted as usual.
+#[tokio::test]
+async fn a_framework_without_its_crd_is_logged_once_and_jobs_are_still_admitted() {
+    let _only = controller_lock().await;
+    let crds = Api::<CustomResourceDefinition>::all(client().await);
+    // No e2e test installs these two (install::samples installs PyTorchJob and RayJob ones).
+    for crd in ["jobsets.jobset.x-k8s.io", "rayclusters.ray.io"] {
+        let installed = crds.get_opt(crd).await.expect("read CRDs");
+        assert!(
+            installed.is_none(),
+            "this test needs a cluster without the {crd} CRD; delete it or use another cluster"
+        );
+    }
+    let logs = batch_jobs_admitted_beside(&["jobset.x-k8s.io/jobset", "ray.io/raycluster"]).await;
     for kind in ["kind=JobSet", "kind=RayCluster"] {
         let missing = logs.lines_with(&["WARN", kind, "CRD of this integration is not installed"]);
         assert_eq!(missing.len(), 1, "{kind}: {missing:?}");

@@ -58,17 +58,21 @@ fn pod_set_pointers(
         .collect())
 }
 
+/// The pod template a pointer names (the root: the job itself is a pod template).
+fn template_at<'v>(job: &'v mut Value, pointer: &PointerBuf) -> Option<&'v mut Value> {
+    if pointer.is_root() {
+        Some(job)
+    } else {
+        job.pointer_mut(pointer.as_str())
+    }
+}
+
 /// The pod spec at a template pointer, created when missing.
 fn pod_spec_mut<'v>(
     job: &'v mut Value,
     pointer: &PointerBuf,
 ) -> Option<&'v mut serde_json::Map<String, Value>> {
-    let template = if pointer.is_root() {
-        Some(job)
-    } else {
-        job.pointer_mut(pointer.as_str())
-    }?;
-    let obj = template.as_object_mut()?;
+    let obj = template_at(job, pointer)?.as_object_mut()?;
     obj.entry("spec")
         .or_insert_with(|| Value::Object(Default::default()))
         .as_object_mut()
@@ -82,12 +86,7 @@ fn template_map_mut<'v>(
     field: &str,
     create: bool,
 ) -> Option<&'v mut serde_json::Map<String, Value>> {
-    let template = if pointer.is_root() {
-        Some(job)
-    } else {
-        job.pointer_mut(pointer.as_str())
-    }?;
-    let object = template.as_object_mut()?;
+    let object = template_at(job, pointer)?.as_object_mut()?;
     if !create {
         return object.get_mut("metadata")?.get_mut(field)?.as_object_mut();
     }

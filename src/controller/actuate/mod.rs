@@ -378,9 +378,9 @@ mod tests {
         }
     }
 
-    /// A 429 followed by success: the admission lands on the retry and keeps its quota.
-    #[tokio::test(start_paused = true)]
-    async fn a_throttled_admission_lands_on_retry_and_is_not_handed_back() {
+    /// One transient refusal (`code`, `reason`) followed by success: the admission lands
+    /// on the retry, from a fresh read, and keeps its quota.
+    async fn a_refused_admission_lands_on_retry(code: u16, reason: &str) {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let a = actuators(
             kube::Client::new(service, "default"),
@@ -391,7 +391,7 @@ mod tests {
             handle,
             vec![
                 reply(200, workload()),
-                failure(429, "TooManyRequests"),
+                failure(code, reason),
                 reply(200, workload()),
                 reply(200, workload()),
             ],
@@ -405,5 +405,17 @@ mod tests {
             [&Method::GET, &Method::PATCH, &Method::GET, &Method::PATCH]
         );
         assert!(rx.try_recv().is_err(), "a landed admission is not released");
+    }
+
+    /// Issue 13, "an API server that answers 429".
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_admission_lands_on_retry_and_is_not_handed_back() {
+        a_refused_admission_lands_on_retry(429, "TooManyRequests").await;
+    }
+
+    /// Issue 13, "an API server that answers 500".
+    #[tokio::test(start_paused = true)]
+    async fn an_admission_answered_500_lands_on_retry_and_is_not_handed_back() {
+        a_refused_admission_lands_on_retry(500, "InternalError").await;
     }
 }
