@@ -54,6 +54,9 @@ struct Args {
     /// Give up waiting for admissions after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_s: u64,
+    /// kuota's RUST_LOG (its log is kept in the run's temp directory if the run stalls).
+    #[arg(long, default_value = "warn")]
+    kuota_log: String,
     /// Cargo passes --bench; without it (cargo test --benches) nothing runs.
     #[arg(long)]
     bench: bool,
@@ -201,7 +204,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         .arg(dir.join("certs"))
         .arg("--config")
         .arg(dir.join("config.yaml"))
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", &args.kuota_log)
         .stderr(log)
         .spawn()?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -360,7 +363,14 @@ async fn bench(args: Args) -> Result<(), BoxError> {
             .delete(&format!("{run}-cq-{cq}"), &DeleteParams::background())
             .await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if finished.lock().expect("lock").len() < args.jobs {
+        eprintln!(
+            "not every Job finished: kuota's log is kept in {}",
+            dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
 

@@ -344,11 +344,11 @@ mod tests {
         )));
         let (mut stores, _writers) = watch::stores();
         stores.cluster_queues = cq_store.as_reader();
-        let actuators = Actuators {
-            writer: Arc::new(Writer::new(client, 4, 1)),
-            recorder: Recorder::disabled(),
+        let actuators = Actuators::new(
+            Arc::new(Writer::new(client, 4, 1)),
+            Recorder::disabled(),
             stores,
-        };
+        );
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let task = EngineTask::new(
             EngineConfig::default(),

@@ -271,6 +271,7 @@ pub async fn run(
                     recorder: recorder.clone(),
                     engine: tx.clone(),
                     manage_without_queue_name: config.manage_jobs_without_queue_name,
+                    created: workload_sync::created_cache(),
                 },
                 job_triggers.receiver(*integration),
             )),
@@ -286,11 +287,7 @@ pub async fn run(
         rx,
         tx,
         watch::ENGINE_KINDS,
-        actuate::Actuators {
-            writer,
-            recorder,
-            stores,
-        },
+        actuate::Actuators::new(writer, recorder, stores),
         config.queue_status_interval,
     );
     // Its own task, so that a panic is seen (and reported) rather than unwinding here.

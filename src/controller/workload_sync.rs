@@ -144,14 +144,17 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
         };
     }
     // Evicted, or never admitted: the job must not run, and must look as submitted.
+    // Its quota goes back as soon as its pods are gone, before the template is restored:
+    // Kubernetes refuses a template change on a Job that has finished pods, and a start
+    // rebuilds the template from the Workload's copy anyway.
     if !job.suspended {
         Step::Stop
     } else if job.started {
         Step::ClearStartTime
-    } else if job.needs_restore {
-        Step::Restore
     } else if admitted && job.active == 0 {
         Step::Requeue
+    } else if job.needs_restore {
+        Step::Restore
     } else {
         Step::Nothing
     }
@@ -337,6 +340,20 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub engine: Sender<Input>,
     pub manage_without_queue_name: bool,
+    /// Workloads this controller created that its watch may not show yet: a reconcile
+    /// in that window would otherwise create them again (a write the API server refuses
+    /// with a conflict; one job in ten did so in the cluster benchmark).
+    pub created: moka::sync::Cache<WorkloadKey, ()>,
+}
+
+/// How long a created Workload is trusted to exist before the watch shows it.
+pub const CREATED_GRACE: Duration = Duration::from_secs(30);
+
+/// The cache of just-created Workloads for [`Ctx::created`].
+pub fn created_cache() -> moka::sync::Cache<WorkloadKey, ()> {
+    moka::sync::Cache::builder()
+        .time_to_live(CREATED_GRACE)
+        .build()
 }
 
 struct JobCtx {
@@ -453,7 +470,14 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
     };
     match (step, wl) {
         (Step::Nothing, _) => {}
-        (Step::CreateWorkload, _) => create_workload(ctx, integration, &value, &name, &ns).await?,
+        (Step::CreateWorkload, _) if ctx.created.contains_key(&key) => {
+            // Created moments ago; the Workload watch wakes this job when it arrives.
+            return Ok(Action::requeue(Duration::from_secs(5)));
+        }
+        (Step::CreateWorkload, _) => {
+            create_workload(ctx, integration, &value, &name, &ns).await?;
+            ctx.created.insert(key.clone(), ());
+        }
         (Step::Finish { reason, message }, _) => {
             wl_writer
                 .write(&key, |wl, now| finish_patch(wl, reason, &message, now))
@@ -481,7 +505,17 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
             ctx.writer.wrote(&job_kind);
         }
         (Step::Restore, Some(wl)) => {
-            patch_job(job::restore_patch(integration, &value, &wl)?).await?
+            match patch_job(job::restore_patch(integration, &value, &wl)?).await {
+                // Kubernetes keeps the template of a Job that has finished pods. Nothing
+                // waits on the restore (the quota is already back, and a start rebuilds
+                // the template from the Workload), so it is not retried until the job
+                // changes again.
+                Err(SyncError::Api { source, .. }) if is_invalid(&source) => {
+                    info!(job = %name, namespace = %ns, error = %source,
+                        "pod template not restored: Kubernetes refuses the change");
+                }
+                other => other?,
+            }
         }
         (Step::Requeue, _) => {
             wl_writer.write(&key, requeue_patch).await?;
@@ -493,6 +527,12 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
         (Step::Start | Step::Restore, None) => {}
     }
     Ok(Action::await_change())
+}
+
+/// Whether the API server refused a write as invalid (422), as opposed to a conflict or
+/// an outage that a retry may get past.
+fn is_invalid(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
 }
 
 /// Creates the job's Workload (an existing one is fine: a reconcile raced the watch).

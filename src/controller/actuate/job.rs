@@ -146,6 +146,9 @@ pub fn start_patch(
 ) -> Result<Option<Patch>, JobPatchError> {
     let mut desired = job.clone();
     json_patch::merge(&mut desired, &integration.suspend_patch(false));
+    // From the template as submitted: a job requeued before its restore landed (or one
+    // Kubernetes would not let restore) must not keep the last admission's flavor.
+    restore_templates(integration, &mut desired, wl)?;
     let assigned = assigned_flavors(wl);
     for (name, pointer) in pod_set_pointers(integration, job)? {
         if let Some(psa) = assignment_of(wl, &name) {
@@ -312,12 +315,23 @@ pub fn restore_patch(
     wl: &Workload,
 ) -> Result<Option<Patch>, JobPatchError> {
     let mut desired = job.clone();
+    restore_templates(integration, &mut desired, wl)?;
+    Ok(diff_with_precondition(job, &desired))
+}
+
+/// Puts each pod set's template of `job` back as the Workload recorded it: kuota's stamps
+/// removed, nodeSelector and tolerations as submitted.
+fn restore_templates(
+    integration: &dyn JobIntegration,
+    job: &mut Value,
+    wl: &Workload,
+) -> Result<(), JobPatchError> {
     for (name, pointer) in pod_set_pointers(integration, job)? {
         let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else {
             continue;
         };
-        unstamp_template(&mut desired, &pointer, &ps.template);
-        let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
+        unstamp_template(job, &pointer, &ps.template);
+        let Some(spec) = pod_spec_mut(job, &pointer) else {
             continue;
         };
         let original = ps.template.spec.as_ref();
@@ -342,7 +356,7 @@ pub fn restore_patch(
             None => spec.remove("tolerations"),
         };
     }
-    Ok(diff_with_precondition(job, &desired))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -403,6 +417,53 @@ mod tests {
                 {"op": "add", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
                 {"op": "add", "path": "/spec/template/spec/tolerations",
                  "value": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]},
+            ])
+        );
+    }
+
+    /// A job requeued before its template was restored (or whose restore Kubernetes
+    /// refused) still carries the last admission's flavor: a start to another flavor
+    /// replaces it rather than adding to it; a start to the same flavor changes only
+    /// `suspend`, which Kubernetes allows even on a Job with finished pods.
+    #[test]
+    fn a_start_rebuilds_the_template_from_the_workload_not_from_the_last_admission() {
+        let mut stale = job();
+        json_patch::merge(
+            &mut stale,
+            &json!({"spec": {"template": {
+                "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"},
+                    "annotations": {"kueue.x-k8s.io/workload": admitted_workload().metadata.name}},
+                "spec": {"nodeSelector": {"team": "a", "instance-type": "spot"}}}}}),
+        );
+        let patch = start_patch(&BatchJob, &stale, &admitted_workload(), &flavors())
+            .expect("computable")
+            .expect("something to change");
+        assert_eq!(
+            serde_json::to_value(&patch).expect("serializable"),
+            json!([
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "replace", "path": "/spec/suspend", "value": false},
+                {"op": "replace", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
+                {"op": "add", "path": "/spec/template/spec/tolerations",
+                 "value": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]},
+            ])
+        );
+
+        let mut same = stale.clone();
+        json_patch::merge(
+            &mut same,
+            &json!({"spec": {"template": {"spec": {
+                "nodeSelector": {"team": "a", "instance-type": "on-demand"},
+                "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}}}}),
+        );
+        let patch = start_patch(&BatchJob, &same, &admitted_workload(), &flavors())
+            .expect("computable")
+            .expect("something to change");
+        assert_eq!(
+            serde_json::to_value(&patch).expect("serializable"),
+            json!([
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "replace", "path": "/spec/suspend", "value": false},
             ])
         );
     }

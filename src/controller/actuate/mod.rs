@@ -3,6 +3,7 @@
 //! retried from fresh state on conflict, and bounded in concurrency.
 //!
 //! - `workload`: Workload status (admission, pending, eviction, finish, requeue);
+//! - `pending`: pending statuses, coalesced per Workload in a lane of their own;
 //! - `job`: the job's suspend flag and pod template (flavor node selector, tolerations);
 //! - `pod`: the topology ungater's per-pod patches (domain node selector, gate removal);
 //! - `queue_status`: ClusterQueue and LocalQueue status, coalesced;
@@ -12,6 +13,7 @@
 pub mod events;
 pub mod finalizer;
 pub mod job;
+pub mod pending;
 pub mod pod;
 pub mod preemption;
 pub mod queue_status;
@@ -110,6 +112,20 @@ impl Writer {
         self.metrics.record_api_write(kind);
     }
 
+    /// A writer of `concurrency` permits of its own, sharing this one's client, retry
+    /// policy, clock and write counts: a lane whose writes must not wait for (or hold up)
+    /// this writer's.
+    pub fn sibling(&self, concurrency: usize) -> Self {
+        Self {
+            client: self.client.clone(),
+            permits: Semaphore::new(concurrency.max(1)),
+            attempts: self.attempts,
+            backoff: self.backoff,
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
     /// The same writer with another clock and retry pause (tests).
     pub fn with_clock(mut self, clock: Clock, backoff: Duration) -> Self {
         self.clock = clock;
@@ -189,13 +205,47 @@ pub struct Actuators {
     pub writer: Arc<Writer>,
     pub recorder: events::Recorder,
     pub stores: Stores,
+    pending: Arc<pending::PendingLane>,
 }
 
 impl Actuators {
+    /// Actuators writing through `writer`, with pending statuses in a lane of their own
+    /// (its workers run on the current Tokio runtime until the last clone is dropped).
+    pub fn new(writer: Arc<Writer>, recorder: events::Recorder, stores: Stores) -> Self {
+        let pending = Arc::new(pending::PendingLane::start(
+            &writer,
+            recorder.clone(),
+            stores.clone(),
+            pending::PENDING_WORKERS,
+        ));
+        Self {
+            writer,
+            recorder,
+            stores,
+            pending,
+        }
+    }
+
     /// Carries out one cycle's decisions, each as its own task (bounded by the writer's
-    /// permits). A failed admission goes back to the engine as `AdmissionFailed`.
+    /// permits), except pending statuses, which join the pending lane. A failed admission
+    /// goes back to the engine as `AdmissionFailed`.
     pub fn dispatch(&self, decisions: Vec<Decision>, engine: &Sender<Input>) {
         for decision in decisions {
+            match &decision {
+                Decision::Pending {
+                    workload,
+                    reason,
+                    message,
+                } => {
+                    self.pending
+                        .offer(workload.clone(), reason.as_str(), message);
+                    continue;
+                }
+                Decision::Admit { workload, .. } | Decision::Evict { workload, .. } => {
+                    self.pending.cancel(workload)
+                }
+                Decision::Preempt { victim, .. } => self.pending.cancel(victim),
+            }
             let this = self.clone();
             let engine = engine.clone();
             tokio::spawn(async move { this.carry_out(decision, engine).await });
@@ -313,11 +363,11 @@ mod tests {
     fn actuators(client: kube::Client, attempts: u32, backoff: Duration) -> Actuators {
         let clock: Clock = Arc::new(|| Time("2026-11-24T00:00:00Z".parse().expect("time")));
         let (stores, _writers) = watch::stores();
-        Actuators {
-            writer: Arc::new(Writer::new(client, 1, attempts).with_clock(clock, backoff)),
-            recorder: events::Recorder::disabled(),
+        Actuators::new(
+            Arc::new(Writer::new(client, 1, attempts).with_clock(clock, backoff)),
+            events::Recorder::disabled(),
             stores,
-        }
+        )
     }
 
     fn admit() -> Decision {

@@ -89,6 +89,33 @@ fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
     assert_eq!(plan(&stopped, Some(&evicted)), Step::Requeue);
 }
 
+/// The cluster benchmark's stall: a preempted Job whose pod had already succeeded could
+/// not have its template restored (Kubernetes refuses template changes on a Job with
+/// finished pods), and its quota waited on that restore for ever. The quota now goes
+/// back once the pods are gone; the template is restored after, when it can be.
+#[test]
+fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
+    let mut status = admitted();
+    status["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(cond("Evicted", "True"));
+    let evicted = workload(status);
+    let stamped = JobState {
+        suspended: true,
+        needs_restore: true,
+        ..JobState::default()
+    };
+    assert_eq!(plan(&stamped, Some(&evicted)), Step::Requeue);
+    let requeued = workload(json!({"conditions": [cond("Evicted", "True")]}));
+    assert_eq!(plan(&stamped, Some(&requeued)), Step::Restore);
+    let terminating = JobState {
+        active: 1,
+        ..stamped
+    };
+    assert_eq!(plan(&terminating, Some(&evicted)), Step::Restore);
+}
+
 /// A Job whose pods reached their completions has `SuccessCriteriaMet` before
 /// `Complete`. Preempted in that window it must not be suspended (the Job controller
 /// would never complete it, its template could not be restored and its quota would stay
