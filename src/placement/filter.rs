@@ -148,6 +148,9 @@ impl Ctx<'_> {
     /// Counts, over the flavor's nodes, why each one that takes no pod is left out.
     /// Walks every node: only called to explain a failure.
     pub(super) fn exclusions(&self) -> Exclusions {
+        if !self.t.hostname_level {
+            return self.domain_exclusions();
+        }
         let mut ex = Exclusions::default();
         let leaves = self
             .t
@@ -168,19 +171,53 @@ impl Ctx<'_> {
                 Err(Mismatch::NodeSelector) => ex.node_selector += 1,
                 Err(Mismatch::Affinity) => ex.affinity += 1,
                 Ok(()) => {
-                    let limiting = self
-                        .req
-                        .per_pod
-                        .iter()
-                        .filter(|(_, v)| *v > 0)
-                        .map(|&(r, v)| (self.free(n, r).max(0) / v, self.names.resource_name(r)))
-                        .min();
-                    if let Some((0, r)) = limiting {
+                    if let Some(r) = self.limiting(|r| self.free(n, r)) {
                         *ex.resources.entry(r.to_string()).or_default() += 1;
                     }
                 }
             }
         }
         ex
+    }
+
+    /// Kueue's count where the topology has no hostname level: it sees the domains of
+    /// the lowest level as bins, not their nodes, so it counts those domains, and one
+    /// is left out by the resource its nodes together have too little of.
+    fn domain_exclusions(&self) -> Exclusions {
+        let mut ex = Exclusions::default();
+        let lowest = self.t.levels.len().saturating_sub(1);
+        for &d in self
+            .t
+            .by_level
+            .get(lowest)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            ex.total += 1;
+            let nodes: Vec<&NodeRec> = self.t.doms[d as usize]
+                .children
+                .iter()
+                .filter_map(|&c| self.t.doms[c as usize].node)
+                .filter_map(|i| self.inv.node(i))
+                .collect();
+            let summed = |r| nodes.iter().map(|n| self.free(n, r).max(0)).sum();
+            if let Some(r) = self.limiting(summed) {
+                *ex.resources.entry(r.to_string()).or_default() += 1;
+            }
+        }
+        ex
+    }
+
+    /// The resource of which `free` holds not even one pod's request (the first by
+    /// name among those), if any.
+    fn limiting(&self, free: impl Fn(crate::names::ResourceId) -> i64) -> Option<&str> {
+        self.req
+            .per_pod
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|&(r, v)| (free(r).max(0) / v, self.names.resource_name(r)))
+            .min()
+            .filter(|(k, _)| *k == 0)
+            .map(|(_, r)| r)
     }
 }
