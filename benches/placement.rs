@@ -128,6 +128,7 @@ fn gang(names: &mut Names, pods: i32, gpus: i64, mode: TopologyMode) -> PodSetPl
         mode,
         slice: None,
         tolerations: vec![],
+        node_filter: Default::default(),
     }
 }
 

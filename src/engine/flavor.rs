@@ -417,7 +417,7 @@ impl Assigner<'_> {
 
 /// The placement request of `count` pods of a pod set (unconstrained when it asks for
 /// no topology).
-fn placement_request(
+pub(super) fn placement_request(
     ps: &super::model::PodSetReq,
     count: i32,
 ) -> crate::placement::PodSetPlacementRequest {
@@ -431,5 +431,6 @@ fn placement_request(
         mode,
         slice,
         tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
+        node_filter: crate::placement::NodeFilter::from_pod(&ps.constraints),
     }
 }

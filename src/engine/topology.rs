@@ -6,7 +6,7 @@ use super::model::WorkloadSpec;
 use super::queue::WlId;
 use super::resources::Names;
 use crate::placement::{
-    Inventory, PlacementFailure, PodSetPlacement, PodSetPlacementRequest, Strategy, TopologyMode,
+    Inventory, PlacementFailure, PodSetPlacement, PodSetPlacementRequest, Strategy,
 };
 
 /// Why a gang could not be placed: the first PodSet that did not fit, and why.
@@ -45,21 +45,11 @@ pub fn needs(
         else {
             continue;
         };
-        let (mode, slice) = ps
-            .topology
-            .clone()
-            .unwrap_or((TopologyMode::Unconstrained, None));
         out.push(PlacementNeed {
             pod_set: i,
             name: ps.name.clone(),
             flavor: flavor.to_string(),
-            request: PodSetPlacementRequest {
-                count: psa.count,
-                per_pod: ps.per_pod.clone(),
-                mode,
-                slice,
-                tolerations: ps.constraints.tolerations.clone().unwrap_or_default(),
-            },
+            request: super::flavor::placement_request(ps, psa.count),
         });
     }
     out

@@ -5,6 +5,7 @@
 //! node choice is always checked exactly against every requested resource and
 //! the node's taints, so an estimate can only cost a retry, never a double booking.
 
+use super::filter::{Mismatch, NodeFilter};
 use super::inventory::{Dom, Inventory, NodeRec, Tree};
 use super::request::{PodSetPlacementRequest, TopologyMode};
 use crate::api::selector;
@@ -34,7 +35,16 @@ pub(super) struct Ctx<'a> {
     /// The pod's tolerations plus the flavor's, computed once per request.
     tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
     pub(super) inv: &'a Inventory,
-    names: &'a Names,
+    pub(super) names: &'a Names,
+    /// The pod set's nodeSelector and required affinity, less what the flavor's
+    /// nodeLabels already guarantee.
+    pub(super) filter: NodeFilter,
+    /// Per node index, whether `filter` lets the pods on it: computed once per request
+    /// so the search checks a flag per node, not labels. `None` when it excludes none
+    /// of the flavor's nodes.
+    allowed: Option<Vec<bool>>,
+    /// Flavor nodes, and how many of them the nodeSelector and the affinity exclude.
+    filtered_out: (usize, usize, usize),
     pub(super) t: &'a Tree,
     pub(super) req: &'a PodSetPlacementRequest,
     /// Index into `t.hist_res` of the binding histogram resource, if any.
@@ -46,9 +56,39 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Pods that fit on one node, checking every resource and taint.
-    pub(super) fn node_fit(&self, n: &NodeRec) -> i64 {
-        if !n.taints.is_empty() && selector::tolerates_all(&n.taints, &self.tolerations).is_some() {
+    /// Pods that fit on node `idx`, checking the pod's node filter, every resource and taint.
+    pub(super) fn node_fit_at(&self, idx: u32) -> i64 {
+        if let Some(allowed) = &self.allowed
+            && !allowed.get(idx as usize).copied().unwrap_or(false)
+        {
+            return 0;
+        }
+        self.inv.node(idx).map(|n| self.node_fit(n)).unwrap_or(0)
+    }
+
+    /// The first taint of the node that the pod and flavor tolerations do not tolerate.
+    pub(super) fn untolerated<'n>(
+        &self,
+        n: &'n NodeRec,
+    ) -> Option<&'n k8s_openapi::api::core::v1::Taint> {
+        if n.taints.is_empty() {
+            return None;
+        }
+        selector::tolerates_all(&n.taints, &self.tolerations)
+    }
+
+    /// Free amount of `r` on the node, as this request counts it.
+    pub(super) fn free(&self, n: &NodeRec, r: ResourceId) -> i64 {
+        if self.ignore_placed {
+            n.free(r) + n.used.get(r as usize).copied().unwrap_or(0)
+        } else {
+            n.free(r)
+        }
+    }
+
+    /// Pods that fit on one node, checking every resource and taint (not the node filter).
+    fn node_fit(&self, n: &NodeRec) -> i64 {
+        if self.untolerated(n).is_some() {
             return 0;
         }
         let mut fit = i64::MAX;
@@ -56,12 +96,7 @@ impl Ctx<'_> {
             if v <= 0 {
                 continue;
             }
-            let free = if self.ignore_placed {
-                n.free(r) + n.used.get(r as usize).copied().unwrap_or(0)
-            } else {
-                n.free(r)
-            };
-            fit = fit.min(free.max(0) / v);
+            fit = fit.min(self.free(n, r).max(0) / v);
         }
         if fit == i64::MAX {
             i64::from(self.req.count)
@@ -75,7 +110,7 @@ impl Ctx<'_> {
     fn est(&self, d: u32) -> i64 {
         let dom = &self.t.doms[d as usize];
         if let Some(n) = dom.node {
-            return self.inv.node(n).map(|n| self.node_fit(n)).unwrap_or(0);
+            return self.node_fit_at(n);
         }
         match self.primary {
             Some((h, per)) => dom.hists[h]
@@ -186,12 +221,7 @@ impl Ctx<'_> {
         }
         let dom = self.dom(d);
         if let Some(n) = dom.node {
-            let k = self
-                .inv
-                .node(n)
-                .map(|r| self.node_fit(r))
-                .unwrap_or(0)
-                .min(want);
+            let k = self.node_fit_at(n).min(want);
             if k > 0 {
                 out.push((n, k as i32));
             }
@@ -259,6 +289,20 @@ impl Ctx<'_> {
 
     fn fail(&self, what: String) -> PlacementFailure {
         let mut message = format!("topology {:?}: {what}", self.t.topology);
+        let (total, by_selector, by_affinity) = self.filtered_out;
+        let mut parts = vec![];
+        if by_selector > 0 {
+            parts.push(format!("nodeSelector excludes {by_selector}"));
+        }
+        if by_affinity > 0 {
+            parts.push(format!("required node affinity excludes {by_affinity}"));
+        }
+        if !parts.is_empty() {
+            message.push_str(&format!(
+                "; of the flavor's {total} node(s), the pod set's {}",
+                parts.join(" and its ")
+            ));
+        }
         if !self.t.excluded.is_empty() {
             message.push_str(&format!(
                 "; {} node(s) are not used because they lack topology labels (first: {})",
@@ -554,10 +598,18 @@ impl Inventory {
             .filter(|_| aggregates);
         let mut tolerations = req.tolerations.clone();
         tolerations.extend(t.tolerations.iter().cloned());
+        let filter = req.node_filter.narrowed_to(&t.node_labels);
+        let (allowed, filtered_out) = self.allowed_nodes(t, &filter);
+        // The histograms count every node of the flavor; with some of them filtered out
+        // they would overstate the room, so the search walks the allowed nodes exactly.
+        let primary = primary.filter(|_| allowed.is_none());
         let ctx = Ctx {
             tolerations,
             inv: self,
             names,
+            filter,
+            allowed,
+            filtered_out,
             t,
             req,
             primary,
@@ -565,6 +617,40 @@ impl Inventory {
             ignore_placed,
         };
         ctx.place()
+    }
+
+    /// Which nodes of the tree `filter` lets a pod on (by node index), and how many it
+    /// excludes (total, by nodeSelector, by affinity); `None` when it excludes none.
+    pub(super) fn allowed_nodes(
+        &self,
+        t: &Tree,
+        filter: &NodeFilter,
+    ) -> (Option<Vec<bool>>, (usize, usize, usize)) {
+        if filter.is_empty() {
+            return (None, (0, 0, 0));
+        }
+        let mut allowed = vec![false; t.leaf_of.len()];
+        let (mut total, mut by_selector, mut by_affinity) = (0, 0, 0);
+        for (i, slot) in allowed.iter_mut().enumerate() {
+            if t.leaf(i as u32).is_none() {
+                continue;
+            }
+            let Some(n) = self.node(i as u32) else {
+                continue;
+            };
+            total += 1;
+            match filter.check(n) {
+                Ok(()) => *slot = true,
+                Err(Mismatch::NodeSelector) => by_selector += 1,
+                Err(Mismatch::Affinity) => by_affinity += 1,
+            }
+        }
+        let counts = (total, by_selector, by_affinity);
+        if by_selector + by_affinity == 0 {
+            (None, counts)
+        } else {
+            (Some(allowed), counts)
+        }
     }
 
     /// Node name for an index (for encoding assignments).

@@ -124,6 +124,8 @@ pub(crate) struct Tree {
     /// Largest allocatable per histogram resource, to pick the binding one.
     pub hist_max: Vec<i64>,
     pub tolerations: Vec<Toleration>,
+    /// The flavor's nodeLabels, which every node of the tree carries.
+    pub node_labels: BTreeMap<String, String>,
     /// Nodes of the flavor left out, with why (missing level labels).
     pub excluded: Vec<String>,
 }
@@ -766,6 +768,7 @@ impl Inventory {
             levels: levels.to_vec(),
             hostname_level,
             tolerations: f.tolerations.clone(),
+            node_labels: f.node_labels.clone(),
             ..Tree::default()
         };
         let members: Vec<(u32, &NodeRec)> = self

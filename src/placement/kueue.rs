@@ -71,8 +71,8 @@ impl Search<'_, '_> {
         let t = self.ctx.t;
         let dom = &t.doms[d as usize];
         let keep = (dom.level + 1).max(0) as usize;
-        let (cap, mut path) = match dom.node.and_then(|n| self.ctx.inv.node(n)) {
-            Some(node) => {
+        let (cap, mut path) = match dom.node.and_then(|i| self.ctx.inv.node(i).map(|n| (i, n))) {
+            Some((idx, node)) => {
                 let mut path: Vec<String> = t
                     .levels
                     .iter()
@@ -81,7 +81,7 @@ impl Search<'_, '_> {
                 if !t.hostname_level {
                     path.push(node.name.clone());
                 }
-                (self.ctx.node_fit(node), path)
+                (self.ctx.node_fit_at(idx), path)
             }
             None if dom.node.is_some() => (0, vec![]),
             None => {
@@ -186,12 +186,16 @@ impl Search<'_, '_> {
         }
     }
 
-    /// Kueue's wording, which tooling and users of Kueue already know.
+    /// Kueue's wording, which tooling and users of Kueue already know, with its count
+    /// of the nodes left out and why.
     fn not_fit(&self, fit: i64, n: i64) -> PlacementFailure {
+        let excluded = self.ctx.exclusions().suffix();
         if fit <= 0 {
-            self.fail(format!("doesn't allow to fit any of {n} pod(s)"))
+            self.fail(format!("doesn't allow to fit any of {n} pod(s){excluded}"))
         } else {
-            self.fail(format!("allows to fit only {fit} out of {n} pod(s)"))
+            self.fail(format!(
+                "allows to fit only {fit} out of {n} pod(s){excluded}"
+            ))
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod allocator;
 mod encode;
+mod filter;
 mod inventory;
 mod kueue;
 mod pool;
@@ -18,6 +19,7 @@ pub mod ungate;
 
 pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;
+pub use filter::NodeFilter;
 pub use inventory::{Held, Inventory, NodeChange, NodeSummary, PlacementError, validate_levels};
 pub use pool::{NodePoolSpec, PoolLevel};
 pub use request::{PodSetPlacementRequest, TopologyMode, TopologyRequestError, topology_mode};

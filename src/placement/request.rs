@@ -33,6 +33,9 @@ pub struct PodSetPlacementRequest {
     pub slice: Option<(String, i32)>,
     /// Pod tolerations, checked against node taints.
     pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    /// The pod template's nodeSelector and required node affinity: only nodes that
+    /// satisfy both take pods.
+    pub node_filter: super::filter::NodeFilter,
 }
 
 /// A PodSet's topology mode and optional slice (level, size).

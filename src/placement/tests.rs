@@ -50,6 +50,7 @@ fn req(names: &mut Names, count: i32, gpus: i64, mode: TopologyMode) -> PodSetPl
         mode,
         slice: None,
         tolerations: vec![],
+        node_filter: NodeFilter::default(),
     }
 }
 
@@ -312,4 +313,130 @@ fn a_bad_allocatable_quantity_names_the_node_and_keeps_the_parse_error() {
         ),
         "{source:?}"
     );
+}
+
+/// Adds `key=value` to a node's labels, as `kubectl label` would.
+fn add_label(inv: &mut Inventory, names: &mut Names, n: (&str, &str, &str, i64), kv: (&str, &str)) {
+    let mut node = node(n.0, n.1, n.2, n.3);
+    node.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(kv.0.into(), kv.1.into());
+    inv.upsert_node(names, &node).expect("valid node");
+    inv.ensure_trees();
+}
+
+fn selector_filter(key: &str, value: &str) -> NodeFilter {
+    NodeFilter {
+        node_selector: BTreeMap::from([(key.to_string(), value.to_string())]),
+        required_terms: vec![],
+    }
+}
+
+#[test]
+fn the_pods_node_selector_keeps_them_on_matching_nodes_under_every_strategy() {
+    let nodes = [
+        ("a1", "b1", "r1", 8),
+        ("a2", "b1", "r1", 8),
+        ("c1", "b1", "r2", 8),
+        ("c2", "b1", "r2", 8),
+    ];
+    let (mut inv, mut names) = cluster(&nodes);
+    for n in &nodes[2..] {
+        add_label(&mut inv, &mut names, *n, ("pool", "spot"));
+    }
+    let mut r = req(
+        &mut names,
+        2,
+        8,
+        TopologyMode::Required("cloud/rack".into()),
+    );
+    let spot = BTreeMap::from([("c1".to_string(), 1), ("c2".to_string(), 1)]);
+    for strategy in [Strategy::Kuota, Strategy::KueueBestFit, Strategy::FirstFit] {
+        // Without the selector every strategy takes the first rack, so the selector
+        // is what moves the pods.
+        r.node_filter = NodeFilter::default();
+        let free = inv.find(&names, "tas", &r, strategy).expect("fits");
+        assert_ne!(placed(&inv, &free), spot, "{strategy:?}");
+        r.node_filter = selector_filter("pool", "spot");
+        let got = inv.find(&names, "tas", &r, strategy).expect("fits on spot");
+        assert_eq!(placed(&inv, &got), spot, "{strategy:?}");
+    }
+    // A third pod has no spot node left: the failure says the selector is why.
+    r.count = 3;
+    let err = inv
+        .find(&names, "tas", &r, Strategy::Kuota)
+        .expect_err("only two spot nodes");
+    assert!(
+        err.message
+            .contains("of the flavor's 4 node(s), the pod set's nodeSelector excludes 2"),
+        "{}",
+        err.message
+    );
+    let err = inv
+        .find(&names, "tas", &r, Strategy::KueueBestFit)
+        .expect_err("only two spot nodes");
+    assert!(
+        err.message.ends_with(
+            "allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: nodeSelector: 2"
+        ),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn required_node_affinity_excludes_nodes_and_is_counted_apart_from_the_selector() {
+    let nodes = [("a1", "b1", "r1", 8), ("c1", "b2", "r2", 8)];
+    let (inv, mut names) = cluster(&nodes);
+    let affinity: k8s_openapi::api::core::v1::NodeSelectorTerm =
+        serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{ "key": "cloud/block", "operator": "NotIn", "values": ["b1"] }]
+        }))
+        .expect("fixture");
+    let mut r = req(&mut names, 1, 8, TopologyMode::Unconstrained);
+    r.node_filter.required_terms = vec![affinity];
+    for strategy in [Strategy::Kuota, Strategy::KueueBestFit] {
+        let got = inv.find(&names, "tas", &r, strategy).expect("fits on c1");
+        assert_eq!(placed(&inv, &got), BTreeMap::from([("c1".to_string(), 1)]));
+    }
+    r.count = 2;
+    let err = inv
+        .find(&names, "tas", &r, Strategy::KueueBestFit)
+        .expect_err("a1 is excluded");
+    assert!(
+        err.message
+            .ends_with("Total nodes: 2; excluded: affinity: 1"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn a_selector_the_flavor_labels_already_pin_costs_no_per_node_check() {
+    let flavor = BTreeMap::from([("pool".to_string(), "gpu".to_string())]);
+    let same = selector_filter("pool", "gpu").narrowed_to(&flavor);
+    assert!(same.is_empty(), "{same:?}");
+    let other = selector_filter("pool", "cpu").narrowed_to(&flavor);
+    assert_eq!(other, selector_filter("pool", "cpu"));
+    let term: k8s_openapi::api::core::v1::NodeSelectorTerm =
+        serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{ "key": "pool", "operator": "In", "values": ["gpu", "tpu"] }]
+        }))
+        .expect("fixture");
+    let by_affinity = NodeFilter {
+        node_selector: BTreeMap::new(),
+        required_terms: vec![term],
+    };
+    assert!(by_affinity.narrowed_to(&flavor).is_empty());
+    // A selector every node of the tree happens to match excludes none: the search keeps
+    // its histograms (no allowed-node list).
+    let (inv, _) = cluster(&[("a1", "b1", "r1", 8), ("a2", "b1", "r2", 8)]);
+    let tree = &inv.trees["tas"];
+    let (allowed, counts) = inv.allowed_nodes(tree, &selector_filter("cloud/block", "b1"));
+    assert!(allowed.is_none());
+    assert_eq!(counts, (2, 0, 0));
+    let (allowed, counts) = inv.allowed_nodes(tree, &selector_filter("cloud/rack", "r2"));
+    assert_eq!(allowed.map(|a| a.iter().filter(|x| **x).count()), Some(1));
+    assert_eq!(counts, (2, 1, 0));
 }

@@ -353,6 +353,97 @@ async fn a_tas_gang_is_gated_ungated_onto_its_hosts_and_unmanaged_pods_take_room
     delete_cluster(&client, &ns, &cluster).await;
 }
 
+#[tokio::test]
+async fn a_tas_gang_with_its_own_node_selector_goes_only_to_the_hosts_it_selects() {
+    let _only = controller_lock().await;
+    let client = client().await;
+    ensure_crds(&client).await;
+    let ns = unique_name("tassel");
+    create_namespace(&client, &ns, &[]).await;
+    let cluster = two_racks(&client, &ns).await;
+    let beat = heartbeat(
+        &client,
+        cluster.nodes.iter().map(|(n, _)| n.clone()).collect(),
+    );
+    // Rack 2's nodes get a label the flavor does not name; rack 1 comes first in
+    // topology order, so without the pod's selector the gang would go there.
+    const DISK: &str = "kuota.dev/e2e-disk";
+    let ssd_rack = cluster.nodes[2].1.clone();
+    for (node, rack) in &cluster.nodes {
+        if rack == &ssd_rack {
+            Api::<Node>::all(client.clone())
+                .patch(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {DISK: "ssd"}}})),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("label Node {node}: {e}"));
+        }
+    }
+    let on_ssd = |name: &str, pods: i32| {
+        let mut job = gang(&ns, name, pods);
+        let spec = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
+        spec.expect("pod spec").node_selector = Some(BTreeMap::from([(DISK.into(), "ssd".into())]));
+        job
+    };
+    let (stop, task) = start_controller(&client);
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    jobs.create(&PostParams::default(), &on_ssd("ssd", 2))
+        .await
+        .expect("create Job ssd");
+    let wl = wait_for_workload(&client, &ns, "ssd", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let (_, assigned) = assigned_hosts(&wl);
+    assert_eq!(assigned.values().sum::<i32>(), 2, "{assigned:?}");
+    assert!(
+        assigned.keys().all(|h| rack_of(&cluster, h) == ssd_rack),
+        "only rack {ssd_rack} has ssd nodes: {assigned:?}"
+    );
+    // Each pod is ungated onto its host and keeps its own selector next to the host's.
+    assert_eq!(
+        ungated_hosts(&client, &ns, "ssd", &cluster, 2).await,
+        assigned
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for p in pods
+        .list(&ListParams::default().labels("job-name=ssd"))
+        .await
+        .expect("list pods")
+        .items
+    {
+        let selector = p.spec.unwrap_or_default().node_selector.unwrap_or_default();
+        assert_eq!(
+            selector.get(DISK).map(String::as_str),
+            Some("ssd"),
+            "{selector:?}"
+        );
+    }
+
+    // Three more ssd pods do not fit: rack 2 has room for two, and rack 1, though
+    // empty, is not selected. The message says the selector is why.
+    jobs.create(&PostParams::default(), &on_ssd("more", 3))
+        .await
+        .expect("create Job more");
+    let pending = wait_for_workload(&client, &ns, "more", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let (_, reason, message) = condition(&pending, "QuotaReserved").expect("condition");
+    assert!(
+        message.contains("allows to fit only 2 out of 3 pod(s)")
+            && message.contains("the pod set's nodeSelector excludes 2"),
+        "{reason}: {message}"
+    );
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    beat.abort();
+    delete_cluster(&client, &ns, &cluster).await;
+}
+
 /// Waits until Job `job` runs with the topology gate, Kueue's PodSet label and the
 /// Workload annotation on its pod template.
 async fn assert_started_with_topology_gate(jobs: &Api<Job>, job: &str, wl_name: &str) {

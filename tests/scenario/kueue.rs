@@ -74,6 +74,12 @@ pub struct PodSetSpec {
     /// Extra pod-template annotations (topology requests), verbatim.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The pod template's `nodeSelector`, verbatim.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// The pod template's `affinity`, verbatim.
+    #[serde(default)]
+    pub affinity: Option<Value>,
     /// Flavors of this pod set when restored as admitted (overrides `admitted`).
     #[serde(default)]
     pub admitted: Option<FlavorsSpec>,
@@ -143,6 +149,8 @@ pub fn manifest(spec: &WorkloadSpec) -> Result<String, String> {
             min_count: spec.min_count,
             requests: spec.requests.clone(),
             annotations: BTreeMap::new(),
+            node_selector: BTreeMap::new(),
+            affinity: None,
             admitted: None,
         }];
         &single
@@ -178,9 +186,17 @@ pub fn manifest(spec: &WorkloadSpec) -> Result<String, String> {
         } else {
             format!("metadata: {{annotations: {}}}, ", json(&ps.annotations))
         };
+        let mut constraints = String::new();
+        if !ps.node_selector.is_empty() {
+            let _ = write!(constraints, "nodeSelector: {}, ", json(&ps.node_selector));
+        }
+        if let Some(a) = &ps.affinity {
+            let a = serde_json::to_string(a).map_err(|e| format!("affinity: {e}"))?;
+            let _ = write!(constraints, "affinity: {a}, ");
+        }
         let _ = writeln!(
             y,
-            "    template: {{{meta}spec: {{containers: [{{name: c, resources: {{requests: {}}}}}]}}}}",
+            "    template: {{{meta}spec: {{{constraints}containers: [{{name: c, resources: {{requests: {}}}}}]}}}}",
             json(&requests)
         );
         if let Some(fl) = ps.admitted.as_ref().or(spec.admitted.as_ref()) {
