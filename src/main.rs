@@ -268,6 +268,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             fair_sharing: fair_sharing(args.fair_sharing),
             placement: args.placement,
             preemption_min_runtime: args.preemption_min_runtime_ms,
+            admission_fair_sharing: None,
         },
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
