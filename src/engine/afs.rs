@@ -165,6 +165,17 @@ impl Entry {
         add(&mut self.admitted, usage, sign);
     }
 
+    /// An admission that never landed: its entry penalty comes off again (Kueue's
+    /// SubPenalty on a rollback), or retried admissions would pile penalties up.
+    pub(crate) fn rollback(&mut self, cfg: &AdmissionFairSharing, usage: &Amounts) {
+        let penalty = alpha(cfg.usage_sampling_interval, cfg.usage_half_life);
+        for (r, v) in usage {
+            if let Some(c) = self.usage.consumed.get_mut(r) {
+                *c = (*c - v * penalty).max(0.0);
+            }
+        }
+    }
+
     /// Merges the history a LocalQueue's status carries (after a restart), once.
     pub(crate) fn seed(&mut self, status: &LocalQueueUsage) {
         if self.status_accounted {
@@ -333,6 +344,26 @@ impl Engine {
             _ if settle => entry.settle(now, &cfg, &amounts),
             Charge::Release => entry.charge(now, &cfg, &amounts, -1.0),
             Charge::Admit | Charge::Restore => entry.charge(now, &cfg, &amounts, 1.0),
+        }
+    }
+
+    /// Takes back the entry penalty of admitted workload `id`, whose admission never
+    /// landed (the caller releases its usage next).
+    pub(crate) fn afs_rollback(&mut self, id: WlId) {
+        let Some(cfg) = self.config.admission_fair_sharing.clone() else {
+            return;
+        };
+        let WlState::Admitted(a) = &self.wl(id).state else {
+            return;
+        };
+        if !self.cqs[a.cq as usize].spec.usage_based_afs {
+            return;
+        }
+        let amounts = by_resource(&self.names, &a.usage);
+        let spec = &self.wl(id).spec;
+        let key = (spec.key.namespace.to_string(), spec.queue_name.clone());
+        if let Some(e) = self.afs.get_mut(&key) {
+            e.rollback(&cfg, &amounts);
         }
     }
 

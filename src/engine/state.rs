@@ -392,6 +392,9 @@ impl Engine {
                     .get(&key)
                     .is_some_and(|&id| matches!(self.wl(id).state, WlState::Admitted(_)));
                 if admitted {
+                    if let Some(&id) = self.wl_index.get(&key) {
+                        self.afs_rollback(id);
+                    }
                     self.release(&key, false);
                 }
             }
