@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use kuota::engine::{EngineConfig, FairPreemptionStrategy};
+use kuota::engine::{AdmissionFairSharing, EngineConfig, FairPreemptionStrategy};
 use kuota::placement::Strategy;
 use kuota::sim::{self, Scenario, SimConfig, SourceFile};
 
@@ -89,12 +89,17 @@ struct SimulateArgs {
     /// preempted (0 = Kueue's behaviour). See docs/simulator.md.
     #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
     preemption_min_runtime_ms: i64,
+    /// Turn on Kueue's admission fair sharing with this usageHalfLifeTime (and Kueue's
+    /// default 5 min usageSamplingInterval): ClusterQueues whose admissionScope says
+    /// UsageBasedAdmissionFairSharing take heads from their least-used LocalQueue.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(0..))]
+    admission_fair_sharing_half_life_ms: Option<i64>,
     /// Write an SVG chart of usage and queue depth over time per ClusterQueue (or cohort).
     #[arg(long, value_name = "FILE.svg")]
     chart: Option<PathBuf>,
     /// Run a second configuration over the same workload and print both side by side:
     /// placement=STRATEGY, fair-sharing=true|false, eviction-delay-ms=MS,
-    /// scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
+    /// admission-fair-sharing-half-life-ms=MS|off, scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
     #[arg(long, value_name = "KEY=VALUE")]
     compare: Vec<String>,
     /// Serve Kueue's metrics of the run on http://ADDR/metrics, and keep serving
@@ -118,6 +123,7 @@ impl Default for SimulateArgs {
             placement: Strategy::Kuota,
             fair_sharing: false,
             preemption_min_runtime_ms: 0,
+            admission_fair_sharing_half_life_ms: None,
             chart: None,
             compare: Vec::new(),
             metrics_addr: None,
@@ -146,7 +152,7 @@ enum SimulateError {
     #[error("{0}")]
     NotAnInteger(#[source] std::num::ParseIntError),
     #[error(
-        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, scenario, scenario-dir)"
+        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, admission-fair-sharing-half-life-ms, scenario, scenario-dir)"
     )]
     UnknownCompareKey(String),
     #[error("--scenario {name:?}: no such built-in scenario (built-in: {builtin})")]
@@ -187,6 +193,15 @@ fn strategy_name(s: Strategy) -> &'static str {
         Strategy::KueueBestFit => "kueue-bestfit",
         Strategy::FirstFit => "first-fit",
     }
+}
+
+/// `--admission-fair-sharing-half-life-ms`: Kueue's admissionFairSharing with that
+/// half-life and its other defaults.
+fn admission_fair_sharing(half_life_ms: Option<i64>) -> Option<AdmissionFairSharing> {
+    half_life_ms.map(|ms| AdmissionFairSharing {
+        usage_half_life: ms,
+        ..AdmissionFairSharing::default()
+    })
 }
 
 /// `--fair-sharing`: Kueue's `fairSharing.enable` with its default preemption strategies.
@@ -268,6 +283,9 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             fair_sharing: fair_sharing(args.fair_sharing),
             placement: args.placement,
             preemption_min_runtime: args.preemption_min_runtime_ms,
+            admission_fair_sharing: admission_fair_sharing(
+                args.admission_fair_sharing_half_life_ms,
+            ),
         },
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
@@ -289,6 +307,9 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     let mut label_a = format!("placement={}", strategy_name(args.placement));
     if args.fair_sharing {
         label_a.push_str(",fair-sharing");
+    }
+    if let Some(ms) = args.admission_fair_sharing_half_life_ms {
+        label_a.push_str(&format!(",admission-fair-sharing-half-life-ms={ms}"));
     }
     if args.preemption_min_runtime_ms > 0 {
         label_a.push_str(&format!(
@@ -399,6 +420,16 @@ fn compare_config(
                     .parse::<u32>()
                     .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
                     .into();
+            }
+            "admission-fair-sharing-half-life-ms" => {
+                cfg.engine.admission_fair_sharing = if v == "off" {
+                    None
+                } else {
+                    let ms = v
+                        .parse::<u32>()
+                        .map_err(|e| bad(SimulateError::NotAnInteger(e)))?;
+                    admission_fair_sharing(Some(ms.into()))
+                };
             }
             "scenario" | "scenario-dir" => {
                 let b = SimulateArgs {
@@ -561,6 +592,7 @@ mod tests {
                 "placement=kueue-bestfit".into(),
                 "fair-sharing=true".into(),
                 "eviction-delay-ms=500".into(),
+                "admission-fair-sharing-half-life-ms=60000".into(),
                 "scenario=kueue-tas".into(),
             ],
             ..SimulateArgs::default()
@@ -572,8 +604,22 @@ mod tests {
         assert_eq!(b.engine.placement, Strategy::KueueBestFit);
         assert!(b.engine.fair_sharing.is_some());
         assert_eq!(b.eviction_delay_ms, 500);
+        let afs = b
+            .engine
+            .admission_fair_sharing
+            .expect("admission fair sharing on");
+        assert_eq!(afs.usage_half_life, 60_000);
+        // Kueue's default sampling interval, 5 minutes.
+        assert_eq!(afs.usage_sampling_interval, 300_000);
         assert_eq!(cfg.engine.placement, Strategy::Kuota);
-        for bad in ["placement", "placement=best", "seed=1", "scenario=nope"] {
+        assert!(cfg.engine.admission_fair_sharing.is_none());
+        for bad in [
+            "placement",
+            "placement=best",
+            "seed=1",
+            "scenario=nope",
+            "admission-fair-sharing-half-life-ms=soon",
+        ] {
             let args = SimulateArgs {
                 compare: vec![bad.into()],
                 ..SimulateArgs::default()

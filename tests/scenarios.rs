@@ -253,6 +253,16 @@ impl<'a> Runner<'a> {
                 fair_sharing,
                 preemption_min_runtime: sc.config.preemption_min_runtime_ms.unwrap_or(0),
                 placement,
+                admission_fair_sharing: sc.config.admission_fair_sharing.as_ref().map(|a| {
+                    let defaults = kuota::engine::AdmissionFairSharing::default();
+                    kuota::engine::AdmissionFairSharing {
+                        usage_half_life: a.usage_half_life_ms.unwrap_or(defaults.usage_half_life),
+                        usage_sampling_interval: a
+                            .usage_sampling_interval_ms
+                            .unwrap_or(defaults.usage_sampling_interval),
+                        resource_weights: a.resource_weights.clone(),
+                    }
+                }),
             }),
             now: 0,
             placement: chosen,

@@ -46,7 +46,7 @@ pub struct Configuration {
     pub queue_visibility: Option<Ignored>,
     pub multi_kueue: Option<Ignored>,
     pub fair_sharing: Option<FairSharing>,
-    pub admission_fair_sharing: Option<Ignored>,
+    pub admission_fair_sharing: Option<AdmissionFairSharing>,
     pub resources: Option<Ignored>,
     pub feature_gates: Option<BTreeMap<String, bool>>,
     pub object_retention_policies: Option<Ignored>,
@@ -73,10 +73,6 @@ impl Configuration {
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
         note(self.multi_kueue.is_some(), "multiKueue");
-        note(
-            self.admission_fair_sharing.is_some(),
-            "admissionFairSharing",
-        );
         note(self.resources.is_some(), "resources");
         note(self.feature_gates.is_some(), "featureGates");
         note(
@@ -169,6 +165,15 @@ pub struct FairSharing {
     #[serde(default)]
     pub enable: bool,
     pub preemption_strategies: Option<Vec<String>>,
+}
+
+/// Kueue's `admissionFairSharing` (durations as Go duration strings).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdmissionFairSharing {
+    pub usage_half_life_time: Option<String>,
+    pub usage_sampling_interval: Option<String>,
+    pub resource_weights: Option<BTreeMap<String, f64>>,
 }
 
 /// Every framework name Kueue's v1beta1 `integrations.frameworks` accepts.

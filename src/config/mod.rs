@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use serde::de::DeserializeOwned;
 
 use crate::api::validate::{FieldError, IS_NEGATIVE_MSG, Path};
-use crate::engine::{EngineConfig, FairPreemptionStrategy};
+use crate::engine::{AdmissionFairSharing, EngineConfig, FairPreemptionStrategy};
 use crate::placement::Strategy;
 use crate::webhook::server::parse_duration;
 
@@ -218,6 +218,7 @@ impl Settings {
                 fair_sharing: fair_sharing(cfg.fair_sharing.as_ref(), &mut errs),
                 placement: placement(own.placement.as_ref(), &mut errs),
                 preemption_min_runtime: min_runtime(own.preemption_protection.as_ref(), &mut errs),
+                admission_fair_sharing: admission_fair_sharing(cfg, &mut errs),
             },
             frameworks,
             unsupported_frameworks,
@@ -401,6 +402,54 @@ fn fair_sharing(
         }
     };
     Some(strategies)
+}
+
+/// Kueue's `admissionFairSharing` with its defaults and validation (pkg/config
+/// validation.go); off when absent or when `featureGates.AdmissionFairSharing` is false
+/// (the gate is on by default since Kueue 0.15).
+fn admission_fair_sharing(
+    cfg: &kueue::Configuration,
+    errs: &mut Vec<FieldError>,
+) -> Option<AdmissionFairSharing> {
+    let afs = cfg.admission_fair_sharing.as_ref()?;
+    let path = Path::new("admissionFairSharing");
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let half_life_path = path.child("usageHalfLifeTime");
+    let half_life = duration(afs.usage_half_life_time.as_deref(), &half_life_path, errs);
+    let interval_path = path.child("usageSamplingInterval");
+    let interval = match afs.usage_sampling_interval.as_deref() {
+        Some(text) if text.trim_start().starts_with('-') => {
+            errs.push(FieldError::invalid(
+                &interval_path,
+                text,
+                "must be greater than 0",
+            ));
+            None
+        }
+        text => duration(text, &interval_path, errs),
+    };
+    let mut resource_weights = std::collections::BTreeMap::new();
+    for (name, w) in afs.resource_weights.iter().flatten() {
+        if *w < 0.0 || !w.is_finite() {
+            let p = path.child("resourceWeights").key(name);
+            errs.push(FieldError::invalid_num(&p, w, IS_NEGATIVE_MSG));
+        }
+        resource_weights.insert(name.clone(), *w);
+    }
+    let gate = cfg
+        .feature_gates
+        .as_ref()
+        .and_then(|g| g.get("AdmissionFairSharing").copied())
+        .unwrap_or(true);
+    let defaults = AdmissionFairSharing::default();
+    gate.then(|| AdmissionFairSharing {
+        usage_half_life: half_life.map_or(defaults.usage_half_life, ms),
+        // Kueue defaults a zero or missing interval to 5m.
+        usage_sampling_interval: interval
+            .filter(|d| !d.is_zero())
+            .map_or(defaults.usage_sampling_interval, ms),
+        resource_weights,
+    })
 }
 
 fn placement(p: Option<&kuota::Placement>, errs: &mut Vec<FieldError>) -> Strategy {

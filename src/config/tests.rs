@@ -369,3 +369,48 @@ fn files_load_and_merge() {
     assert!(e.contains("missing.yaml: cannot read"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn admission_fair_sharing_is_read_with_kueues_defaults() {
+    let s = ok(
+        "admissionFairSharing:\n  usageHalfLifeTime: 168h\n  resourceWeights: {nvidia.com/gpu: 10}\n",
+    );
+    let afs = s.engine.admission_fair_sharing.expect("on");
+    assert_eq!(afs.usage_half_life, 168 * 3600 * 1000);
+    // Kueue defaults the sampling interval to 5 minutes.
+    assert_eq!(afs.usage_sampling_interval, 5 * 60 * 1000);
+    assert_eq!(afs.resource_weights["nvidia.com/gpu"], 10.0);
+    assert!(!s.ignored.iter().any(|f| f == "admissionFairSharing"));
+    let s = ok("admissionFairSharing: {usageHalfLifeTime: 10s, usageSamplingInterval: 1s}\n");
+    let afs = s.engine.admission_fair_sharing.expect("on");
+    assert_eq!(
+        (afs.usage_half_life, afs.usage_sampling_interval),
+        (10_000, 1_000)
+    );
+    // Absent, or the feature gate off: Kueue's order, whatever the ClusterQueues say.
+    assert!(ok("").engine.admission_fair_sharing.is_none());
+    let off = "admissionFairSharing: {usageHalfLifeTime: 10s}\nfeatureGates: {AdmissionFairSharing: false}\n";
+    assert!(ok(off).engine.admission_fair_sharing.is_none());
+}
+
+#[test]
+fn admission_fair_sharing_bad_values_name_the_field() {
+    let e = err("admissionFairSharing: {usageHalfLifeTime: -1s}\n");
+    assert!(e.contains("admissionFairSharing.usageHalfLifeTime"), "{e}");
+    let e = err("admissionFairSharing: {usageSamplingInterval: -5m}\n");
+    assert!(
+        e.contains("admissionFairSharing.usageSamplingInterval"),
+        "{e}"
+    );
+    assert!(e.contains("must be greater than 0"), "{e}");
+    let e = err("admissionFairSharing: {resourceWeights: {cpu: -1}}\n");
+    assert!(
+        e.contains("admissionFairSharing.resourceWeights[cpu]"),
+        "{e}"
+    );
+    let e = err("admissionFairSharing: {usageHalfLife: 1h}\n");
+    assert!(
+        e.contains("admissionFairSharing") && e.contains("usageHalfLife"),
+        "{e}"
+    );
+}

@@ -416,4 +416,137 @@ mod tests {
             *at - last_change
         );
     }
+
+    /// Answers the LocalQueue's status patches (recorded) and every request about
+    /// Workload w0 (its admission lands); anything else gets 404.
+    async fn serve_local_queue(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        writes: Arc<Mutex<Vec<Value>>>,
+    ) {
+        while let Some((req, send)) = handle.next_request().await {
+            let path = req.uri().path().to_string();
+            let reply =
+                if path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/localqueues/lq/status" {
+                    let bytes = req.into_body().collect_bytes().await.expect("body");
+                    writes
+                        .lock()
+                        .expect("writes")
+                        .push(serde_json::from_slice(&bytes).expect("json"));
+                    Some(local_queue())
+                } else if path.contains("/workloads/w0") {
+                    let mut w = workload(0);
+                    w["metadata"]["resourceVersion"] = json!("2");
+                    Some(w)
+                } else {
+                    None
+                };
+            let response = match reply {
+                Some(v) => Response::builder()
+                    .body(Body::from(serde_json::to_vec(&v).expect("json")))
+                    .expect("ok"),
+                None => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Failure", "reason": "NotFound", "code": 404});
+                    Response::builder()
+                        .status(404)
+                        .body(Body::from(serde_json::to_vec(&status).expect("json")))
+                        .expect("404")
+                }
+            };
+            send.send_response(response);
+        }
+    }
+
+    fn local_queue() -> Value {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "team", "resourceVersion": "1"},
+            "spec": {"clusterQueue": "cq"}})
+    }
+
+    /// Admission fair sharing: once a workload of the LocalQueue is admitted in a
+    /// usage-based ClusterQueue, the queue status writer puts the LocalQueue's consumed
+    /// resources (its entry penalty: 1 cpu x (1 - 0.5^(1s/10s)) = 66m, rounded down as
+    /// Kueue rounds) in `status.fairSharing.admissionFairSharingStatus`, with
+    /// `lastUpdate`, once: nothing changes afterwards, so nothing more is written.
+    #[tokio::test(start_paused = true)]
+    async fn local_queue_status_carries_admission_fair_sharing_usage() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let server = tokio::spawn(serve_local_queue(handle, writes.clone()));
+
+        let mut cq = cluster_queue();
+        cq["spec"]["admissionScope"] = json!({"admissionMode": "UsageBasedAdmissionFairSharing"});
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = json!("4");
+        let mut cq_store = reflector::store::Writer::new(Kind::ClusterQueue.api_resource());
+        cq_store.apply_watcher_event(&watcher::Event::Apply(object::<DynamicObject>(cq.clone())));
+        let mut lq_store = reflector::store::Writer::new(Kind::LocalQueue.api_resource());
+        lq_store.apply_watcher_event(&watcher::Event::Apply(object::<DynamicObject>(
+            local_queue(),
+        )));
+        let (mut stores, _writers) = watch::stores();
+        stores.cluster_queues = cq_store.as_reader();
+        stores.local_queues = lq_store.as_reader();
+        // Three attempts: the first finds the Workload missing from the (empty) watch
+        // cache and the second reads it from the API server.
+        let actuators = Actuators {
+            writer: Arc::new(Writer::new(client, 4, 3)),
+            recorder: Recorder::disabled(),
+            stores,
+        };
+        let config = EngineConfig {
+            admission_fair_sharing: Some(crate::engine::AdmissionFairSharing {
+                usage_half_life: 10_000,
+                usage_sampling_interval: 1_000,
+                resource_weights: Default::default(),
+            }),
+            ..EngineConfig::default()
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let task = EngineTask::new(
+            config,
+            Metrics::default(),
+            rx,
+            tx.clone(),
+            &[],
+            actuators,
+            Duration::from_secs(1),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(task.run(async {
+            let _ = stopped.await;
+        }));
+        let setup = [
+            Event::ResourceFlavorUpserted(object(
+                json!({"metadata": {"name": "default"}, "spec": {}}),
+            )),
+            Event::ClusterQueueUpserted(object(cq)),
+            Event::LocalQueueUpserted(object(local_queue())),
+            Event::NamespaceUpserted {
+                name: "team".into(),
+                labels: Default::default(),
+            },
+            Event::WorkloadUpserted(object(workload(0))),
+        ];
+        for e in setup {
+            tx.send(Input::event(e)).await.expect("engine task");
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let _ = stop.send(());
+        running
+            .await
+            .expect("engine task")
+            .expect("stopped cleanly");
+        server.abort();
+
+        let writes = writes.lock().expect("writes").clone();
+        let with_usage: Vec<&Value> = writes
+            .iter()
+            .filter(|b| b["status"]["fairSharing"].is_object())
+            .collect();
+        assert_eq!(with_usage.len(), 1, "{writes:?}");
+        let afs = &with_usage[0]["status"]["fairSharing"]["admissionFairSharingStatus"];
+        assert_eq!(afs["consumedResources"], json!({"cpu": "66m"}), "{afs}");
+        assert!(afs["lastUpdate"].is_string(), "{afs}");
+    }
 }

@@ -96,6 +96,7 @@ impl Engine {
         self.inventory.ensure_trees();
         self.park_inactive();
         self.expire(now);
+        self.afs_catch_up(now);
         // Sized for a few failing shapes and one admission per ClusterQueue: growing
         // these maps mid-cycle (rehashing) cost more than filling them.
         let mut st = CycleState {
@@ -186,6 +187,14 @@ impl Engine {
     fn run_pass(&mut self, pass: Pass, st: &mut CycleState) {
         let n = self.cqs.len();
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
+        // Queues ordered by LocalQueue usage walk their heads their own way; without
+        // admission fair sharing this stays empty and costs nothing.
+        let mut afs: Vec<Option<super::afs::Cursor>> =
+            if self.config.admission_fair_sharing.is_some() {
+                (0..n as CqId).map(|c| self.afs_cursor(c)).collect()
+            } else {
+                Vec::new()
+            };
         let mut open: Vec<CqId> = (0..n as CqId)
             .filter(|&c| !self.cqs[c as usize].deleted && self.cqs[c as usize].queue.has_active())
             .collect();
@@ -193,7 +202,8 @@ impl Engine {
             let mut heads = Vec::with_capacity(open.len());
             let mut still_open = Vec::with_capacity(open.len());
             for &c in &open {
-                if let Some(id) = self.next_head(c, &mut cursor[c as usize], st) {
+                let afs_cursor = afs.get_mut(c as usize).and_then(Option::as_mut);
+                if let Some(id) = self.next_head(c, &mut cursor[c as usize], afs_cursor, st) {
                     if !st.held.is_empty() {
                         self.release_held(c, st);
                     }
@@ -309,12 +319,19 @@ impl Engine {
         &mut self,
         c: CqId,
         cursor: &mut Option<QueueKey>,
+        mut afs: Option<&mut super::afs::Cursor>,
         st: &mut CycleState,
     ) -> Option<WlId> {
         let strict = self.cqs[c as usize].spec.strict_fifo;
         loop {
-            let key = self.cqs[c as usize].queue.next_after(cursor.as_ref())?;
-            *cursor = Some(key);
+            let key = match afs.as_deref_mut() {
+                Some(a) => self.afs_next(c, a)?,
+                None => {
+                    let key = self.cqs[c as usize].queue.next_after(cursor.as_ref())?;
+                    *cursor = Some(key);
+                    key
+                }
+            };
             let id = key.3;
             if self.waiting_for_victims(id) {
                 if strict {
@@ -885,6 +902,9 @@ impl Engine {
             workload: key,
             admission,
         });
+        if self.config.admission_fair_sharing.is_some() {
+            self.afs_charge(id, &a.usage, super::afs::Charge::Admit);
+        }
         preempt::note_admission(self, c, id);
         Ok(())
     }

@@ -61,6 +61,9 @@ pub struct EngineConfig {
     /// at again when the first of them has run this long ([`Engine::next_wakeup`]).
     /// Like KAI's `preemptMinRuntime` and Kueue's proposed `minAdmitDuration`.
     pub preemption_min_runtime: Millis,
+    /// Kueue's `admissionFairSharing` (with the AdmissionFairSharing feature gate on);
+    /// `None` = off, and then ClusterQueues' `admissionScope` changes nothing.
+    pub admission_fair_sharing: Option<AdmissionFairSharing>,
 }
 
 /// Something that happened in the cluster, fed to [`Engine::apply`].
@@ -274,6 +277,7 @@ pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedS
 // Internals stay inside the crate: the shells, tests/, benches/ and examples reach the
 // engine only through `Engine`, its events, decisions, config and reports.
 mod admission;
+pub(crate) mod afs;
 mod classical;
 mod cycle;
 pub(crate) mod explain;
@@ -292,6 +296,7 @@ pub(crate) mod resources;
 mod state;
 mod topology;
 
+pub use afs::{AdmissionFairSharing, LocalQueueUsage, quantity_string as afs_quantity};
 pub use state::{Engine, EngineError, InvalidObject};
 
 #[cfg(test)]

@@ -99,6 +99,9 @@ pub struct CqSpec {
     /// AdmissionChecks named by `spec.admissionChecksStrategy`, in order, without repeats.
     /// kuota runs no admission checks, so a queue naming any stays inactive.
     pub admission_checks: Vec<String>,
+    /// `admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: its queue is
+    /// ordered by LocalQueue usage when admission fair sharing is configured.
+    pub usage_based_afs: bool,
 }
 
 impl CqSpec {
@@ -137,7 +140,7 @@ fn quantity(
     })
 }
 
-fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
+pub(crate) fn weight(fs: &Option<api::FairSharing>, field: &str) -> Result<i64, ModelError> {
     match fs.as_ref().and_then(|f| f.weight.as_ref()) {
         // A weight is no resource: milli-units, so 0.5 stays distinct from 1.
         Some(w) => parse_milli(w).map_err(|source| ModelError::Quantity {
@@ -239,6 +242,9 @@ impl CqSpec {
             weight: weight(&s.fair_sharing, "spec")?,
             flavor_names,
             admission_checks: admission_check_names(s),
+            usage_based_afs: s.admission_scope.as_ref().is_some_and(|a| {
+                a.admission_mode == api::AdmissionMode::UsageBasedAdmissionFairSharing
+            }),
         })
     }
 }

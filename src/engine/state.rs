@@ -130,6 +130,8 @@ pub(crate) struct Inactive {
 pub(crate) struct LocalQueueInfo {
     pub cluster_queue: String,
     pub stop: StopPolicy,
+    /// `spec.fairSharing.weight` as a number (Kueue's AsApproximateFloat64; default 1).
+    pub weight: f64,
 }
 
 /// The admission engine. See the module docs of [`crate::engine`].
@@ -188,6 +190,8 @@ pub struct Engine {
     pub(crate) pod_set_pool: super::intern::Shared<[super::model::PodSetReq]>,
     /// What pods outside the engine's placements use on nodes.
     pub(crate) non_tas: super::pods::NonTasPods,
+    /// Admission fair sharing: each LocalQueue's decayed consumption (empty when off).
+    pub(crate) afs: BTreeMap<(String, String), super::afs::Entry>,
 }
 
 impl Engine {
@@ -229,6 +233,7 @@ impl Engine {
             non_tas: super::pods::NonTasPods::default(),
             wakeups: BTreeMap::new(),
             expiries: BTreeMap::new(),
+            afs: BTreeMap::new(),
         }
     }
 
@@ -319,7 +324,12 @@ impl Engine {
                 let info = LocalQueueInfo {
                     cluster_queue: lq.spec.cluster_queue.clone(),
                     stop: lq.spec.stop_policy.unwrap_or_default(),
+                    weight: super::model::weight(&lq.spec.fair_sharing, "spec")
+                        .map_err(|e| invalid("LocalQueue", &format!("{}/{}", key.0, key.1), e))?
+                        as f64
+                        / 1000.0,
                 };
+                self.afs_seed(&key, &lq)?;
                 let draining = info.stop == StopPolicy::HoldAndDrain
                     && self
                         .local_queues
@@ -382,6 +392,9 @@ impl Engine {
                     .get(&key)
                     .is_some_and(|&id| matches!(self.wl(id).state, WlState::Admitted(_)));
                 if admitted {
+                    if let Some(&id) = self.wl_index.get(&key) {
+                        self.afs_rollback(id);
+                    }
                     self.release(&key, false);
                 }
             }
@@ -524,6 +537,7 @@ impl Engine {
         let node = self.cqs[cq as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.cqs[cq as usize].admitted.insert(id);
+        self.afs_charge(id, &a.usage, super::afs::Charge::Restore);
         // Its maximum execution time counts from now too (Kueue counts from the
         // Admitted condition, which the shell does not hand over).
         if let Some(t) = self.wl(id).spec.max_execution {
@@ -754,10 +768,9 @@ impl Engine {
     pub fn next_wakeup(&self) -> Option<Millis> {
         let protection = self.wakeups.keys().next().copied();
         let expiry = self.expiries.keys().next().copied();
-        match (protection, expiry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // Admission fair sharing: a sampling that could reorder a ClusterQueue's heads.
+        let sampling = self.afs_wakeup();
+        [protection, expiry, sampling].into_iter().flatten().min()
     }
 
     /// The ClusterQueues under root cohort `root` (one alone when it has no cohort).
@@ -835,6 +848,7 @@ impl Engine {
         let state = std::mem::replace(&mut self.wl_mut(id).state, WlState::Pending);
         match state {
             WlState::Admitted(a) | WlState::Evicting(a) => {
+                self.afs_charge(id, &a.usage, super::afs::Charge::Release);
                 let node = self.cqs[a.cq as usize].node;
                 self.tree.remove_amounts(node, &a.usage);
                 let held_nodes = self.inventory.holds(id);

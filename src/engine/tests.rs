@@ -630,3 +630,124 @@ spec:
     e.schedule(30_700);
     assert_eq!(pending_message(&e, "limited").0, PendingReason::Inactive);
 }
+
+/// A StrictFIFO ClusterQueue ordered by LocalQueue usage (8 cpu), with LocalQueues `a`
+/// (no history) and `b` (8 cpu consumed before, from its status).
+fn afs_engine(afs: bool) -> Engine {
+    let config = EngineConfig {
+        admission_fair_sharing: afs.then(|| AdmissionFairSharing {
+            usage_half_life: 10_000,
+            usage_sampling_interval: 1_000,
+            resource_weights: BTreeMap::new(),
+        }),
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(config);
+    let objects = [
+        Event::ResourceFlavorUpserted(obj("metadata: {name: default}\nspec: {}")),
+        Event::ClusterQueueUpserted(obj(
+            "metadata: {name: cq}\nspec: {namespaceSelector: {}, queueingStrategy: StrictFIFO, \
+             admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}, resourceGroups: \
+             [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 8}]}]}]}",
+        )),
+        Event::LocalQueueUpserted(obj(
+            "metadata: {name: a, namespace: ns}\nspec: {clusterQueue: cq}",
+        )),
+        Event::LocalQueueUpserted(obj(
+            "metadata: {name: b, namespace: ns}\nspec: {clusterQueue: cq}\nstatus: {fairSharing: \
+             {admissionFairSharingStatus: {consumedResources: {cpu: \"8\"}, lastUpdate: \"2026-01-01T00:00:00Z\"}}}",
+        )),
+    ];
+    for ev in objects {
+        e.apply(0, ev).unwrap();
+    }
+    e
+}
+
+/// Under StrictFIFO a blocked head holds its whole ClusterQueue, and which LocalQueue's
+/// workload is the head changes with the decaying usage alone. The engine asks to wake at
+/// each sampling while that can happen, and admits the small workload at the first
+/// sampling where its LocalQueue has become the less used one (16 s: lq a approaches the
+/// 4 cpu it runs, lq b's 8 cpu of history halves every 10 s).
+#[test]
+fn admission_fair_sharing_wakes_at_the_sampling_that_changes_the_head() {
+    let mut e = afs_engine(true);
+    e.apply(0, wl("run", "a", "4", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(0)), vec!["run"]);
+    assert_eq!(e.next_wakeup(), None, "nothing waits: no sampling matters");
+    e.apply(10, wl("a-big", "a", "6", 0)).unwrap();
+    e.apply(10, wl("b-small", "b", "2", 0)).unwrap();
+    assert!(
+        admitted(&e.schedule(10)).is_empty(),
+        "a-big is the head, and blocks"
+    );
+    let mut admitted_at = None;
+    while let Some(t) = e.next_wakeup() {
+        assert!(t <= 60_000, "woke up too late");
+        if !admitted(&e.schedule(t)).is_empty() {
+            admitted_at = Some(t);
+            break;
+        }
+    }
+    assert_eq!(admitted_at, Some(16_000));
+    let a = e.local_queue_usage("ns", "a").expect("lq a has a history");
+    let b = e.local_queue_usage("ns", "b").expect("lq b has a history");
+    // lq a: its entry penalty, then 16 samplings towards the 4 cpu it runs; lq b: its
+    // 8 cpu halved 1.6 times, plus b-small's entry penalty.
+    let penalty = 1.0 - 0.5f64.powf(0.1);
+    let decayed = 0.5f64.powf(1.6);
+    assert!((a.consumed["cpu"] - (4.0 - (4.0 - 4.0 * penalty) * decayed)).abs() < 1e-9);
+    assert!((b.consumed["cpu"] - (8.0 * decayed + 2.0 * penalty)).abs() < 1e-9);
+    // Once both LocalQueues' heads are gone or alone, no sampling matters any more.
+    e.apply(
+        16_000,
+        Event::WorkloadDeleted(WorkloadKey::new("ns", "a-big")),
+    )
+    .unwrap();
+    e.schedule(16_000);
+    assert_eq!(e.next_wakeup(), None);
+}
+
+/// Without the configuration the same ClusterQueue ignores usage: FIFO, no wake-ups.
+#[test]
+fn without_admission_fair_sharing_the_queue_is_plain_fifo_and_never_wakes() {
+    let mut e = afs_engine(false);
+    e.apply(0, wl("run", "a", "4", 0)).unwrap();
+    e.schedule(0);
+    e.apply(10, wl("b-old", "b", "6", 0)).unwrap();
+    e.apply(20, wl("a-small", "a", "2", 0)).unwrap();
+    assert!(
+        admitted(&e.schedule(20)).is_empty(),
+        "b-old is the head, and blocks"
+    );
+    assert_eq!(e.next_wakeup(), None);
+    assert_eq!(e.local_queue_usage("ns", "a"), None);
+}
+
+/// A restart: the engine is rebuilt from the API server, where a LocalQueue's status
+/// carries its history. The rebuilt engine orders heads as the old one would have.
+#[test]
+fn a_restart_keeps_the_usage_history_from_the_local_queue_status() {
+    let mut e = afs_engine(true);
+    // lq b's 8 cpu of history (from its status) puts lq a first, although b's is older.
+    e.apply(0, wl("b-old", "b", "8", 0)).unwrap();
+    e.apply(1, wl("a-new", "a", "8", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(1)), vec!["a-new"]);
+}
+
+/// An admission whose write never lands is retried; its entry penalty comes off again,
+/// so the retries do not pile up usage on its LocalQueue.
+#[test]
+fn a_failed_admission_takes_its_entry_penalty_back() {
+    let mut e = afs_engine(true);
+    e.apply(0, wl("run", "a", "4", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(0)), vec!["run"]);
+    let first = e.local_queue_usage("ns", "a").expect("history").consumed["cpu"];
+    for _ in 0..3 {
+        e.apply(0, Event::AdmissionFailed(WorkloadKey::new("ns", "run")))
+            .unwrap();
+        assert_eq!(admitted(&e.schedule(0)), vec!["run"]);
+    }
+    let again = e.local_queue_usage("ns", "a").expect("history").consumed["cpu"];
+    assert!((again - first).abs() < 1e-9, "{first} then {again}");
+}

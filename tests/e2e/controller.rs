@@ -401,3 +401,88 @@ async fn a_cluster_queue_naming_admission_checks_reports_itself_inactive() {
         "{message}"
     );
 }
+
+/// A LocalQueue's admission fair sharing history: consumed cpu in milli, and lastUpdate.
+async fn afs_history(
+    api: &Api<kuota::api::LocalQueue>,
+) -> Option<(i64, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)> {
+    let lq = api.get("lq").await.ok()?;
+    let afs = lq.status?.fair_sharing?.admission_fair_sharing_status?;
+    let cpu = afs.consumed_resources.get("cpu")?;
+    let milli = kuota::api::quantity::parse_milli(cpu).ok()?;
+    Some((milli, afs.last_update))
+}
+
+/// Admission fair sharing end to end: in a ClusterQueue with `admissionScope:
+/// UsageBasedAdmissionFairSharing`, an admission shows up in its LocalQueue's
+/// `status.fairSharing.admissionFairSharingStatus`, and a restarted controller carries that
+/// history on (it reads the status back) instead of starting from nothing.
+#[tokio::test]
+async fn a_local_queue_reports_its_admission_fair_sharing_usage_across_a_restart() {
+    let _only = controller_lock().await;
+    let scope = json!({"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}});
+    let fx = QueueFixture::with_queue_spec("ctl-afs", "1", scope).await;
+    let (client, ns) = (fx.client.clone(), fx.ns.clone());
+    let config = || ControllerConfig {
+        engine: kuota::engine::EngineConfig {
+            admission_fair_sharing: Some(kuota::engine::AdmissionFairSharing {
+                usage_half_life: 10_000,
+                usage_sampling_interval: 1_000,
+                resource_weights: Default::default(),
+            }),
+            ..Default::default()
+        },
+        ..ControllerConfig::default()
+    };
+    let local_queues = Api::<kuota::api::LocalQueue>::namespaced(client.clone(), &ns);
+
+    let (stop, task) = start_controller_with(&client, config());
+    let mut first = job(&ns, "first", "600m");
+    first.spec.get_or_insert_with(Default::default).suspend = Some(true);
+    Api::<Job>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &first)
+        .await
+        .expect("create Job first");
+    wait_for_workload(&client, &ns, "first", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    // Its entry penalty: 600m x (1 - 0.5^(1s/10s)) = 40m, then growing towards 600m.
+    let mut before = None;
+    for _ in 0..300 {
+        before = afs_history(&local_queues).await.filter(|(m, _)| *m >= 40);
+        if before.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (before_milli, before_update) =
+        before.expect("the LocalQueue's consumedResources never showed the admission");
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    // lastUpdate has second precision: let the restart fall in a later second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let (stop, task) = start_controller_with(&client, config());
+    // The new controller writes the history it restored (anchored at its own start, as
+    // Kueue anchors it): never less than what the status said.
+    let mut after = None;
+    for _ in 0..300 {
+        after = afs_history(&local_queues)
+            .await
+            .filter(|(_, at)| *at != before_update);
+        if after.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (after_milli, _) =
+        after.expect("the restarted controller never wrote the LocalQueue's history");
+    assert!(
+        after_milli >= before_milli,
+        "the history went from {before_milli}m to {after_milli}m across the restart"
+    );
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    fx.teardown().await;
+}

@@ -44,6 +44,21 @@ pub struct Config {
     pub preemption_min_runtime_ms: Option<i64>,
     /// Topology placement strategy: `kuota` (default), `kueue-bestfit` or `first-fit`.
     pub placement: Option<Placement>,
+    /// Kueue's `admissionFairSharing` (the feature gate on), durations in ms.
+    pub admission_fair_sharing: Option<AdmissionFairSharingConfig>,
+}
+
+/// Kueue's `admissionFairSharing`, with virtual-time durations.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdmissionFairSharingConfig {
+    /// `usageHalfLifeTime` in ms (Kueue's default 0: history reset at every sampling).
+    pub usage_half_life_ms: Option<i64>,
+    /// `usageSamplingInterval` in ms (Kueue's default 5 minutes).
+    pub usage_sampling_interval_ms: Option<i64>,
+    /// `resourceWeights` (1 for unlisted resources).
+    #[serde(default)]
+    pub resource_weights: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -30,6 +30,55 @@ pub struct QueueView {
     /// flavor -> resource -> (total, borrowed) in the engine's unit for the resource.
     pub usage: BTreeMap<String, BTreeMap<String, (i64, i64)>>,
     pub active: (bool, String, String),
+    /// A LocalQueue's admission fair sharing history, when the feature is on.
+    pub afs: Option<AfsStatus>,
+}
+
+/// `status.fairSharing.admissionFairSharingStatus` of a LocalQueue.
+#[derive(Clone, Debug)]
+pub struct AfsStatus {
+    /// Resource -> quantity string, rounded down to milli-units as Kueue does.
+    pub consumed: BTreeMap<String, String>,
+    /// When the engine last sampled or settled it (ms since the epoch).
+    pub last_update: i64,
+}
+
+/// Equal when the consumed amounts are: a new `lastUpdate` alone is no reason to write
+/// (Kueue reads it back only to anchor the decay, and a restart anchors it anew).
+impl PartialEq for AfsStatus {
+    fn eq(&self, other: &Self) -> bool {
+        self.consumed == other.consumed
+    }
+}
+
+impl AfsStatus {
+    pub fn from_usage(usage: &crate::engine::LocalQueueUsage) -> Self {
+        Self {
+            consumed: usage
+                .consumed
+                .iter()
+                .map(|(r, v)| (r.clone(), crate::engine::afs_quantity(*v)))
+                .collect(),
+            last_update: usage.last_update,
+        }
+    }
+
+    /// The merge-patch value: keys the current status has and this one lacks are
+    /// removed (`null`), as a merge patch would otherwise keep them.
+    fn patch(&self, current: Option<&Value>) -> Value {
+        let mut consumed = serde_json::Map::new();
+        if let Some(Value::Object(old)) = current {
+            for k in old.keys() {
+                consumed.insert(k.clone(), Value::Null);
+            }
+        }
+        for (r, q) in &self.consumed {
+            consumed.insert(r.clone(), Value::String(q.clone()));
+        }
+        let last = k8s_openapi::jiff::Timestamp::from_millisecond(self.last_update)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        json!({"consumedResources": consumed, "lastUpdate": Time(last)})
+    }
 }
 
 /// The ClusterQueue view of an engine report.
@@ -64,6 +113,7 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
         admitted: report.admitted,
         usage,
         active,
+        afs: None,
     }
 }
 
@@ -78,7 +128,14 @@ pub fn terminating(view: &mut QueueView) {
 }
 
 /// The status merge patch for a view, keeping transition times of unchanged conditions.
-pub fn status_patch(view: &QueueView, current: &[Condition], local: bool, now: &Time) -> Value {
+/// `current_consumed` is the LocalQueue's current `consumedResources`, if any.
+pub fn status_patch(
+    view: &QueueView,
+    current: &[Condition],
+    current_consumed: Option<&Value>,
+    local: bool,
+    now: &Time,
+) -> Value {
     let mut conds = current.to_vec();
     let (status, reason, message) = &view.active;
     set_condition(
@@ -107,14 +164,19 @@ pub fn status_patch(view: &QueueView, current: &[Condition], local: bool, now: &
             json!({"name": flavor, "resources": resources})
         })
         .collect();
-    json!({"status": {
+    let mut patch = json!({"status": {
         "pendingWorkloads": view.pending,
         "reservingWorkloads": view.reserving,
         "admittedWorkloads": view.admitted,
         "flavorsReservation": flavors,
         "flavorsUsage": flavors,
         "conditions": conds,
-    }})
+    }});
+    if let Some(afs) = &view.afs {
+        patch["status"]["fairSharing"] =
+            json!({"admissionFairSharingStatus": afs.patch(current_consumed)});
+    }
+    patch
 }
 
 /// LocalQueue views from the Workloads in the store: (namespace, queue) -> view.
@@ -138,6 +200,7 @@ pub fn local_queue_views(workloads: &[Arc<DynamicObject>]) -> HashMap<(String, S
             admitted: 0,
             usage: BTreeMap::new(),
             active: (false, String::new(), String::new()),
+            afs: None,
         });
         let Some(adm) = status.and_then(|s| s.admission.as_ref()) else {
             view.pending += 1;
@@ -212,7 +275,11 @@ impl QueueStatus {
                     admitted: 0,
                     usage: BTreeMap::new(),
                     active: (false, String::new(), String::new()),
+                    afs: None,
                 });
+            view.afs = engine
+                .local_queue_usage(&ns, &name)
+                .map(|u| AfsStatus::from_usage(&u));
             let cq = lq
                 .data
                 .pointer("/spec/clusterQueue")
@@ -267,9 +334,14 @@ impl QueueStatus {
                 .and_then(|c| serde_json::from_value(c.clone()).ok())
                 .unwrap_or_default();
             let local = kind == Kind::LocalQueue;
+            let consumed = obj
+                .data
+                .pointer("/status/fairSharing/admissionFairSharingStatus/consumedResources")
+                .cloned();
             let result = writer
                 .retry(kind.name(), &name, |_| {
-                    let body = status_patch(&view, &current, local, &(writer.clock)());
+                    let body =
+                        status_patch(&view, &current, consumed.as_ref(), local, &(writer.clock)());
                     let writer = writer.clone();
                     let api = api.clone();
                     let name = name.clone();
@@ -314,10 +386,11 @@ mod tests {
                 CQ_REASON_READY.into(),
                 "Can admit new workloads".into(),
             ),
+            afs: None,
         };
         terminating(&mut view);
         let now = Time("2026-01-01T00:00:00Z".parse().expect("time"));
-        let patch = status_patch(&view, &[], false, &now);
+        let patch = status_patch(&view, &[], None, false, &now);
         let active = &patch["status"]["conditions"][0];
         assert_eq!(active["type"], "Active");
         assert_eq!(active["status"], "False");
@@ -327,5 +400,40 @@ mod tests {
             "Can't admit new workloads; clusterQueue is terminating"
         );
         assert_eq!(patch["status"]["admittedWorkloads"], 1);
+        assert!(patch["status"].get("fairSharing").is_none());
+    }
+
+    /// A LocalQueue's admission fair sharing history goes to Kueue's status field, with
+    /// `lastUpdate`; a resource that is no longer consumed is removed, not left behind.
+    #[test]
+    fn a_local_queue_patch_carries_its_consumed_resources() {
+        let usage = crate::engine::LocalQueueUsage {
+            consumed: BTreeMap::from([
+                ("cpu".to_string(), 2.5),
+                ("nvidia.com/gpu".to_string(), 1.0),
+            ]),
+            last_update: 1_700_000_000_000,
+        };
+        let view = QueueView {
+            pending: 0,
+            reserving: 1,
+            admitted: 1,
+            usage: BTreeMap::new(),
+            active: (true, CQ_REASON_READY.into(), "ok".into()),
+            afs: Some(AfsStatus::from_usage(&usage)),
+        };
+        let now = Time("2026-01-01T00:00:00Z".parse().expect("time"));
+        let current = json!({"memory": "1Gi", "cpu": "3"});
+        let patch = status_patch(&view, &[], Some(&current), true, &now);
+        let afs = &patch["status"]["fairSharing"]["admissionFairSharingStatus"];
+        assert_eq!(
+            afs["consumedResources"],
+            json!({"cpu": "2500m", "nvidia.com/gpu": "1", "memory": null})
+        );
+        assert_eq!(afs["lastUpdate"], "2023-11-14T22:13:20Z");
+        // Only the amounts decide whether a write is due, not the timestamp.
+        let mut later = view.afs.clone().expect("afs");
+        later.last_update += 60_000;
+        assert_eq!(Some(later), view.afs);
     }
 }
