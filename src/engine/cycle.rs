@@ -698,10 +698,41 @@ impl Engine {
 
     /// Victims for `id` with assignment `a`, as if the victims already chosen this
     /// cycle in its cohort were gone.
+    ///
+    /// Quota that other queues' heads hold this cycle without having found victims
+    /// (`held`) is not usage of any workload: the search runs without it, as Kueue
+    /// picks victims at nomination, before any hold. Counted in the search, a hold
+    /// made its ClusterQueue look like a borrower, so a later preemptor reclaimed that
+    /// queue's real workloads, which came back the next cycle under nominal quota:
+    /// a preemption loop. As in Kueue, the victims found must still make room with
+    /// the holds counted, or the head waits (Kueue: "no longer fits after processing
+    /// another workload").
     fn targets(&mut self, c: CqId, id: WlId, a: &Assignment, st: &CycleState) -> Vec<Target> {
         let root = self.cqs[c as usize].root;
         let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
-        preempt::find_targets(self, id, c, a, &st.untouchable, issued)
+        if st.held.is_empty() {
+            return preempt::find_targets(self, id, c, a, &st.untouchable, issued);
+        }
+        for (_, node, amounts) in &st.held {
+            self.tree.remove_amounts(*node, amounts);
+        }
+        let node = self.cqs[c as usize].node;
+        // Fitting once the holds are lifted is Kueue's nominated Fit that a hold then
+        // blocks: nothing to preempt.
+        let fits_unheld = issued.is_empty() && preempt::fits(self, node, id, a, true);
+        let targets = if fits_unheld {
+            Vec::new()
+        } else {
+            preempt::find_targets(self, id, c, a, &st.untouchable, issued)
+        };
+        for (_, node, amounts) in &st.held {
+            self.tree.add_amounts(*node, amounts);
+        }
+        if targets.is_empty() || preempt::fits_after(self, id, c, a, &targets, issued) {
+            targets
+        } else {
+            Vec::new()
+        }
     }
 
     /// Preempts `targets` for `id` and holds the quota of assignment `a` for it from

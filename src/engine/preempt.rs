@@ -191,8 +191,17 @@ pub fn find_targets(
 /// An evicting workload as a candidate that is only ever taken out of the tree for
 /// a search (see `issued` in [`find_targets`]).
 fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
+    match &eng.wl(id).state {
+        WlState::Evicting(_) => holding(eng, id),
+        _ => None,
+    }
+}
+
+/// A workload that holds quota (admitted or evicting) as a candidate that is only
+/// ever taken out of the tree for a check.
+fn holding(eng: &Engine, id: WlId) -> Option<Candidate> {
     let w = eng.wl(id);
-    let WlState::Evicting(adm) = &w.state else {
+    let (WlState::Admitted(adm) | WlState::Evicting(adm)) = &w.state else {
         return None;
     };
     let node = eng.cqs[adm.cq as usize].node;
@@ -209,6 +218,32 @@ fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
         variant: Variant::WithinCq,
         lca: node,
     })
+}
+
+/// Whether `a` fits ClusterQueue `cq` once `targets` and the victims `issued` earlier
+/// this cycle are gone: Kueue's last check before it issues a preemption, against
+/// the cycle's state with every earlier entry's usage and holds counted.
+pub fn fits_after(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    targets: &[Target],
+    issued: &[WlId],
+) -> bool {
+    let node = eng.cqs[cq as usize].node;
+    let mut gone: Vec<Candidate> = issued
+        .iter()
+        .copied()
+        .chain(targets.iter().filter(|t| !t.by_other).map(|t| t.id))
+        .filter_map(|id| holding(eng, id))
+        .collect();
+    for g in gone.iter_mut() {
+        take_out(eng, g);
+    }
+    let f = fits(eng, node, wl, a, true);
+    restore(eng, &mut gone);
+    f
 }
 
 /// The lowest priorities among admitted workloads using one (flavor, resource), at
