@@ -859,3 +859,127 @@ fn fair_sharing_held_quota_is_not_reclaimed() {
         panic!("{e}");
     }
 }
+
+/// The seed e9d36586 in properties.proptest-regressions. cq-1's w2 preempts w8 of
+/// its own queue to fit. In the next cycle w2's reservation was released as soon as
+/// w2 was picked as cq-1's head, before the round was ordered, so cq-2's w9, ordered
+/// first by fair share, took the quota w8 had freed. w2 no longer fit, w8 came back
+/// as cq-1's next head within nominal quota and reclaimed cq-2's w5, w5 preempted
+/// w9 in its own queue, and w2 preempted w8 again: a loop of three cycles. A
+/// preemptor's reservation now stays charged until its own turn in the round.
+#[test]
+fn preemptor_keeps_its_reservation_until_its_turn() {
+    let q = |nominal, borrowing, lending| QuotaGen {
+        nominal,
+        borrowing,
+        lending,
+    };
+    let cq = |cohort, quota, preempt, weight| CqGen {
+        cohort,
+        quotas: vec![quota],
+        preempt,
+        weight,
+    };
+    let tree = Tree {
+        n_flavors: 1,
+        n_resources: 1,
+        cohort_parent: vec![None],
+        cohort_quota: vec![vec![0]],
+        cohort_weight: vec![None],
+        cqs: vec![
+            cq(None, q(0, None, None), false, None),
+            cq(Some(0), q(1, Some(3), None), true, None),
+            cq(Some(0), q(5, None, Some(1)), true, Some(3)),
+            cq(Some(0), q(7, None, Some(5)), false, None),
+        ],
+        fair_sharing: true,
+        min_runtime: 0,
+    };
+    let sub = |cq, pods, cpu, priority| Op::Submit {
+        cq,
+        pods,
+        cpu,
+        gpu: 0,
+        priority,
+    };
+    let ops = vec![
+        sub(1, 1, 3, 2),
+        sub(1, 2, 1, 1),
+        sub(3, 1, 1, 0),
+        sub(3, 1, 3, 0),
+        sub(2, 1, 3, 2),
+        sub(3, 1, 3, 0),
+        sub(2, 1, 4, 0),
+        sub(1, 1, 1, 0),
+        Op::Schedule,
+        sub(2, 3, 1, 0),
+    ];
+    if let Err(e) = run_stream(tree, ops, true) {
+        panic!("{e}");
+    }
+}
+
+/// What the seed e9d36586 shrinks to once preemptors go first. cq-1's w11 was
+/// assigned while cq-3's w7 held 4 cpu for the cycle (it found nothing to preempt),
+/// so it needed preemption; by its turn that hold was gone (w7's queue had moved on)
+/// and it fit, yet it still preempted on the stale assignment, a victim of cq-2 each
+/// cycle, and the victim came back before it: w6 and w12 took turns being evicted.
+/// A preemptor that fits by its turn is assigned again instead.
+#[test]
+fn preemptor_that_fits_by_its_turn_preempts_nobody() {
+    let q = |nominal, borrowing, lending| QuotaGen {
+        nominal,
+        borrowing,
+        lending,
+    };
+    let cq = |cohort, quota, preempt, weight| CqGen {
+        cohort,
+        quotas: vec![quota],
+        preempt,
+        weight,
+    };
+    let tree = Tree {
+        n_flavors: 1,
+        n_resources: 1,
+        cohort_parent: vec![None],
+        cohort_quota: vec![vec![2]],
+        cohort_weight: vec![None],
+        cqs: vec![
+            cq(Some(0), q(4, None, None), true, None),
+            cq(Some(0), q(3, Some(3), None), true, None),
+            cq(Some(0), q(5, None, Some(1)), true, Some(3)),
+            cq(Some(0), q(7, None, Some(5)), false, None),
+        ],
+        fair_sharing: true,
+        min_runtime: 0,
+    };
+    let sub = |cq, pods, cpu, priority| Op::Submit {
+        cq,
+        pods,
+        cpu,
+        gpu: 0,
+        priority,
+    };
+    let ops = vec![
+        sub(0, 1, 1, 0),
+        sub(3, 1, 1, 0),
+        sub(2, 1, 1, 0),
+        sub(0, 1, 1, 0),
+        sub(3, 3, 2, 0),
+        Op::Schedule,
+        Op::Finish(5925272434940175182),
+        sub(2, 1, 1, 0),
+        sub(3, 2, 2, 2),
+        sub(3, 3, 1, 0),
+        Op::Finish(449074188141386568),
+        Op::Finish(7514371126506061522),
+        sub(2, 2, 3, 0),
+        sub(1, 3, 2, 1),
+        sub(1, 1, 1, 0),
+        Op::Schedule,
+        sub(2, 2, 2, 0),
+    ];
+    if let Err(e) = run_stream(tree, ops, true) {
+        panic!("{e}");
+    }
+}

@@ -33,6 +33,8 @@ struct Head {
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
+    /// It preempted in an earlier cycle and its victims are gone.
+    preemptor: bool,
 }
 
 /// What happened to a head; decides whether its ClusterQueue stays open.
@@ -177,9 +179,9 @@ impl Engine {
         let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
             return;
         };
-        if let Some((c, usage)) = w.reservation.clone() {
-            let node = self.cqs[c as usize].node;
-            self.tree.remove_amounts(node, &usage);
+        if let Some((c, usage)) = &w.reservation {
+            let node = self.cqs[*c as usize].node;
+            self.tree.remove_amounts(node, usage);
         }
     }
 
@@ -198,8 +200,17 @@ impl Engine {
                         self.release_held(c, st);
                     }
                     let wake_mark = self.oracle.get_mut().wakeups.len();
+                    let preemptor = !st.charged.is_empty() && st.charged.remove(&id);
+                    if preemptor {
+                        // Its victims are gone: it now competes with its own reservation
+                        // released (settle_reservation charges it again if the head is
+                        // deferred).
+                        self.discharge(id);
+                    }
                     let assignment = self.assign(c, id, None);
-                    heads.push(Some(self.head(c, id, assignment, wake_mark)));
+                    let mut head = self.head(c, id, assignment, wake_mark);
+                    head.preemptor = preemptor;
+                    heads.push(Some(head));
                     still_open.push(c);
                 }
             }
@@ -209,7 +220,7 @@ impl Engine {
             // Sort positions, not heads: a head carries a whole assignment, and moving
             // a thousand of them around in a sort showed up as memcpy in profiles.
             let nested = heads.iter().flatten().any(|h| h.fair_path.len() > 1);
-            let order: Vec<u32> = if nested {
+            let mut order: Vec<u32> = if nested {
                 // Kueue compares heads under nested cohorts where their paths part.
                 let paths: Vec<&[(NodeId, i64)]> =
                     heads.iter().flatten().map(|h| &h.fair_path[..]).collect();
@@ -220,6 +231,12 @@ impl Engine {
                 order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
                 order
             };
+            // Preemptors whose victims are gone go first (as Kueue's
+            // PrioritizePreemptorWorkloads): a head ordered before one would take the
+            // quota its victims freed, which it then preempts for again, forever.
+            if heads.iter().flatten().any(|h| h.preemptor) {
+                order.sort_by_key(|&i| !heads[i as usize].as_ref().is_some_and(|h| h.preemptor));
+            }
             let mut closed: FastSet<CqId> = FastSet::default();
             for i in order {
                 // Each position occurs once in `order`.
@@ -321,11 +338,6 @@ impl Engine {
                     return None;
                 }
                 continue;
-            }
-            if !st.charged.is_empty() && st.charged.remove(&id) {
-                // Its victims are gone: it now competes with its own reservation
-                // released (run_pass charges it again if the head is deferred).
-                self.discharge(id);
             }
             if let Some(ns_msg) = self.namespace_verdict(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);
@@ -482,6 +494,7 @@ impl Engine {
             assignment,
             order,
             wake_mark,
+            preemptor: false,
             fair_path,
         }
     }
@@ -497,6 +510,9 @@ impl Engine {
     fn decide(&mut self, h: Head, pass: Pass, st: &mut CycleState) -> Outcome {
         let (c, id, wake_mark) = (h.cq, h.id, h.wake_mark);
         let mut a = h.assignment;
+        // Preemption was left out because of quota other heads hold this cycle.
+        let mut held_back = false;
+        let mut refreshed = false;
         // Each retry resumes the flavor search after the flavor that could not be
         // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
         loop {
@@ -524,8 +540,16 @@ impl Engine {
                         }
                     };
                 }
+                Mode::Preempt if !refreshed && self.fits_now(c, &a) => {
+                    // Quota that other heads held when it was assigned is free again
+                    // (their queues moved on): preempting now would evict for nothing.
+                    refreshed = true;
+                    a = self.assign(c, id, None);
+                    continue;
+                }
                 Mode::Preempt => {
-                    let targets = self.targets(c, id, &a, st);
+                    let (targets, blocked) = self.targets(c, id, &a, st);
+                    held_back |= blocked;
                     if !targets.is_empty() {
                         self.preempt_for(c, id, &a, &targets, st);
                         return Outcome::Blocked;
@@ -577,7 +601,15 @@ impl Engine {
             .wakeups
             .get(wake_mark..)
             .is_some_and(|w| w.iter().any(|&(_, q)| q == c));
-        if protected && matches!(a.mode, Some(Mode::Preempt | Mode::Wait)) {
+        if held_back {
+            // The holds end with this cycle and the holder is parked now: Kueue requeues
+            // such an entry at once, so it is looked at again in the next cycle rather
+            // than left parked until quota frees.
+            explanation.suffix = Some(
+                "; the quota it would preempt for is held in this cycle for another ClusterQueue's workload that found nothing to preempt, and it is looked at again in the next cycle",
+            );
+            self.oracle.get_mut().wakeups.push((self.now + 1, c));
+        } else if protected && matches!(a.mode, Some(Mode::Preempt | Mode::Wait)) {
             explanation.suffix = Some(
                 "; the workloads it could preempt are protected until they have run for the minimum runtime before preemption, and it is looked at again then",
             );
@@ -707,11 +739,19 @@ impl Engine {
     /// a preemption loop. As in Kueue, the victims found must still make room with
     /// the holds counted, or the head waits (Kueue: "no longer fits after processing
     /// another workload").
-    fn targets(&mut self, c: CqId, id: WlId, a: &Assignment, st: &CycleState) -> Vec<Target> {
+    /// The flag says the holds alone left it without victims.
+    fn targets(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+        st: &CycleState,
+    ) -> (Vec<Target>, bool) {
         let root = self.cqs[c as usize].root;
         let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
         if st.held.is_empty() {
-            return preempt::find_targets(self, id, c, a, &st.untouchable, issued);
+            let targets = preempt::find_targets(self, id, c, a, &st.untouchable, issued);
+            return (targets, false);
         }
         for (_, node, amounts) in &st.held {
             self.tree.remove_amounts(*node, amounts);
@@ -728,10 +768,12 @@ impl Engine {
         for (_, node, amounts) in &st.held {
             self.tree.add_amounts(*node, amounts);
         }
-        if targets.is_empty() || preempt::fits_after(self, id, c, a, &targets, issued) {
-            targets
+        if fits_unheld {
+            (targets, true)
+        } else if targets.is_empty() || preempt::fits_after(self, id, c, a, &targets, issued) {
+            (targets, false)
         } else {
-            Vec::new()
+            (Vec::new(), true)
         }
     }
 
@@ -791,7 +833,7 @@ impl Engine {
             let a = self.assign(c, id, Some(&counts_for));
             let found = match a.mode() {
                 Mode::Fit => Some(Vec::new()),
-                Mode::Preempt => Some(self.targets(c, id, &a, st)).filter(|t| !t.is_empty()),
+                Mode::Preempt => Some(self.targets(c, id, &a, st).0).filter(|t| !t.is_empty()),
                 Mode::Wait | Mode::NoFit => None,
             };
             match found {
