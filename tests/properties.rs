@@ -983,3 +983,88 @@ fn preemptor_that_fits_by_its_turn_preempts_nobody() {
         panic!("{e}");
     }
 }
+
+/// The seed f061fc22 in properties.proptest-regressions. cq-2's w11 (12 cpu, more
+/// than its nominal 8) preempts w6 of its own queue. The next cycle it was left for
+/// the borrowing pass, while its reservation kept cq-4's w12 (within cq-4's nominal
+/// quota) from fitting; w12, unable to reclaim, held that nominal quota for the
+/// cycle, w11 no longer fit and w6 came back; w12 was parked, so the cycle after
+/// nothing held and w11 preempted w6 again, forever. A preemptor whose victims are
+/// gone is now decided in the first pass.
+#[test]
+fn borrowing_preemptor_is_not_blocked_by_a_hold_it_caused() {
+    let q = |nominal, borrowing, lending| QuotaGen {
+        nominal,
+        borrowing,
+        lending,
+    };
+    let cq = |cohort, quotas, preempt, weight| CqGen {
+        cohort,
+        quotas,
+        preempt,
+        weight,
+    };
+    let tree = Tree {
+        n_flavors: 2,
+        n_resources: 1,
+        cohort_parent: vec![None],
+        cohort_quota: vec![vec![0, 0]],
+        cohort_weight: vec![None],
+        cqs: vec![
+            cq(None, vec![q(0, None, None), q(0, None, None)], false, None),
+            cq(
+                None,
+                vec![q(7, None, None), q(5, Some(6), None)],
+                true,
+                Some(3),
+            ),
+            cq(
+                Some(0),
+                vec![q(8, None, None), q(4, Some(4), None)],
+                true,
+                Some(1),
+            ),
+            cq(
+                Some(0),
+                vec![q(4, Some(5), None), q(4, Some(2), None)],
+                false,
+                Some(3),
+            ),
+            cq(
+                Some(0),
+                vec![q(8, Some(3), None), q(5, Some(0), Some(1))],
+                false,
+                None,
+            ),
+        ],
+        fair_sharing: true,
+        min_runtime: 0,
+    };
+    let sub = |cq, pods, cpu, priority| Op::Submit {
+        cq,
+        pods,
+        cpu,
+        gpu: 0,
+        priority,
+    };
+    let ops = vec![
+        sub(3, 1, 4, 1),
+        sub(1, 1, 1, 0),
+        sub(2, 1, 1, 0),
+        sub(1, 1, 1, 0),
+        sub(1, 1, 1, 0),
+        sub(2, 2, 3, 0),
+        Op::Schedule,
+        Op::Finish(280636352160653049),
+        sub(0, 1, 1, 0),
+        sub(0, 1, 1, 0),
+        sub(0, 1, 1, 0),
+        sub(0, 1, 1, 0),
+        sub(2, 3, 4, 1),
+        Op::Schedule,
+        sub(4, 3, 2, 0),
+    ];
+    if let Err(e) = run_stream(tree, ops, true) {
+        panic!("{e}");
+    }
+}

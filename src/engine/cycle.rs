@@ -516,7 +516,11 @@ impl Engine {
         // Each retry resumes the flavor search after the flavor that could not be
         // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
         loop {
-            if pass == Pass::Nominal && self.needs_borrowing(c, &a) {
+            // A preemptor whose victims are gone is not left for the borrowing pass,
+            // as Kueue's PrioritizePreemptorWorkloads orders preemptors before the
+            // entries that fit within nominal quota: a head of another queue that its
+            // reservation keeps out would otherwise hold that quota first and block it.
+            if pass == Pass::Nominal && !h.preemptor && self.needs_borrowing(c, &a) {
                 return Outcome::Deferred;
             }
             match a.mode() {
