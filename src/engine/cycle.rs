@@ -599,6 +599,22 @@ impl Engine {
             }
         }
         let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
+        if let Some(suffix) = self.pending_suffix(c, a.mode, held_back, wake_mark) {
+            explanation.suffix = Some(suffix);
+        }
+        let message = Message::Explained(explanation);
+        self.park(c, id, a.last_tried, reason, message, &mut st.failed)
+    }
+
+    /// What a head that stays pending waits for beyond quota, if anything: other
+    /// queues' holds, preemption protection, or victims the policy does not allow.
+    fn pending_suffix(
+        &mut self,
+        c: CqId,
+        mode: Option<Mode>,
+        held_back: bool,
+        wake_mark: usize,
+    ) -> Option<&'static str> {
         let protected = self
             .oracle
             .get_mut()
@@ -609,21 +625,21 @@ impl Engine {
             // The holds end with this cycle and the holder is parked now: Kueue requeues
             // such an entry at once, so it is looked at again in the next cycle rather
             // than left parked until quota frees.
-            explanation.suffix = Some(
-                "; the quota it would preempt for is held in this cycle for another ClusterQueue's workload that found nothing to preempt, and it is looked at again in the next cycle",
-            );
             self.oracle.get_mut().wakeups.push((self.now + 1, c));
-        } else if protected && matches!(a.mode, Some(Mode::Preempt | Mode::Wait)) {
-            explanation.suffix = Some(
+            Some(
+                "; the quota it would preempt for is held in this cycle for another ClusterQueue's workload that found nothing to preempt, and it is looked at again in the next cycle",
+            )
+        } else if protected && matches!(mode, Some(Mode::Preempt | Mode::Wait)) {
+            Some(
                 "; the workloads it could preempt are protected until they have run for the minimum runtime before preemption, and it is looked at again then",
-            );
-        } else if a.mode == Some(Mode::Preempt) {
-            explanation.suffix = Some(
+            )
+        } else if mode == Some(Mode::Preempt) {
+            Some(
                 "; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy",
-            );
+            )
+        } else {
+            None
         }
-        let message = Message::Explained(explanation);
-        self.park(c, id, a.last_tried, reason, message, &mut st.failed)
     }
 
     /// Kueue's reserveCapacityForUnreclaimablePreempt: a head that needs preemption
@@ -733,17 +749,8 @@ impl Engine {
     }
 
     /// Victims for `id` with assignment `a`, as if the victims already chosen this
-    /// cycle in its cohort were gone.
-    ///
-    /// Quota that other queues' heads hold this cycle without having found victims
-    /// (`held`) is not usage of any workload: the search runs without it, as Kueue
-    /// picks victims at nomination, before any hold. Counted in the search, a hold
-    /// made its ClusterQueue look like a borrower, so a later preemptor reclaimed that
-    /// queue's real workloads, which came back the next cycle under nominal quota:
-    /// a preemption loop. As in Kueue, the victims found must still make room with
-    /// the holds counted, or the head waits (Kueue: "no longer fits after processing
-    /// another workload").
-    /// The flag says the holds alone left it without victims.
+    /// cycle in its cohort were gone, and whether other queues' holds alone left it
+    /// without victims (see [`preempt::find_targets_past_holds`]).
     fn targets(
         &mut self,
         c: CqId,
@@ -757,28 +764,8 @@ impl Engine {
             let targets = preempt::find_targets(self, id, c, a, &st.untouchable, issued);
             return (targets, false);
         }
-        for (_, node, amounts) in &st.held {
-            self.tree.remove_amounts(*node, amounts);
-        }
-        let node = self.cqs[c as usize].node;
-        // Fitting once the holds are lifted is Kueue's nominated Fit that a hold then
-        // blocks: nothing to preempt.
-        let fits_unheld = issued.is_empty() && preempt::fits(self, node, id, a, true);
-        let targets = if fits_unheld {
-            Vec::new()
-        } else {
-            preempt::find_targets(self, id, c, a, &st.untouchable, issued)
-        };
-        for (_, node, amounts) in &st.held {
-            self.tree.add_amounts(*node, amounts);
-        }
-        if fits_unheld {
-            (targets, true)
-        } else if targets.is_empty() || preempt::fits_after(self, id, c, a, &targets, issued) {
-            (targets, false)
-        } else {
-            (Vec::new(), true)
-        }
+        let holds = st.held.iter().map(|(_, node, amounts)| (*node, amounts));
+        preempt::find_targets_past_holds(self, id, c, a, &st.untouchable, issued, holds)
     }
 
     /// Preempts `targets` for `id` and holds the quota of assignment `a` for it from

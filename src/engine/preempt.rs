@@ -188,6 +188,49 @@ pub fn find_targets(
         .collect()
 }
 
+/// [`find_targets`] while other queues' heads hold quota for the cycle (`holds`:
+/// node and amounts) without having found victims.
+///
+/// A hold is not usage of any workload: the search runs without it, as Kueue picks
+/// victims at nomination, before any hold. Counted in the search, a hold made its
+/// ClusterQueue look like a borrower, so a later preemptor reclaimed that queue's
+/// real workloads, which came back the next cycle under nominal quota: a preemption
+/// loop. As in Kueue, the victims found must still make room with the holds counted,
+/// or the head waits (Kueue: "no longer fits after processing another workload");
+/// the flag says so.
+pub fn find_targets_past_holds<'a>(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+    issued: &[WlId],
+    holds: impl Iterator<Item = (NodeId, &'a FrAmounts)> + Clone,
+) -> (Vec<Target>, bool) {
+    for (node, amounts) in holds.clone() {
+        eng.tree.remove_amounts(node, amounts);
+    }
+    let node = eng.cqs[cq as usize].node;
+    // Fitting once the holds are lifted is Kueue's nominated Fit that a hold then
+    // blocks: nothing to preempt.
+    let fits_unheld = issued.is_empty() && fits(eng, node, wl, a, true);
+    let targets = if fits_unheld {
+        Vec::new()
+    } else {
+        find_targets(eng, wl, cq, a, excluded, issued)
+    };
+    for (node, amounts) in holds {
+        eng.tree.add_amounts(node, amounts);
+    }
+    if fits_unheld {
+        (targets, true)
+    } else if targets.is_empty() || fits_after(eng, wl, cq, a, &targets, issued) {
+        (targets, false)
+    } else {
+        (Vec::new(), true)
+    }
+}
+
 /// An evicting workload as a candidate that is only ever taken out of the tree for
 /// a search (see `issued` in [`find_targets`]).
 fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
