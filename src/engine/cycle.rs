@@ -33,6 +33,8 @@ struct Head {
     /// How many protection wake-ups the cycle had noted before this head was
     /// assigned: any noted after, for its queue, mean protection kept it waiting.
     wake_mark: usize,
+    /// It preempted in an earlier cycle and its victims are gone.
+    preemptor: bool,
 }
 
 /// What happened to a head; decides whether its ClusterQueue stays open.
@@ -178,9 +180,9 @@ impl Engine {
         let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
             return;
         };
-        if let Some((c, usage)) = w.reservation.clone() {
-            let node = self.cqs[c as usize].node;
-            self.tree.remove_amounts(node, &usage);
+        if let Some((c, usage)) = &w.reservation {
+            let node = self.cqs[*c as usize].node;
+            self.tree.remove_amounts(node, usage);
         }
     }
 
@@ -208,8 +210,17 @@ impl Engine {
                         self.release_held(c, st);
                     }
                     let wake_mark = self.oracle.get_mut().wakeups.len();
+                    let preemptor = !st.charged.is_empty() && st.charged.remove(&id);
+                    if preemptor {
+                        // Its victims are gone: it now competes with its own reservation
+                        // released (settle_reservation charges it again if the head is
+                        // deferred).
+                        self.discharge(id);
+                    }
                     let assignment = self.assign(c, id, None);
-                    heads.push(Some(self.head(c, id, assignment, wake_mark)));
+                    let mut head = self.head(c, id, assignment, wake_mark);
+                    head.preemptor = preemptor;
+                    heads.push(Some(head));
                     still_open.push(c);
                 }
             }
@@ -219,7 +230,7 @@ impl Engine {
             // Sort positions, not heads: a head carries a whole assignment, and moving
             // a thousand of them around in a sort showed up as memcpy in profiles.
             let nested = heads.iter().flatten().any(|h| h.fair_path.len() > 1);
-            let order: Vec<u32> = if nested {
+            let mut order: Vec<u32> = if nested {
                 // Kueue compares heads under nested cohorts where their paths part.
                 let paths: Vec<&[(NodeId, i64)]> =
                     heads.iter().flatten().map(|h| &h.fair_path[..]).collect();
@@ -230,6 +241,12 @@ impl Engine {
                 order.sort_unstable_by_key(|&i| heads[i as usize].as_ref().map(|h| h.order));
                 order
             };
+            // Preemptors whose victims are gone go first (as Kueue's
+            // PrioritizePreemptorWorkloads): a head ordered before one would take the
+            // quota its victims freed, which it then preempts for again, forever.
+            if heads.iter().flatten().any(|h| h.preemptor) {
+                order.sort_by_key(|&i| !heads[i as usize].as_ref().is_some_and(|h| h.preemptor));
+            }
             let mut closed: FastSet<CqId> = FastSet::default();
             for i in order {
                 // Each position occurs once in `order`.
@@ -338,11 +355,6 @@ impl Engine {
                     return None;
                 }
                 continue;
-            }
-            if !st.charged.is_empty() && st.charged.remove(&id) {
-                // Its victims are gone: it now competes with its own reservation
-                // released (run_pass charges it again if the head is deferred).
-                self.discharge(id);
             }
             if let Some(ns_msg) = self.namespace_verdict(c, id) {
                 self.set_pending(id, PendingReason::Inadmissible, ns_msg);
@@ -499,6 +511,7 @@ impl Engine {
             assignment,
             order,
             wake_mark,
+            preemptor: false,
             fair_path,
         }
     }
@@ -514,10 +527,17 @@ impl Engine {
     fn decide(&mut self, h: Head, pass: Pass, st: &mut CycleState) -> Outcome {
         let (c, id, wake_mark) = (h.cq, h.id, h.wake_mark);
         let mut a = h.assignment;
+        // Preemption was left out because of quota other heads hold this cycle.
+        let mut held_back = false;
+        let mut refreshed = false;
         // Each retry resumes the flavor search after the flavor that could not be
         // preempted for (Kueue's "last tried flavor"), so it ends within the flavor count.
         loop {
-            if pass == Pass::Nominal && self.needs_borrowing(c, &a) {
+            // A preemptor whose victims are gone is not left for the borrowing pass,
+            // as Kueue's PrioritizePreemptorWorkloads orders preemptors before the
+            // entries that fit within nominal quota: a head of another queue that its
+            // reservation keeps out would otherwise hold that quota first and block it.
+            if pass == Pass::Nominal && !h.preemptor && self.needs_borrowing(c, &a) {
                 return Outcome::Deferred;
             }
             match a.mode() {
@@ -541,8 +561,16 @@ impl Engine {
                         }
                     };
                 }
+                Mode::Preempt if !refreshed && self.fits_now(c, &a) => {
+                    // Quota that other heads held when it was assigned is free again
+                    // (their queues moved on): preempting now would evict for nothing.
+                    refreshed = true;
+                    a = self.assign(c, id, None);
+                    continue;
+                }
                 Mode::Preempt => {
-                    let targets = self.targets(c, id, &a, st);
+                    let (targets, blocked) = self.targets(c, id, &a, st);
+                    held_back |= blocked;
                     if !targets.is_empty() {
                         self.preempt_for(c, id, &a, &targets, st);
                         return Outcome::Blocked;
@@ -588,23 +616,47 @@ impl Engine {
             }
         }
         let reason = a.reason.unwrap_or(PendingReason::WaitingForQuota);
+        if let Some(suffix) = self.pending_suffix(c, a.mode, held_back, wake_mark) {
+            explanation.suffix = Some(suffix);
+        }
+        let message = Message::Explained(explanation);
+        self.park(c, id, a.last_tried, reason, message, &mut st.failed)
+    }
+
+    /// What a head that stays pending waits for beyond quota, if anything: other
+    /// queues' holds, preemption protection, or victims the policy does not allow.
+    fn pending_suffix(
+        &mut self,
+        c: CqId,
+        mode: Option<Mode>,
+        held_back: bool,
+        wake_mark: usize,
+    ) -> Option<&'static str> {
         let protected = self
             .oracle
             .get_mut()
             .wakeups
             .get(wake_mark..)
             .is_some_and(|w| w.iter().any(|&(_, q)| q == c));
-        if protected && matches!(a.mode, Some(Mode::Preempt | Mode::Wait)) {
-            explanation.suffix = Some(
+        if held_back {
+            // The holds end with this cycle and the holder is parked now: Kueue requeues
+            // such an entry at once, so it is looked at again in the next cycle rather
+            // than left parked until quota frees.
+            self.oracle.get_mut().wakeups.push((self.now + 1, c));
+            Some(
+                "; the quota it would preempt for is held in this cycle for another ClusterQueue's workload that found nothing to preempt, and it is looked at again in the next cycle",
+            )
+        } else if protected && matches!(mode, Some(Mode::Preempt | Mode::Wait)) {
+            Some(
                 "; the workloads it could preempt are protected until they have run for the minimum runtime before preemption, and it is looked at again then",
-            );
-        } else if a.mode == Some(Mode::Preempt) {
-            explanation.suffix = Some(
+            )
+        } else if mode == Some(Mode::Preempt) {
+            Some(
                 "; preemption cannot free enough: no admitted workload may be preempted for it under the ClusterQueue's preemption policy",
-            );
+            )
+        } else {
+            None
         }
-        let message = Message::Explained(explanation);
-        self.park(c, id, a.last_tried, reason, message, &mut st.failed)
     }
 
     /// Kueue's reserveCapacityForUnreclaimablePreempt: a head that needs preemption
@@ -714,11 +766,23 @@ impl Engine {
     }
 
     /// Victims for `id` with assignment `a`, as if the victims already chosen this
-    /// cycle in its cohort were gone.
-    fn targets(&mut self, c: CqId, id: WlId, a: &Assignment, st: &CycleState) -> Vec<Target> {
+    /// cycle in its cohort were gone, and whether other queues' holds alone left it
+    /// without victims (see [`preempt::find_targets_past_holds`]).
+    fn targets(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        a: &Assignment,
+        st: &CycleState,
+    ) -> (Vec<Target>, bool) {
         let root = self.cqs[c as usize].root;
         let issued = st.issued.get(&root).map(Vec::as_slice).unwrap_or(&[]);
-        preempt::find_targets(self, id, c, a, &st.untouchable, issued)
+        if st.held.is_empty() {
+            let targets = preempt::find_targets(self, id, c, a, &st.untouchable, issued);
+            return (targets, false);
+        }
+        let holds = st.held.iter().map(|(_, node, amounts)| (*node, amounts));
+        preempt::find_targets_past_holds(self, id, c, a, &st.untouchable, issued, holds)
     }
 
     /// Preempts `targets` for `id` and holds the quota of assignment `a` for it from
@@ -777,7 +841,7 @@ impl Engine {
             let a = self.assign(c, id, Some(&counts_for));
             let found = match a.mode() {
                 Mode::Fit => Some(Vec::new()),
-                Mode::Preempt => Some(self.targets(c, id, &a, st)).filter(|t| !t.is_empty()),
+                Mode::Preempt => Some(self.targets(c, id, &a, st).0).filter(|t| !t.is_empty()),
                 Mode::Wait | Mode::NoFit => None,
             };
             match found {

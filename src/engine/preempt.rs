@@ -188,11 +188,63 @@ pub fn find_targets(
         .collect()
 }
 
+/// [`find_targets`] while other queues' heads hold quota for the cycle (`holds`:
+/// node and amounts) without having found victims.
+///
+/// A hold is not usage of any workload: the search runs without it, as Kueue picks
+/// victims at nomination, before any hold. Counted in the search, a hold made its
+/// ClusterQueue look like a borrower, so a later preemptor reclaimed that queue's
+/// real workloads, which came back the next cycle under nominal quota: a preemption
+/// loop. As in Kueue, the victims found must still make room with the holds counted,
+/// or the head waits (Kueue: "no longer fits after processing another workload");
+/// the flag says so.
+pub fn find_targets_past_holds<'a>(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+    issued: &[WlId],
+    holds: impl Iterator<Item = (NodeId, &'a FrAmounts)> + Clone,
+) -> (Vec<Target>, bool) {
+    for (node, amounts) in holds.clone() {
+        eng.tree.remove_amounts(node, amounts);
+    }
+    let node = eng.cqs[cq as usize].node;
+    // Fitting once the holds are lifted is Kueue's nominated Fit that a hold then
+    // blocks: nothing to preempt.
+    let fits_unheld = issued.is_empty() && fits(eng, node, wl, a, true);
+    let targets = if fits_unheld {
+        Vec::new()
+    } else {
+        find_targets(eng, wl, cq, a, excluded, issued)
+    };
+    for (node, amounts) in holds {
+        eng.tree.add_amounts(node, amounts);
+    }
+    if fits_unheld {
+        (targets, true)
+    } else if targets.is_empty() || fits_after(eng, wl, cq, a, &targets, issued) {
+        (targets, false)
+    } else {
+        (Vec::new(), true)
+    }
+}
+
 /// An evicting workload as a candidate that is only ever taken out of the tree for
 /// a search (see `issued` in [`find_targets`]).
 fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
+    match &eng.wl(id).state {
+        WlState::Evicting(_) => holding(eng, id),
+        _ => None,
+    }
+}
+
+/// A workload that holds quota (admitted or evicting) as a candidate that is only
+/// ever taken out of the tree for a check.
+fn holding(eng: &Engine, id: WlId) -> Option<Candidate> {
     let w = eng.wl(id);
-    let WlState::Evicting(adm) = &w.state else {
+    let (WlState::Admitted(adm) | WlState::Evicting(adm)) = &w.state else {
         return None;
     };
     let node = eng.cqs[adm.cq as usize].node;
@@ -209,6 +261,32 @@ fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
         variant: Variant::WithinCq,
         lca: node,
     })
+}
+
+/// Whether `a` fits ClusterQueue `cq` once `targets` and the victims `issued` earlier
+/// this cycle are gone: Kueue's last check before it issues a preemption, against
+/// the cycle's state with every earlier entry's usage and holds counted.
+pub fn fits_after(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    targets: &[Target],
+    issued: &[WlId],
+) -> bool {
+    let node = eng.cqs[cq as usize].node;
+    let mut gone: Vec<Candidate> = issued
+        .iter()
+        .copied()
+        .chain(targets.iter().filter(|t| !t.by_other).map(|t| t.id))
+        .filter_map(|id| holding(eng, id))
+        .collect();
+    for g in gone.iter_mut() {
+        take_out(eng, g);
+    }
+    let f = fits(eng, node, wl, a, true);
+    restore(eng, &mut gone);
+    f
 }
 
 /// The lowest priorities among admitted workloads using one (flavor, resource), at
