@@ -489,11 +489,11 @@ mod tests {
         stores.local_queues = lq_store.as_reader();
         // Three attempts: the first finds the Workload missing from the (empty) watch
         // cache and the second reads it from the API server.
-        let actuators = Actuators {
-            writer: Arc::new(Writer::new(client, 4, 3)),
-            recorder: Recorder::disabled(),
+        let actuators = Actuators::new(
+            Arc::new(Writer::new(client, 4, 3)),
+            Recorder::disabled(),
             stores,
-        };
+        );
         let config = EngineConfig {
             admission_fair_sharing: Some(crate::engine::AdmissionFairSharing {
                 usage_half_life: 10_000,

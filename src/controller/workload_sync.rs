@@ -83,6 +83,9 @@ pub struct JobState {
     /// `SuccessCriteriaMet` or `FailureTarget` whose pods are still terminating. It is
     /// neither stopped nor restored then: it is about to finish.
     pub finishing: bool,
+    /// Suspended after its outcome was decided (preempted in the window above): the Job
+    /// controller never completes a suspended Job, so it stays incomplete until resumed.
+    pub decided_while_suspended: bool,
     /// Pods still running or terminating.
     pub active: i64,
     /// `status.startTime` is set (the template cannot change until it is cleared).
@@ -101,6 +104,9 @@ pub enum Step {
         message: String,
     },
     Start,
+    /// Unsuspend a job whose Workload finished while it was suspended with its outcome
+    /// decided, so that the Job controller completes it (it creates no pods then).
+    Resume,
     Stop,
     ClearStartTime,
     Restore,
@@ -119,7 +125,11 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     };
     let status = wl.status.as_ref();
     if status.is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED)) {
-        return Step::Nothing;
+        return if job.decided_while_suspended {
+            Step::Resume
+        } else {
+            Step::Nothing
+        };
     }
     if let Some((ok, message)) = &job.finished {
         let reason = if *ok { REASON_SUCCEEDED } else { REASON_FAILED };
@@ -211,6 +221,7 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
         None
     };
     let finishing = decided.is_some() && !suspended;
+    let decided_while_suspended = suspended && finished.is_none() && decided.is_some();
     if suspended && finished.is_none() {
         finished = decided;
     }
@@ -224,6 +235,7 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
         suspended,
         finished,
         finishing,
+        decided_while_suspended,
         active: count("active") + count("terminating"),
         started: status
             .and_then(|s| s.get("startTime"))
@@ -494,6 +506,7 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
             info!(job = %name, namespace = %ns, "job started");
         }
         (Step::Stop, _) => patch_job(job::stop_patch(integration, &value)).await?,
+        (Step::Resume, _) => patch_job(job::resume_patch(integration, &value)).await?,
         (Step::ClearStartTime, _) => {
             let body = json!({"status": {"startTime": null}});
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))

@@ -307,6 +307,14 @@ pub fn stop_patch(integration: &dyn JobIntegration, job: &Value) -> Option<Patch
     diff_with_precondition(job, &desired)
 }
 
+/// Resume: only `suspend: false`, for a job whose outcome is already decided (its
+/// Workload finished); the template stays as it is.
+pub fn resume_patch(integration: &dyn JobIntegration, job: &Value) -> Option<Patch> {
+    let mut desired = job.clone();
+    json_patch::merge(&mut desired, &integration.suspend_patch(false));
+    diff_with_precondition(job, &desired)
+}
+
 /// Restore: each pod set's nodeSelector and tolerations as the Workload recorded them
 /// before admission. `None` when they already match.
 pub fn restore_patch(

@@ -159,6 +159,27 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
         matches!(plan(&failing, Some(&evicted)), Step::Finish { reason, .. } if reason == REASON_FAILED)
     );
 
+    // Once its Workload is finished it is resumed, so the Job controller completes it
+    // (a suspended Job never gets `Complete`: the cluster benchmark left 98 of 3,000 so).
+    let mut finished = admitted();
+    finished["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .extend([cond("Evicted", "True"), cond("Finished", "True")]);
+    assert_eq!(
+        plan(&suspended, Some(&workload(finished.clone()))),
+        Step::Resume
+    );
+    let complete = job_state(
+        "Job",
+        &job(
+            true,
+            vec![condition("SuccessCriteriaMet"), condition("Complete")],
+        ),
+        true,
+    );
+    assert_eq!(plan(&complete, Some(&workload(finished))), Step::Nothing);
+
     // Without the condition an evicted running Job is stopped as before.
     let plain = job_state("Job", &job(false, vec![]), false);
     assert_eq!(plan(&plain, Some(&evicted)), Step::Stop);
