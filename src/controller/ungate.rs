@@ -111,6 +111,7 @@ pub async fn run(
         watcher::Config::default().labels(PODSET_LABEL),
     )
     .default_backoff()
+    .modify(|p: &mut Pod| p.metadata.managed_fields = None)
     .reflect(pod_writer)
     .touched_objects();
     let ar = Kind::Workload.api_resource();

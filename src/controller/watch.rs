@@ -217,7 +217,11 @@ impl Watch {
     async fn run(self, client: Client, writer: Option<reflector::store::Writer<DynamicObject>>) {
         let ar = self.kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client, &ar);
-        let stream = watcher::watcher(api, self.kind.watch_config()).default_backoff();
+        // managedFields are never read, and on Jobs, Workloads and Pods they are a large
+        // share of each stored object.
+        let stream = watcher::watcher(api, self.kind.watch_config())
+            .default_backoff()
+            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
         let mut stream = match writer {
             Some(w) => stream.reflect(w).boxed(),
             None => stream.boxed(),

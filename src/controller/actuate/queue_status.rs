@@ -15,9 +15,8 @@ use super::{Attempt, WriteError, Writer};
 use crate::api::constants::{
     CQ_REASON_READY, CQ_REASON_TERMINATING, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED,
 };
+use crate::api::quantity;
 use crate::api::quantity::resource_quantity;
-use crate::api::{Workload, quantity};
-use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
 use crate::engine::{ClusterQueueReport, Engine};
 
@@ -180,44 +179,71 @@ pub fn status_patch(
 }
 
 /// LocalQueue views from the Workloads in the store: (namespace, queue) -> view.
+///
+/// Runs every publish interval over every Workload, so it reads the few fields it needs
+/// straight from the stored JSON: decoding each whole Workload (pod templates included)
+/// took 40 % of kuota's CPU in the cluster benchmark at 3,000 Workloads.
 pub fn local_queue_views(workloads: &[Arc<DynamicObject>]) -> HashMap<(String, String), QueueView> {
     let mut out: HashMap<(String, String), QueueView> = HashMap::new();
     for obj in workloads {
-        let Ok(wl) = decode::<Workload>(Kind::Workload, obj) else {
+        let data = &obj.data;
+        let Some(queue) = data
+            .pointer("/spec/queueName")
+            .and_then(serde_json::Value::as_str)
+        else {
             continue;
         };
-        let Some(queue) = wl.spec.queue_name.clone() else {
-            continue;
-        };
-        let status = wl.status.as_ref();
-        if status.is_some_and(|s| s.is_condition_true(WORKLOAD_FINISHED)) {
+        let status = data.get("status");
+        let finished = status
+            .and_then(|s| s.get("conditions"))
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(serde_json::Value::as_str) == Some(WORKLOAD_FINISHED)
+                        && c.get("status").and_then(serde_json::Value::as_str) == Some("True")
+                })
+            });
+        if finished {
             continue;
         }
-        let ns = wl.metadata.namespace.clone().unwrap_or_default();
-        let view = out.entry((ns, queue)).or_insert_with(|| QueueView {
-            pending: 0,
-            reserving: 0,
-            admitted: 0,
-            usage: BTreeMap::new(),
-            active: (false, String::new(), String::new()),
-            afs: None,
-        });
-        let Some(adm) = status.and_then(|s| s.admission.as_ref()) else {
+        let ns = obj.metadata.namespace.clone().unwrap_or_default();
+        let view = out
+            .entry((ns, queue.to_string()))
+            .or_insert_with(|| QueueView {
+                pending: 0,
+                reserving: 0,
+                admitted: 0,
+                usage: BTreeMap::new(),
+                active: (false, String::new(), String::new()),
+                afs: None,
+            });
+        let Some(adm) = status
+            .and_then(|s| s.get("admission"))
+            .filter(|a| !a.is_null())
+        else {
             view.pending += 1;
             continue;
         };
         view.reserving += 1;
         view.admitted += 1;
-        for psa in &adm.pod_set_assignments {
-            for (resource, flavor) in &psa.flavors {
+        let assignments = adm
+            .get("podSetAssignments")
+            .and_then(serde_json::Value::as_array);
+        for psa in assignments.into_iter().flatten() {
+            let flavors = psa.get("flavors").and_then(serde_json::Value::as_object);
+            for (resource, flavor) in flavors.into_iter().flatten() {
+                let Some(flavor) = flavor.as_str() else {
+                    continue;
+                };
                 let used = psa
-                    .resource_usage
-                    .get(resource)
-                    .and_then(|q| quantity::resource_value(resource, q).ok())
+                    .get("resourceUsage")
+                    .and_then(|u| u.get(resource))
+                    .and_then(serde_json::Value::as_str)
+                    .and_then(|q| quantity::resource_value_str(resource, q).ok())
                     .unwrap_or(0);
                 let e = view
                     .usage
-                    .entry(flavor.clone())
+                    .entry(flavor.to_string())
                     .or_default()
                     .entry(resource.clone())
                     .or_default();
@@ -373,6 +399,45 @@ impl QueueStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stored(value: Value) -> Arc<DynamicObject> {
+        Arc::new(serde_json::from_value(value).expect("a Workload object"))
+    }
+
+    /// Counts and usage per LocalQueue, read from the stored JSON: pending, admitted
+    /// (its usage summed per flavor and resource, in Kueue's units) and finished (left
+    /// out), per namespace and queue.
+    #[test]
+    fn local_queue_views_count_and_sum_from_the_stored_workloads() {
+        let wl = |name: &str, status: Value| {
+            stored(json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": name, "namespace": "team"},
+                "spec": {"queueName": "lq", "podSets": []},
+                "status": status,
+            }))
+        };
+        let admission = |cpu: &str| {
+            json!({"admission": {"clusterQueue": "cq", "podSetAssignments": [{
+                "name": "main", "count": 2,
+                "flavors": {"cpu": "default", "nvidia.com/gpu": "a100"},
+                "resourceUsage": {"cpu": cpu, "nvidia.com/gpu": "2"}}]}})
+        };
+        let finished = json!({"conditions": [{"type": "Finished", "status": "True"}]});
+        let mut done = admission("8");
+        done["conditions"] = finished["conditions"].clone();
+        let views = local_queue_views(&[
+            wl("a", admission("1500m")),
+            wl("b", admission("2")),
+            wl("c", json!({})),
+            wl("d", done),
+        ]);
+        let view = &views[&("team".to_string(), "lq".to_string())];
+        assert_eq!((view.pending, view.reserving, view.admitted), (1, 2, 2));
+        assert_eq!(view.usage["default"]["cpu"].0, 3500, "milli-cpu");
+        assert_eq!(view.usage["a100"]["nvidia.com/gpu"].0, 4);
+        assert_eq!(views.len(), 1);
+    }
 
     #[test]
     fn a_terminating_cluster_queue_is_inactive_with_kueues_reason_and_message() {
