@@ -21,7 +21,7 @@ use crate::controller::watch::{Kind, Stores};
 use crate::engine::{ClusterQueueReport, Engine};
 
 /// What a queue's status says, without timestamps: written only when it changes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueueView {
     pub pending: usize,
     pub reserving: usize,
@@ -207,16 +207,7 @@ pub fn local_queue_views(workloads: &[Arc<DynamicObject>]) -> HashMap<(String, S
             continue;
         }
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
-        let view = out
-            .entry((ns, queue.to_string()))
-            .or_insert_with(|| QueueView {
-                pending: 0,
-                reserving: 0,
-                admitted: 0,
-                usage: BTreeMap::new(),
-                active: (false, String::new(), String::new()),
-                afs: None,
-            });
+        let view = out.entry((ns, queue.to_string())).or_default();
         let Some(adm) = status
             .and_then(|s| s.get("admission"))
             .filter(|a| !a.is_null())
@@ -295,14 +286,7 @@ impl QueueStatus {
             let name = lq.metadata.name.clone().unwrap_or_default();
             let mut view = views
                 .remove(&(ns.clone(), name.clone()))
-                .unwrap_or(QueueView {
-                    pending: 0,
-                    reserving: 0,
-                    admitted: 0,
-                    usage: BTreeMap::new(),
-                    active: (false, String::new(), String::new()),
-                    afs: None,
-                });
+                .unwrap_or_default();
             view.afs = engine
                 .local_queue_usage(&ns, &name)
                 .map(|u| AfsStatus::from_usage(&u));

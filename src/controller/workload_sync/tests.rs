@@ -19,6 +19,16 @@ fn cond(type_: &str, status: &str) -> serde_json::Value {
            "lastTransitionTime": "2026-11-24T00:00:00Z"})
 }
 
+/// An admitted Workload with `Evicted=True`.
+fn evicted() -> Workload {
+    let mut status = admitted();
+    status["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(cond("Evicted", "True"));
+    workload(status)
+}
+
 fn admitted() -> serde_json::Value {
     json!({"admission": {"clusterQueue": "cq", "podSetAssignments": []},
            "conditions": [cond("QuotaReserved", "True"), cond("Admitted", "True")]})
@@ -69,12 +79,7 @@ fn a_finished_job_finishes_its_workload_once() {
 
 #[test]
 fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
-    let mut status = admitted();
-    status["conditions"]
-        .as_array_mut()
-        .expect("conditions")
-        .push(cond("Evicted", "True"));
-    let evicted = workload(status);
+    let evicted = evicted();
     assert_eq!(plan(&JobState::default(), Some(&evicted)), Step::Stop);
     let stopping = JobState {
         suspended: true,
@@ -95,12 +100,7 @@ fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
 /// back once the pods are gone; the template is restored after, when it can be.
 #[test]
 fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
-    let mut status = admitted();
-    status["conditions"]
-        .as_array_mut()
-        .expect("conditions")
-        .push(cond("Evicted", "True"));
-    let evicted = workload(status);
+    let evicted = evicted();
     let stamped = JobState {
         suspended: true,
         needs_restore: true,
@@ -124,12 +124,7 @@ fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
 fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended() {
     let condition = |t: &str| json!({"type": t, "status": "True", "message": "Reached expected number of succeeded pods"});
     let job = |suspend: bool, conds: Vec<serde_json::Value>| json!({"spec": {"suspend": suspend}, "status": {"conditions": conds, "succeeded": 1}});
-    let mut status = admitted();
-    status["conditions"]
-        .as_array_mut()
-        .expect("conditions")
-        .push(cond("Evicted", "True"));
-    let evicted = workload(status);
+    let evicted = evicted();
 
     let running = job_state(
         "Job",
