@@ -805,17 +805,7 @@ fn fair_sharing_preemption_cascade_settles() {
 /// reclamation target; kuota's victim search now runs without the holds.
 #[test]
 fn fair_sharing_held_quota_is_not_reclaimed() {
-    let q = |nominal, borrowing, lending| QuotaGen {
-        nominal,
-        borrowing,
-        lending,
-    };
-    let cq = |cohort, quota, preempt, weight| CqGen {
-        cohort,
-        quotas: vec![quota],
-        preempt,
-        weight,
-    };
+    let (q, cq) = (fixed_quota, one_quota);
     let tree = Tree {
         n_flavors: 1,
         n_resources: 1,
@@ -831,13 +821,7 @@ fn fair_sharing_held_quota_is_not_reclaimed() {
         fair_sharing: true,
         min_runtime: 0,
     };
-    let sub = |cq, pods, cpu, priority| Op::Submit {
-        cq,
-        pods,
-        cpu,
-        gpu: 0,
-        priority,
-    };
+    let sub = cpu_job;
     let ops = vec![
         sub(3, 1, 2, 1),
         sub(1, 2, 2, 0),
@@ -869,17 +853,7 @@ fn fair_sharing_held_quota_is_not_reclaimed() {
 /// preemptor's reservation now stays charged until its own turn in the round.
 #[test]
 fn preemptor_keeps_its_reservation_until_its_turn() {
-    let q = |nominal, borrowing, lending| QuotaGen {
-        nominal,
-        borrowing,
-        lending,
-    };
-    let cq = |cohort, quota, preempt, weight| CqGen {
-        cohort,
-        quotas: vec![quota],
-        preempt,
-        weight,
-    };
+    let (q, cq) = (fixed_quota, one_quota);
     let tree = Tree {
         n_flavors: 1,
         n_resources: 1,
@@ -895,13 +869,7 @@ fn preemptor_keeps_its_reservation_until_its_turn() {
         fair_sharing: true,
         min_runtime: 0,
     };
-    let sub = |cq, pods, cpu, priority| Op::Submit {
-        cq,
-        pods,
-        cpu,
-        gpu: 0,
-        priority,
-    };
+    let sub = cpu_job;
     let ops = vec![
         sub(1, 1, 3, 2),
         sub(1, 2, 1, 1),
@@ -927,17 +895,7 @@ fn preemptor_keeps_its_reservation_until_its_turn() {
 /// A preemptor that fits by its turn is assigned again instead.
 #[test]
 fn preemptor_that_fits_by_its_turn_preempts_nobody() {
-    let q = |nominal, borrowing, lending| QuotaGen {
-        nominal,
-        borrowing,
-        lending,
-    };
-    let cq = |cohort, quota, preempt, weight| CqGen {
-        cohort,
-        quotas: vec![quota],
-        preempt,
-        weight,
-    };
+    let (q, cq) = (fixed_quota, one_quota);
     let tree = Tree {
         n_flavors: 1,
         n_resources: 1,
@@ -953,13 +911,7 @@ fn preemptor_that_fits_by_its_turn_preempts_nobody() {
         fair_sharing: true,
         min_runtime: 0,
     };
-    let sub = |cq, pods, cpu, priority| Op::Submit {
-        cq,
-        pods,
-        cpu,
-        gpu: 0,
-        priority,
-    };
+    let sub = cpu_job;
     let ops = vec![
         sub(0, 1, 1, 0),
         sub(3, 1, 1, 0),
@@ -1040,13 +992,7 @@ fn borrowing_preemptor_is_not_blocked_by_a_hold_it_caused() {
         fair_sharing: true,
         min_runtime: 0,
     };
-    let sub = |cq, pods, cpu, priority| Op::Submit {
-        cq,
-        pods,
-        cpu,
-        gpu: 0,
-        priority,
-    };
+    let sub = cpu_job;
     let ops = vec![
         sub(3, 1, 4, 1),
         sub(1, 1, 1, 0),
@@ -1066,5 +1012,35 @@ fn borrowing_preemptor_is_not_blocked_by_a_hold_it_caused() {
     ];
     if let Err(e) = run_stream(tree, ops, true) {
         panic!("{e}");
+    }
+}
+
+/// A quota for the named regression tests.
+fn fixed_quota(nominal: i64, borrowing: Option<i64>, lending: Option<i64>) -> QuotaGen {
+    QuotaGen {
+        nominal,
+        borrowing,
+        lending,
+    }
+}
+
+/// A ClusterQueue of one flavor and one resource, for the named regression tests.
+fn one_quota(cohort: Option<usize>, quota: QuotaGen, preempt: bool, weight: Option<u32>) -> CqGen {
+    CqGen {
+        cohort,
+        quotas: vec![quota],
+        preempt,
+        weight,
+    }
+}
+
+/// A cpu-only submission, for the named regression tests.
+fn cpu_job(cq: usize, pods: i32, cpu: i64, priority: i32) -> Op {
+    Op::Submit {
+        cq,
+        pods,
+        cpu,
+        gpu: 0,
+        priority,
     }
 }
