@@ -289,6 +289,32 @@ mod tests {
                 "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "0"}]}]}]}})
     }
 
+    /// Runs an engine task (status written every second) until `stop` is sent.
+    fn start(
+        config: EngineConfig,
+        actuators: Actuators,
+    ) -> (
+        Sender<Input>,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<Result<(), ControllerError>>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let task = EngineTask::new(
+            config,
+            Metrics::default(),
+            rx,
+            tx.clone(),
+            &[],
+            actuators,
+            Duration::from_secs(1),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(task.run(async {
+            let _ = stopped.await;
+        }));
+        (tx, stop, running)
+    }
+
     fn workload(i: usize) -> Value {
         json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
             "metadata": {"name": format!("w{i}"), "namespace": "team",
@@ -349,20 +375,7 @@ mod tests {
             Recorder::disabled(),
             stores,
         );
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let task = EngineTask::new(
-            EngineConfig::default(),
-            Metrics::default(),
-            rx,
-            tx.clone(),
-            &[],
-            actuators,
-            Duration::from_secs(1),
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(task.run(async {
-            let _ = stopped.await;
-        }));
+        let (tx, stop, running) = start(EngineConfig::default(), actuators);
 
         let setup = [
             Event::ResourceFlavorUpserted(object(
@@ -502,20 +515,7 @@ mod tests {
             }),
             ..EngineConfig::default()
         };
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let task = EngineTask::new(
-            config,
-            Metrics::default(),
-            rx,
-            tx.clone(),
-            &[],
-            actuators,
-            Duration::from_secs(1),
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(task.run(async {
-            let _ = stopped.await;
-        }));
+        let (tx, stop, running) = start(config, actuators);
         let setup = [
             Event::ResourceFlavorUpserted(object(
                 json!({"metadata": {"name": "default"}, "spec": {}}),

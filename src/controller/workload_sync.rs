@@ -21,7 +21,7 @@ use tracing::{debug, info, warn};
 use super::actuate::events::Recorder;
 use super::actuate::job::{self, JobPatchError};
 use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
-use super::actuate::{WriteError, Writer};
+use super::actuate::{WriteError, Writer, is_invalid};
 use super::engine_task::Input;
 use super::invalid_admission;
 use super::translate::{TranslateError, decode};
@@ -540,12 +540,6 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
         (Step::Start | Step::Restore, None) => {}
     }
     Ok(Action::await_change())
-}
-
-/// Whether the API server refused a write as invalid (422), as opposed to a conflict or
-/// an outage that a retry may get past.
-fn is_invalid(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 422)
 }
 
 /// Creates the job's Workload (an existing one is fine: a reconcile raced the watch).

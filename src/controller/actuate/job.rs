@@ -302,17 +302,20 @@ fn add_flavor(spec: &mut serde_json::Map<String, Value>, rf: &ResourceFlavor) {
 
 /// Stop: suspend the job (its template is restored once the job controller lets it).
 pub fn stop_patch(integration: &dyn JobIntegration, job: &Value) -> Option<Patch> {
+    suspend_only(integration, job, true)
+}
+
+/// Only the job's suspend flag set to `suspend`; `None` when it already is.
+fn suspend_only(integration: &dyn JobIntegration, job: &Value, suspend: bool) -> Option<Patch> {
     let mut desired = job.clone();
-    json_patch::merge(&mut desired, &integration.suspend_patch(true));
+    json_patch::merge(&mut desired, &integration.suspend_patch(suspend));
     diff_with_precondition(job, &desired)
 }
 
 /// Resume: only `suspend: false`, for a job whose outcome is already decided (its
 /// Workload finished); the template stays as it is.
 pub fn resume_patch(integration: &dyn JobIntegration, job: &Value) -> Option<Patch> {
-    let mut desired = job.clone();
-    json_patch::merge(&mut desired, &integration.suspend_patch(false));
-    diff_with_precondition(job, &desired)
+    suspend_only(integration, job, false)
 }
 
 /// Restore: each pod set's nodeSelector and tolerations as the Workload recorded them
