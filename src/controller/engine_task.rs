@@ -244,7 +244,7 @@ impl EngineTask {
                 continue;
             };
             // An undecodable one was reported by its watch already.
-            if let Ok(wl) = decode::<Workload>(Kind::Workload, &obj) {
+            if let Ok(wl) = decode::<Workload, _>(Kind::Workload, &*obj) {
                 self.check_workload(&key, &wl);
             }
         }

@@ -2,6 +2,7 @@
 //! and carries its decisions back to the API server with as few writes as possible.
 //!
 //! - `watch`: kube-rs watchers (with reflector stores) that turn cluster objects into inputs;
+//! - `compact`: the small form in which Jobs and Workloads are kept in reflector stores;
 //! - `translate`: pure conversion of watched objects into engine events;
 //! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
 //!   hands decisions to the actuators;
@@ -16,6 +17,7 @@
 //! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
 
 pub mod actuate;
+pub mod compact;
 pub mod engine_task;
 pub mod invalid_admission;
 pub mod translate;

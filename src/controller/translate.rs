@@ -1,6 +1,7 @@
 //! Pure translation of watched objects into engine events (no I/O).
 
-use kube::api::DynamicObject;
+use kube::Resource;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::watch::Kind;
@@ -21,7 +22,10 @@ pub struct TranslateError {
 
 /// Decodes a watched object into its typed form, leniently: what fails here is an object
 /// whose known fields do not have their types.
-pub fn decode<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, TranslateError> {
+pub fn decode<T: DeserializeOwned, O: Serialize + Resource>(
+    kind: Kind,
+    obj: &O,
+) -> Result<T, TranslateError> {
     let named = |source| TranslateError {
         kind: kind.name(),
         name: display_name(obj),
@@ -33,15 +37,16 @@ pub fn decode<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T,
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.
-pub fn display_name(obj: &DynamicObject) -> String {
-    match &obj.metadata.namespace {
-        Some(ns) => format!("{ns}/{}", obj.metadata.name.as_deref().unwrap_or_default()),
-        None => obj.metadata.name.clone().unwrap_or_default(),
+pub fn display_name(obj: &impl Resource) -> String {
+    let meta = obj.meta();
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+        None => meta.name.clone().unwrap_or_default(),
     }
 }
 
 /// The engine events an applied object stands for.
-pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateError> {
+pub fn upsert(kind: Kind, obj: &(impl Serialize + Resource)) -> Result<Vec<Event>, TranslateError> {
     Ok(match kind {
         Kind::ResourceFlavor => vec![Event::ResourceFlavorUpserted(decode(kind, obj)?)],
         Kind::Cohort => vec![Event::CohortUpserted(decode(kind, obj)?)],
@@ -64,8 +69,8 @@ pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateEr
             }]
         }
         Kind::Namespace => vec![Event::NamespaceUpserted {
-            name: obj.metadata.name.clone().unwrap_or_default(),
-            labels: obj.metadata.labels.clone().unwrap_or_default(),
+            name: obj.meta().name.clone().unwrap_or_default(),
+            labels: obj.meta().labels.clone().unwrap_or_default(),
         }],
         Kind::Node => vec![Event::NodeUpserted(Box::new(decode(kind, obj)?))],
         Kind::Pod => vec![Event::PodUpserted(Box::new(decode(kind, obj)?))],
@@ -75,8 +80,8 @@ pub fn upsert(kind: Kind, obj: &DynamicObject) -> Result<Vec<Event>, TranslateEr
 /// A ClusterQueue being deleted (kept by the `resource-in-use` finalizer while workloads
 /// hold quota in it) admits nothing new, as Kueue's terminating queues do, while what it
 /// admitted runs to completion: to the engine it is held (`stopPolicy: Hold`).
-fn terminating_holds(obj: &DynamicObject, mut cq: api::ClusterQueue) -> api::ClusterQueue {
-    let deleting = obj.metadata.deletion_timestamp.is_some();
+fn terminating_holds(obj: &impl Resource, mut cq: api::ClusterQueue) -> api::ClusterQueue {
+    let deleting = obj.meta().deletion_timestamp.is_some();
     if deleting && cq.spec.effective_stop_policy() == api::StopPolicy::None {
         cq.spec.stop_policy = Some(api::StopPolicy::Hold);
     }
@@ -134,6 +139,7 @@ pub fn delete(kind: Kind, namespace: Option<&str>, name: &str) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::api::DynamicObject;
     use serde_json::json;
 
     fn dynamic(v: serde_json::Value) -> DynamicObject {

@@ -6,7 +6,7 @@
 //!
 //! Its Workloads come from the controller's Workload store (triggered by the Workload
 //! watch); its pods from a watch of pods carrying the `kueue.x-k8s.io/podset` label,
-//! which job starts stamp on every admitted template. After ungating, a Workload is not
+//! which job starts stamp on every admitted template, keeping only topology pods, slim. After ungating, a Workload is not
 //! looked at again until the pod store shows every pod it patched as ungated (Kueue's
 //! expectations): a stale store would otherwise hand a domain's room out twice.
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -26,7 +26,8 @@ use kube::{Client, Resource};
 use tracing::{debug, info, warn};
 
 use super::actuate::Writer;
-use super::actuate::pod::{ungate_patch, ungates, workload_of};
+use super::actuate::pod::{slim, topology_pod, ungate_patch, ungates, workload_of};
+use super::compact::CompactObject;
 use super::translate::{TranslateError, decode};
 use super::watch::Kind;
 use crate::api::Workload;
@@ -101,9 +102,9 @@ impl Ctx {
 /// `triggers` names Workloads whose admission changed.
 pub async fn run(
     client: Client,
-    workloads: Store<DynamicObject>,
+    workloads: Store<CompactObject>,
     writer: Arc<Writer>,
-    triggers: UnboundedReceiver<ObjectRef<DynamicObject>>,
+    triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
     let (pods, pod_writer) = reflector::store::<Pod>();
     let pod_stream = watcher::watcher(
@@ -111,7 +112,10 @@ pub async fn run(
         watcher::Config::default().labels(PODSET_LABEL),
     )
     .default_backoff()
-    .modify(|p: &mut Pod| p.metadata.managed_fields = None)
+    // Only topology pods are kept, and slim: a cluster's other pods are no business of
+    // the ungater, and would be most of kuota's memory.
+    .filter(|event| futures::future::ready(keep(event)))
+    .modify(slim)
     .reflect(pod_writer)
     .touched_objects();
     let ar = Kind::Workload.api_resource();
@@ -137,14 +141,22 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(wl: Arc<DynamicObject>, e: &UngateError, _: Arc<Ctx>) -> Action {
+/// Whether the pod store takes a watch event: deletes always (the store may hold the pod).
+fn keep(event: &Result<watcher::Event<Pod>, watcher::Error>) -> bool {
+    match event {
+        Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => topology_pod(p),
+        _ => true,
+    }
+}
+
+fn error_policy(wl: Arc<CompactObject>, e: &UngateError, _: Arc<Ctx>) -> Action {
     warn!(workload = %wl.meta().name.clone().unwrap_or_default(), error = %e, "ungating failed; retrying");
     Action::requeue(Duration::from_secs(1))
 }
 
 /// Ungates what [`ungates`] picks for one Workload, one patch per pod.
-pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, UngateError> {
-    let wl: Workload = decode(Kind::Workload, &obj)?;
+pub async fn reconcile(obj: Arc<CompactObject>, ctx: Arc<Ctx>) -> Result<Action, UngateError> {
+    let wl: Workload = decode(Kind::Workload, &*obj)?;
     let key: Key = (
         wl.metadata.namespace.clone().unwrap_or_default(),
         wl.metadata.name.clone().unwrap_or_default(),
@@ -200,8 +212,8 @@ mod tests {
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
 
-    fn workload() -> DynamicObject {
-        serde_json::from_value(json!({
+    fn workload() -> CompactObject {
+        CompactObject::from_value(json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
             "metadata": {"name": "job-j-1", "namespace": "ns"},
             "spec": {"podSets": [{"name": "main", "count": 1,

@@ -11,10 +11,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
 
 use super::actuate::events::Recorder;
+use super::compact::CompactObject;
 use super::engine_task::Input;
 use super::translate;
 use super::workload_sync::Triggers;
@@ -104,7 +107,8 @@ impl Kind {
 /// Reflector stores the actuators read: always the latest object the watch delivered.
 #[derive(Clone)]
 pub struct Stores {
-    pub workloads: Store<DynamicObject>,
+    /// Every Workload, kept compact: there is one per job in the cluster.
+    pub workloads: Store<CompactObject>,
     pub flavors: Store<DynamicObject>,
     pub cluster_queues: Store<DynamicObject>,
     pub local_queues: Store<DynamicObject>,
@@ -114,7 +118,7 @@ pub struct Stores {
 
 /// The writing halves of [`Stores`], consumed by [`spawn`].
 pub struct Writers {
-    pub(crate) workloads: reflector::store::Writer<DynamicObject>,
+    pub(crate) workloads: reflector::store::Writer<CompactObject>,
     flavors: reflector::store::Writer<DynamicObject>,
     cluster_queues: reflector::store::Writer<DynamicObject>,
     local_queues: reflector::store::Writer<DynamicObject>,
@@ -125,7 +129,7 @@ pub struct Writers {
 pub fn stores() -> (Stores, Writers) {
     let w = |k: Kind| reflector::store::Writer::new(k.api_resource());
     let writers = Writers {
-        workloads: w(Kind::Workload),
+        workloads: reflector::store::Writer::new(Kind::Workload.api_resource()),
         flavors: w(Kind::ResourceFlavor),
         cluster_queues: w(Kind::ClusterQueue),
         local_queues: w(Kind::LocalQueue),
@@ -159,8 +163,8 @@ pub fn spawn(
         local_queues,
         cohorts,
     } = writers;
+    let mut workloads = Some(workloads);
     let mut writers = [
-        (Kind::Workload, Some(workloads)),
         (Kind::ResourceFlavor, Some(flavors)),
         (Kind::ClusterQueue, Some(cluster_queues)),
         (Kind::LocalQueue, Some(local_queues)),
@@ -169,17 +173,21 @@ pub fn spawn(
     ENGINE_KINDS
         .iter()
         .map(|&kind| {
-            let writer = writers
-                .iter_mut()
-                .find(|(k, _)| *k == kind)
-                .and_then(|(_, w)| w.take());
             let watch = Watch {
                 kind,
                 tx: tx.clone(),
                 triggers: triggers.clone(),
                 recorder: recorder.clone(),
             };
-            let task = tokio::spawn(watch.run(client.clone(), writer));
+            let task = if kind == Kind::Workload {
+                tokio::spawn(watch.run(client.clone(), workloads.take()))
+            } else {
+                let writer = writers
+                    .iter_mut()
+                    .find(|(k, _)| *k == kind)
+                    .and_then(|(_, w)| w.take());
+                tokio::spawn(watch.run::<DynamicObject>(client.clone(), writer))
+            };
             ("watch", task)
         })
         .collect()
@@ -214,14 +222,18 @@ struct Watch {
 }
 
 impl Watch {
-    async fn run(self, client: Client, writer: Option<reflector::store::Writer<DynamicObject>>) {
+    async fn run<K>(self, client: Client, writer: Option<reflector::store::Writer<K>>)
+    where
+        K: Resource<DynamicType = ApiResource> + Serialize + DeserializeOwned,
+        K: Clone + std::fmt::Debug + Send + Sync + 'static,
+    {
         let ar = self.kind.api_resource();
-        let api: Api<DynamicObject> = Api::all_with(client, &ar);
+        let api: Api<K> = Api::all_with(client, &ar);
         // managedFields are never read, and on Jobs, Workloads and Pods they are a large
         // share of each stored object.
         let stream = watcher::watcher(api, self.kind.watch_config())
             .default_backoff()
-            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None);
         let mut stream = match writer {
             Some(w) => stream.reflect(w).boxed(),
             None => stream.boxed(),
@@ -245,16 +257,24 @@ impl Watch {
 
     /// The engine events of one applied object; a bad object is logged and reported as an
     /// Event on it, and sends nothing (what the engine knew of it stays as it was).
-    fn upsert(&self, obj: &DynamicObject) -> Vec<Input> {
+    fn upsert<K: Resource + Serialize>(&self, obj: &K) -> Vec<Input> {
         if self.kind == Kind::Workload {
-            self.triggers.trigger_owner(obj);
-            self.triggers.trigger_ungater(obj);
+            self.triggers.trigger_owner(obj.meta());
         }
         match translate::upsert(self.kind, obj) {
-            Ok(events) => events.into_iter().map(Input::event).collect(),
+            Ok(events) => {
+                for event in &events {
+                    if let crate::engine::Event::WorkloadUpserted(wl) = event {
+                        self.triggers.trigger_ungater(wl);
+                    }
+                }
+                events.into_iter().map(Input::event).collect()
+            }
             Err(e) => {
                 warn!(error = %e, "ignoring an object kuota cannot read");
-                self.recorder.invalid_object(obj, &e.to_string());
+                let ar = self.kind.api_resource();
+                self.recorder
+                    .invalid_object(&ar, obj.meta(), &e.to_string());
                 Vec::new()
             }
         }
@@ -271,11 +291,11 @@ struct Relist {
 }
 
 impl Relist {
-    fn handle(
+    fn handle<K: Resource>(
         &mut self,
         kind: Kind,
-        event: WatchEvent<DynamicObject>,
-        mut upsert: impl FnMut(&DynamicObject) -> Vec<Input>,
+        event: WatchEvent<K>,
+        mut upsert: impl FnMut(&K) -> Vec<Input>,
     ) -> Vec<Input> {
         match event {
             WatchEvent::Init => {
@@ -324,7 +344,7 @@ impl Relist {
     }
 }
 
-fn key_of(o: &DynamicObject) -> (Option<String>, String) {
+fn key_of(o: &impl Resource) -> (Option<String>, String) {
     (
         o.meta().namespace.clone(),
         o.meta().name.clone().unwrap_or_default(),
@@ -443,7 +463,7 @@ mod tests {
             triggers: Triggers::default(),
             recorder: Recorder::disabled(),
         };
-        let task = tokio::spawn(watch.run(Client::new(service, "default"), None));
+        let task = tokio::spawn(watch.run::<DynamicObject>(Client::new(service, "default"), None));
         let list = |items: Vec<serde_json::Value>, rv: &str| {
             body(&serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "ResourceFlavorList", "metadata": {"resourceVersion": rv}, "items": items}))

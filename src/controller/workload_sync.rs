@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde_json::{Value, json};
@@ -22,6 +24,7 @@ use super::actuate::events::Recorder;
 use super::actuate::job::{self, JobPatchError};
 use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
 use super::actuate::{WriteError, Writer, is_invalid};
+use super::compact::CompactObject;
 use super::engine_task::Input;
 use super::invalid_admission;
 use super::translate::{TranslateError, decode};
@@ -247,7 +250,7 @@ pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
 /// An integration's (apiVersion, kind).
 type GvkKey = (String, String);
 /// A job to reconcile again, named by reference.
-type JobRef = ObjectRef<DynamicObject>;
+type JobRef = ObjectRef<CompactObject>;
 
 /// Routes Workload changes to the reconciler of the job that owns them.
 #[derive(Clone, Default)]
@@ -282,7 +285,7 @@ impl Triggers {
 
     /// The same triggers, also routing TAS-admitted Workloads to the topology ungater;
     /// returns the ungater's trigger stream.
-    pub fn with_ungater(mut self) -> (Self, UnboundedReceiver<ObjectRef<DynamicObject>>) {
+    pub fn with_ungater(mut self) -> (Self, UnboundedReceiver<ObjectRef<CompactObject>>) {
         let (tx, rx) = unbounded();
         self.ungater = Some(tx);
         (self, rx)
@@ -290,17 +293,21 @@ impl Triggers {
 
     /// Asks the topology ungater to look at a Workload admitted with a topology
     /// assignment (any other Workload has no pods to ungate).
-    pub fn trigger_ungater(&self, wl: &DynamicObject) {
+    pub fn trigger_ungater(&self, wl: &Workload) {
         let Some(tx) = &self.ungater else { return };
         let tas = wl
-            .data
-            .pointer("/status/admission/podSetAssignments")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|p| p.get("topologyAssignment").is_some()));
+            .status
+            .as_ref()
+            .and_then(|s| s.admission.as_ref())
+            .is_some_and(|a| {
+                a.pod_set_assignments
+                    .iter()
+                    .any(|p| p.topology_assignment.is_some())
+            });
         if let (true, Some(ns), Some(name)) = (
             tas,
-            wl.meta().namespace.as_deref(),
-            wl.meta().name.as_deref(),
+            wl.metadata.namespace.as_deref(),
+            wl.metadata.name.as_deref(),
         ) {
             let r = ObjectRef::new_with(name, Kind::Workload.api_resource()).within(ns);
             let _ = tx.unbounded_send(r);
@@ -311,7 +318,7 @@ impl Triggers {
     pub fn receiver(
         &self,
         integration: &dyn JobIntegration,
-    ) -> UnboundedReceiver<ObjectRef<DynamicObject>> {
+    ) -> UnboundedReceiver<ObjectRef<CompactObject>> {
         let taken = self
             .receivers
             .lock()
@@ -321,11 +328,11 @@ impl Triggers {
     }
 
     /// Asks the reconciler of the Workload's owning job to look at that job again.
-    pub fn trigger_owner(&self, wl: &DynamicObject) {
-        let Some(ns) = wl.meta().namespace.as_deref() else {
+    pub fn trigger_owner(&self, wl: &ObjectMeta) {
+        let Some(ns) = wl.namespace.as_deref() else {
             return;
         };
-        for owner in wl.meta().owner_references.iter().flatten() {
+        for owner in wl.owner_references.iter().flatten() {
             if owner.controller != Some(true) {
                 continue;
             }
@@ -378,17 +385,25 @@ pub async fn run(
     client: Client,
     integration: &'static dyn JobIntegration,
     ctx: Ctx,
-    triggers: UnboundedReceiver<ObjectRef<DynamicObject>>,
+    triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
     let ar = job_api_resource(&integration.gvk());
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let api: Api<CompactObject> = Api::all_with(client, &ar);
     let mut wc = watcher::Config::default();
     if !ctx.manage_without_queue_name {
         // Only queue-labelled jobs are managed: the cache holds nothing else.
         wc = wc.labels(QUEUE_NAME_LABEL);
     }
     let jctx = Arc::new(JobCtx { integration, ctx });
-    Controller::new_with(api, wc, ar)
+    // Every managed job is kept in memory: compact, and without its managedFields.
+    let writer = reflector::store::Writer::new(ar.clone());
+    let jobs = writer.as_reader();
+    let stream = watcher::watcher(api, wc)
+        .default_backoff()
+        .modify(|j: &mut CompactObject| j.metadata.managed_fields = None)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream_with(stream, jobs, ar)
         .reconcile_on(triggers)
         .run(reconcile, error_policy, jctx)
         .for_each(|r| async move {
@@ -399,12 +414,12 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(job: Arc<DynamicObject>, e: &SyncError, _: Arc<JobCtx>) -> Action {
+fn error_policy(job: Arc<CompactObject>, e: &SyncError, _: Arc<JobCtx>) -> Action {
     warn!(job = %job.meta().name.clone().unwrap_or_default(), error = %e, "job reconcile failed; retrying");
     Action::requeue(Duration::from_secs(1))
 }
 
-async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
+async fn reconcile(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
     let JobCtx { integration, ctx } = &*jctx;
     let integration = *integration;
     let name = job.meta().name.clone().unwrap_or_default();
@@ -430,7 +445,7 @@ async fn reconcile(job: Arc<DynamicObject>, jctx: Arc<JobCtx>) -> Result<Action,
     let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
     let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource()).within(&ns);
     let wl: Option<Workload> = match ctx.stores.workloads.get(&r) {
-        Some(o) => Some(decode(Kind::Workload, &o)?),
+        Some(o) => Some(decode(Kind::Workload, &*o)?),
         None => None,
     };
     let mut state = job_state(&integration.kind(), &value, integration.is_suspended(&view));

@@ -160,7 +160,7 @@ pub fn start_patch(
         for flavor in assigned.get(&name).into_iter().flatten() {
             let r = ObjectRef::new_with(flavor, Kind::ResourceFlavor.api_resource());
             let Some(rf) = flavors.get(&r) else { continue };
-            let Ok(rf) = decode::<ResourceFlavor>(Kind::ResourceFlavor, &rf) else {
+            let Ok(rf) = decode::<ResourceFlavor, _>(Kind::ResourceFlavor, &*rf) else {
                 continue;
             };
             add_flavor(spec, &rf);

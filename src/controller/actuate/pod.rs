@@ -10,13 +10,15 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{
     AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation,
 };
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::api::Workload;
 use crate::api::constants::{
-    PODSET_LABEL, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ADMITTED, WORKLOAD_ANNOTATION,
-    WORKLOAD_FINISHED,
+    PODSET_LABEL, PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+    PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+    TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ADMITTED, WORKLOAD_ANNOTATION, WORKLOAD_FINISHED,
 };
 use crate::placement::ungate::{self, PodView, RankLabels};
 
@@ -33,6 +35,54 @@ pub fn admitted_by_tas(wl: &Workload) -> bool {
                 .iter()
                 .any(|p| p.topology_assignment.is_some())
         })
+}
+
+/// Whether a pod can be a topology (TAS) pod: it carries the topology gate or a topology
+/// request. Job starts stamp a request on every TAS template (an unconstrained one when
+/// the user wrote none), so the pods of other Workloads, the bulk of a cluster, are never
+/// kept for the ungater.
+pub fn topology_pod(pod: &Pod) -> bool {
+    const REQUESTS: [&str; 4] = [
+        PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+        PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+        PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+        PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+    ];
+    let requested = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| REQUESTS.iter().any(|k| a.contains_key(*k)));
+    requested || gated(pod)
+}
+
+/// Keeps only what the ungater reads of a pod: its name, uid, resourceVersion, labels,
+/// Workload annotation, gates, node selector and phase.
+pub fn slim(pod: &mut Pod) {
+    let meta = std::mem::take(&mut pod.metadata);
+    let workload = meta
+        .annotations
+        .and_then(|mut a| a.remove_entry(WORKLOAD_ANNOTATION));
+    pod.metadata = ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        labels: meta.labels,
+        annotations: workload.map(|(k, v)| BTreeMap::from([(k, v)])),
+        ..ObjectMeta::default()
+    };
+    let spec = pod.spec.take().unwrap_or_default();
+    pod.spec = Some(PodSpec {
+        scheduling_gates: spec.scheduling_gates,
+        node_selector: spec.node_selector,
+        ..PodSpec::default()
+    });
+    let phase = pod.status.take().and_then(|s| s.phase);
+    pod.status = phase.map(|phase| PodStatus {
+        phase: Some(phase),
+        ..PodStatus::default()
+    });
 }
 
 /// The Workload a pod belongs to (`namespace`, name), from Kueue's annotation.
@@ -216,6 +266,56 @@ mod tests {
             }))
             .expect("pod"),
         )
+    }
+
+    /// Only topology pods are kept, and only what the ungater reads of them: a slimmed
+    /// pod is ungated exactly as the whole one would be.
+    #[test]
+    fn the_ungater_keeps_topology_pods_only_and_only_what_it_reads() {
+        let mut whole: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5",
+                "labels": {PODSET_LABEL: "main"},
+                "annotations": {WORKLOAD_ANNOTATION: "job-j-1",
+                    PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "rack", "team": "x"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                    "uid": "j-u"}]},
+            "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A"}]}],
+                "nodeSelector": {"pool": "tas"},
+                "schedulingGates": [{"name": TOPOLOGY_SCHEDULING_GATE}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": "False"}]}
+        }))
+        .expect("pod");
+        assert!(topology_pod(&whole));
+        let selector = BTreeMap::from([("rack".to_string(), "r1".to_string())]);
+        let before = ungate_patch(&whole, &selector);
+        slim(&mut whole);
+        assert_eq!(ungate_patch(&whole, &selector), before);
+        assert_eq!(workload_of(&whole), Some(("ns".into(), "job-j-1".into())));
+        assert_eq!(
+            serde_json::to_value(&whole).expect("json"),
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5",
+                    "labels": {PODSET_LABEL: "main"},
+                    "annotations": {WORKLOAD_ANNOTATION: "job-j-1"}},
+                "spec": {"containers": [], "nodeSelector": {"pool": "tas"},
+                    "schedulingGates": [{"name": TOPOLOGY_SCHEDULING_GATE}]},
+                "status": {"phase": "Pending"}
+            })
+        );
+        let plain = pod("q", 0, "job-k-1", false);
+        assert!(!topology_pod(&plain), "no gate and no topology request");
+        let mut ungated_tas = (*plain).clone();
+        ungated_tas
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(
+                PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION.into(),
+                "true".into(),
+            );
+        assert!(topology_pod(&ungated_tas), "ungated, but still a TAS pod");
     }
 
     fn names(out: &[(Arc<Pod>, BTreeMap<String, String>)]) -> Vec<(String, String)> {

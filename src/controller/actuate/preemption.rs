@@ -8,7 +8,9 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
+use crate::api::Workload;
 use crate::api::constants::JOB_UID_LABEL;
+use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
 use crate::engine::{PreemptionReason, WorkloadKey};
 
@@ -97,9 +99,11 @@ fn str_at<'a>(obj: &'a DynamicObject, path: &[&str]) -> Option<&'a str> {
 /// The message's facts, read from the controller's stores: the preemptor's ClusterQueue
 /// through its LocalQueue (it is not admitted yet), the victim's from its admission.
 pub fn parties(stores: &Stores, victim: &WorkloadKey, preemptor: &WorkloadKey) -> Parties {
+    // Decoded whole: a preemption is rare, and the typed form names the fields.
     let workload = |k: &WorkloadKey| {
         let r = ObjectRef::new_with(&k.name, Kind::Workload.api_resource()).within(&k.namespace);
-        stores.workloads.get(&r)
+        let stored = stores.workloads.get(&r)?;
+        decode::<Workload, _>(Kind::Workload, &*stored).ok()
     };
     let path_of = |cq: &str| {
         let cq_obj = stores
@@ -116,16 +120,12 @@ pub fn parties(stores: &Stores, victim: &WorkloadKey, preemptor: &WorkloadKey) -
                 .and_then(|o| str_at(&o, &["spec", "parentName"]).map(str::to_string))
         })
     };
-    let priority = |o: Option<&DynamicObject>| {
-        o.and_then(|o| o.data.get("spec")?.get("priority")?.as_i64())
-            .and_then(|p| i32::try_from(p).ok())
-            .unwrap_or(0)
-    };
+    let priority = |w: Option<&Workload>| w.and_then(|w| w.spec.priority).unwrap_or(0);
     let p = workload(preemptor);
     let v = workload(victim);
     let preemptor_cq = p
-        .as_deref()
-        .and_then(|o| str_at(o, &["spec", "queueName"]))
+        .as_ref()
+        .and_then(|w| w.spec.queue_name.as_deref())
         .and_then(|lq| {
             let r = ObjectRef::new_with(lq, Kind::LocalQueue.api_resource())
                 .within(&preemptor.namespace);
@@ -133,18 +133,18 @@ pub fn parties(stores: &Stores, victim: &WorkloadKey, preemptor: &WorkloadKey) -
             str_at(&lq, &["spec", "clusterQueue"]).map(str::to_string)
         });
     let preemptee_cq = v
-        .as_deref()
-        .and_then(|o| str_at(o, &["status", "admission", "clusterQueue"]))
-        .map(str::to_string);
+        .as_ref()
+        .and_then(|w| w.status.as_ref()?.admission.as_ref())
+        .map(|a| a.cluster_queue.clone());
     Parties {
-        preemptor_uid: p.as_deref().and_then(|o| o.metadata.uid.clone()),
+        preemptor_uid: p.as_ref().and_then(|w| w.metadata.uid.clone()),
         preemptor_job_uid: p
-            .as_deref()
-            .and_then(|o| o.metadata.labels.as_ref()?.get(JOB_UID_LABEL).cloned()),
+            .as_ref()
+            .and_then(|w| w.metadata.labels.as_ref()?.get(JOB_UID_LABEL).cloned()),
         preemptor_path: preemptor_cq.as_deref().map(path_of),
         preemptee_path: preemptee_cq.as_deref().map(path_of),
-        preemptor_priority: priority(p.as_deref()),
-        preemptee_priority: priority(v.as_deref()),
+        preemptor_priority: priority(p.as_ref()),
+        preemptee_priority: priority(v.as_ref()),
     }
 }
 

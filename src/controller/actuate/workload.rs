@@ -355,9 +355,9 @@ impl WorkloadWriter<'_> {
                 let build = &build;
                 let name = name.clone();
                 async move {
-                    let obj = if fresh {
+                    let wl: Option<Workload> = if fresh {
                         match api.get_opt(&key.name).await {
-                            Ok(o) => o,
+                            Ok(o) => o.map(|o| decode(Kind::Workload, &o)).transpose()?,
                             Err(source) => {
                                 return Err(WriteError::Api {
                                     kind: "Workload",
@@ -369,9 +369,10 @@ impl WorkloadWriter<'_> {
                     } else {
                         let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
                             .within(&key.namespace);
-                        self.stores.workloads.get(&r).map(|o| (*o).clone())
+                        let stored = self.stores.workloads.get(&r);
+                        stored.map(|o| decode(Kind::Workload, &*o)).transpose()?
                     };
-                    let Some(obj) = obj else {
+                    let Some(wl) = wl else {
                         return if fresh {
                             Err(WriteError::Gone {
                                 kind: "Workload",
@@ -381,7 +382,6 @@ impl WorkloadWriter<'_> {
                             Ok(Attempt::Refetch)
                         };
                     };
-                    let wl: Workload = decode(Kind::Workload, &obj)?;
                     let Some(body) = build(&wl, &(self.writer.clock)()) else {
                         // "Nothing to write" from the watch cache may only mean the cache
                         // lags a write of ours (a pending reason computed just after the

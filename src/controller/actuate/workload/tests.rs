@@ -232,8 +232,10 @@ async fn a_pending_reason_a_stale_cache_would_drop_is_confirmed_and_written() {
     let writer = Writer::new(client, 1, 2).with_clock(Arc::new(now), Duration::ZERO);
     let (stores, mut writers) = watch::stores();
     let stale = workload(json!({"admission": admission()}));
-    let stale: kube::api::DynamicObject =
-        serde_json::from_value(serde_json::to_value(&stale).expect("json")).expect("object");
+    let stale = crate::controller::compact::CompactObject::from_value(
+        serde_json::to_value(&stale).expect("json"),
+    )
+    .expect("object");
     writers
         .workloads
         .apply_watcher_event(&kube::runtime::watcher::Event::Apply(stale));
