@@ -22,6 +22,9 @@ struct Event {
     impersonated_user: Option<User>,
     object_ref: Option<ObjectRef>,
     request_received_timestamp: Timestamp,
+    /// The request body: logged (audit-policy.yaml) for the patches that can be on the
+    /// admission path.
+    request_object: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -35,16 +38,25 @@ struct ObjectRef {
     subresource: Option<String>,
 }
 
-/// Writes by `user` (not impersonating) received within `[from, to)`, counted by
-/// `verb resource[/subresource]`.
+/// Writes counted by `verb resource[/subresource]`, and how many of them were on the
+/// admission path.
+#[derive(Default)]
+pub struct Writes {
+    pub by_kind: BTreeMap<String, u64>,
+    /// The Workload's create, the status patch that carries its admission, and the job
+    /// patch that unsuspends it: the writes an admission itself costs.
+    pub admission_path: u64,
+}
+
+/// Writes by `user` (not impersonating) received within `[from, to)`.
 pub fn count_writes(
     log: &Path,
     user: &str,
     from: Timestamp,
     to: Timestamp,
-) -> std::io::Result<BTreeMap<String, u64>> {
+) -> std::io::Result<Writes> {
     let file = std::fs::File::open(log)?;
-    let mut out = BTreeMap::new();
+    let mut out = Writes::default();
     for line in std::io::BufReader::new(file).lines() {
         let Ok(e) = serde_json::from_str::<Event>(&line?) else {
             continue;
@@ -69,9 +81,30 @@ pub fn count_writes(
         if let Some(sub) = obj.subresource {
             kind = format!("{kind}/{sub}");
         }
-        *out.entry(format!("{} {kind}", e.verb)).or_default() += 1;
+        if on_admission_path(&e.verb, &kind, e.request_object.as_ref()) {
+            out.admission_path += 1;
+        }
+        *out.by_kind.entry(format!("{} {kind}", e.verb)).or_default() += 1;
     }
     Ok(out)
+}
+
+/// Whether a write is one of an admission's own: the Workload's create, a status patch
+/// that sets `status.admission`, or a job patch that sets `spec.suspend` to false.
+fn on_admission_path(verb: &str, kind: &str, body: Option<&serde_json::Value>) -> bool {
+    match (verb, kind) {
+        ("create", "workloads") => true,
+        ("patch", "workloads/status") => body
+            .and_then(|b| b.pointer("/status/admission"))
+            .is_some_and(serde_json::Value::is_object),
+        ("patch", "jobs") => body.and_then(|b| b.as_array()).is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
+                    && op.get("value") == Some(&serde_json::Value::Bool(false))
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// The admin user of the kubeconfig: the first user the audit log shows writing the

@@ -136,8 +136,9 @@ async fn apply(client: &Client, obj: serde_json::Value) -> Result<(), kube::Erro
 }
 
 /// The baseline's queues: one flavor, 5 cohorts x 6 ClusterQueues, a LocalQueue each,
-/// and the classes' PriorityClasses.
-pub async fn queues(client: &Client, run: &str) -> Result<(), kube::Error> {
+/// and the classes' PriorityClasses. `nominal_cpu` is each ClusterQueue's nominal quota
+/// (20 in Kueue's baseline; far more makes admission, not quota, the limit).
+pub async fn queues(client: &Client, run: &str, nominal_cpu: u32) -> Result<(), kube::Error> {
     apply(
         client,
         json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -171,7 +172,9 @@ pub async fn queues(client: &Client, run: &str) -> Result<(), kube::Error> {
             &Patch::Apply(&nsobj),
         )
         .await?;
-        apply(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        apply(
+            client,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": format!("{run}-cq-{cq}")},
             "spec": {
                 "cohortName": cohort,
@@ -179,8 +182,11 @@ pub async fn queues(client: &Client, run: &str) -> Result<(), kube::Error> {
                 "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{
                     "name": format!("{run}-default"),
-                    "resources": [{"name": "cpu", "nominalQuota": "20", "borrowingLimit": "100"}]}]}]
-            }})).await?;
+                    "resources": [{"name": "cpu", "nominalQuota": nominal_cpu.to_string(),
+                        "borrowingLimit": "100"}]}]}]
+            }}),
+        )
+        .await?;
         apply(
             client,
             json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
