@@ -257,7 +257,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let blocked: Vec<_> = (0..setup::COHORTS * setup::QUEUES_PER_COHORT)
         .map(|cq| {
             let mut big = setup::CLASSES[2];
-            big.cpu = 500;
+            big.cpu = args.nominal_cpu.saturating_add(500);
             (
                 setup::namespace(&run, cq),
                 setup::job(&run, &format!("blocked-{cq}"), big, true),
@@ -415,6 +415,9 @@ fn report_writes(
     println!(
         "\nkuota's writes during 150 unchanged re-evaluations (30 blocked Jobs, 5 ClusterQueue touches each): {idle_writes} (target 0; {renewals} Lease renewals besides)"
     );
+    for (kind, count) in idle.iter().filter(|(k, _)| !k.ends_with(" leases")) {
+        println!("  {kind}: {count}");
+    }
     let bound = 0.8 * raw_rate / (1.0 + per);
     println!(
         "\nadmissions/s {admissions_per_s:.1} vs target 0.8 × raw create rate ÷ (1 + writes per admission) = {bound:.1}: {}",
