@@ -12,14 +12,7 @@
 use super::state::{Engine, WlState};
 use super::{Decision, Millis, WorkloadKey};
 use crate::api;
-
-/// The eviction reason of a workload out of execution time: Kueue's `Deactivated`
-/// with the underlying cause `MaximumExecutionTimeExceeded` appended.
-pub const REASON_DEACTIVATED_MAX_EXECUTION: &str = "DeactivatedDueToMaximumExecutionTimeExceeded";
-
-/// The eviction message Kueue writes with that reason.
-pub const MESSAGE_DEACTIVATED_MAX_EXECUTION: &str =
-    "The workload is deactivated due to exceeding the maximum execution time";
+use crate::api::constants::{MESSAGE_DEACTIVATED_MAX_EXECUTION, REASON_DEACTIVATED_MAX_EXECUTION};
 
 /// What an ended admission adds to the accumulated time: whole seconds, as Kueue's
 /// `int32(now.Sub(admitted).Seconds())` truncates them.

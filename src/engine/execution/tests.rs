@@ -8,6 +8,7 @@
 
 use super::super::tests::{admitted, cq, key, obj, pending_message, preempted, setup, wl};
 use super::*;
+use crate::api::constants::{MESSAGE_DEACTIVATED_MAX_EXECUTION, REASON_DEACTIVATED_MAX_EXECUTION};
 use crate::engine::{Event, PendingReason};
 
 /// A one-pod workload of 1 cpu in queue `a` with a maximum execution time, and an
