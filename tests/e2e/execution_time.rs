@@ -3,7 +3,8 @@
 //! records the time it ran in `status.accumulatedPastExecutionTimeSeconds`, and once
 //! admitted again it is deactivated after only the time it had left (Kueue's
 //! integration test "should deactivate the workload when the time expires with
-//! multiple admissions", test/integration/singlecluster/controller/core).
+//! multiple admissions", test/integration/singlecluster/controller/core), across a
+//! restart of kuota.
 
 use std::time::Duration;
 
@@ -120,6 +121,13 @@ async fn a_preempted_job_readmitted_is_deactivated_after_only_its_remaining_time
         is_true(wl, "Admitted")
     })
     .await;
+    // kuota restarts during the second admission and is down for 4 s: the new process
+    // counts from the Admitted condition and the accumulated time in the API, so the
+    // deadline neither moves by the time it was down nor forgets the first admission.
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (stop, task) = start_controller(&client);
     let deactivated = wait_for_workload(&client, &ns, "limited", "deactivated", |wl| {
         wl.spec.active == Some(false) && is_true(wl, "Evicted")
     })
