@@ -202,7 +202,8 @@ pub fn is_deactivation(reason: &str) -> bool {
 /// every inactive Workload). A workload out of execution time also has its
 /// accumulated time cleared, as Kueue's `reconcileMaxExecutionTime` does: the requeue
 /// then leaves only the last admission in it, so a reactivation gets a fresh budget
-/// less that admission.
+/// less that admission. That holds for one still `Evicted` from an earlier eviction
+/// too (requeued right at its deadline): the condition then says why it is inactive.
 pub fn evict_patch(
     wl: &Workload,
     evicted_reason: &str,
@@ -210,13 +211,15 @@ pub fn evict_patch(
     message: &str,
     now: &Time,
 ) -> Option<Value> {
+    let out_of_time = evicted_reason == REASON_DEACTIVATED_MAX_EXECUTION;
     let admitted_or_deactivated = has_admission(wl) || is_deactivation(evicted_reason);
-    if !admitted_or_deactivated || is_true(wl, WORKLOAD_EVICTED) || is_true(wl, WORKLOAD_FINISHED) {
+    let evicted = is_true(wl, WORKLOAD_EVICTED);
+    if !admitted_or_deactivated || (evicted && !out_of_time) || is_true(wl, WORKLOAD_FINISHED) {
         return None;
     }
     let gen_ = wl.metadata.generation;
     let mut conds = conditions_of(wl);
-    set_condition(
+    let changed = set_condition(
         &mut conds,
         WORKLOAD_EVICTED,
         true,
@@ -237,7 +240,14 @@ pub fn evict_patch(
         );
     }
     let mut status = json!({"conditions": conds});
-    if evicted_reason == REASON_DEACTIVATED_MAX_EXECUTION {
+    if out_of_time {
+        let accumulated = wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.accumulated_past_execution_time_seconds.is_some());
+        if !changed && !accumulated {
+            return None;
+        }
         status[ACCUMULATED_FIELD] = Value::Null;
     }
     Some(patch_body(wl, status))

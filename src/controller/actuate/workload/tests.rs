@@ -299,6 +299,53 @@ fn a_pending_workload_out_of_time_is_evicted_in_status_without_an_admission() {
     );
 }
 
+/// A workload requeued right at its deadline is still `Evicted` (reason `Preempted`)
+/// when the engine deactivates it: the condition takes the deactivation's reason and
+/// the accumulated time is cleared; once that is written, nothing more is.
+#[test]
+fn an_evicted_workload_out_of_time_is_marked_deactivated_once() {
+    let requeued = workload(json!({
+        "accumulatedPastExecutionTimeSeconds": 60,
+        "conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted",
+                        "message": "m", "lastTransitionTime": "2026-11-23T23:59:55Z"}],
+    }));
+    let deactivate = |wl: &Workload| {
+        evict_patch(
+            wl,
+            REASON_DEACTIVATED_MAX_EXECUTION,
+            None,
+            MESSAGE_DEACTIVATED_MAX_EXECUTION,
+            &now(),
+        )
+    };
+    let body = deactivate(&requeued).expect("a patch");
+    assert_eq!(body["status"][ACCUMULATED_FIELD], Value::Null);
+    let evicted = &body["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &evicted["status"],
+            &evicted["reason"],
+            &evicted["lastTransitionTime"]
+        ),
+        (
+            &json!("True"),
+            &json!(REASON_DEACTIVATED_MAX_EXECUTION),
+            &json!("2026-11-23T23:59:55Z")
+        )
+    );
+    let mut written = body["status"].clone();
+    written
+        .as_object_mut()
+        .expect("object")
+        .remove(ACCUMULATED_FIELD);
+    assert_eq!(deactivate(&workload(written)), None);
+    // Any other reason leaves an evicted workload alone.
+    assert_eq!(
+        evict_patch(&requeued, "NodeFailures", None, "gone", &now()),
+        None
+    );
+}
+
 /// An evicted workload admitted at 23:58:30 (90 s before `now`) with 12 s from earlier
 /// admissions, its pods gone.
 fn evicted_workload(past: Option<i32>) -> Workload {
