@@ -178,6 +178,12 @@ pub const REASON_LOCAL_QUEUE_RESTARTED: &str = "LocalQueueRestarted";
 pub const REASON_REQUEUING_LIMIT_EXCEEDED: &str = "RequeuingLimitExceeded";
 /// Deactivation reason: maximum execution time exceeded.
 pub const REASON_MAXIMUM_EXECUTION_TIME_EXCEEDED: &str = "MaximumExecutionTimeExceeded";
+/// Evicted reason of a workload out of execution time: `Deactivated` with its underlying
+/// cause appended, as Kueue's `ReasonWithCause` joins them.
+pub const REASON_DEACTIVATED_MAX_EXECUTION: &str = "DeactivatedDueToMaximumExecutionTimeExceeded";
+/// The Evicted message Kueue writes with [`REASON_DEACTIVATED_MAX_EXECUTION`].
+pub const MESSAGE_DEACTIVATED_MAX_EXECUTION: &str =
+    "The workload is deactivated due to exceeding the maximum execution time";
 /// Finished reason: succeeded.
 pub const REASON_SUCCEEDED: &str = "Succeeded";
 /// Finished reason: failed.

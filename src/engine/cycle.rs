@@ -943,12 +943,7 @@ impl Engine {
         self.cqs[c as usize].queue.promote(shape);
         self.cqs[c as usize].admitted.insert(id);
         let since = self.now;
-        if let Some(t) = self.wl(id).spec.max_execution {
-            self.expiries
-                .entry(since.saturating_add(t))
-                .or_default()
-                .push(id);
-        }
+        let deadline = self.track_deadline(id, since);
         let w = self.wl_mut(id);
         w.state = WlState::Admitted(Admitted {
             cq: c,
@@ -956,6 +951,8 @@ impl Engine {
             placement,
             admission: Arc::clone(&admission),
             since,
+            started: since,
+            deadline,
         });
         w.pending = None;
         w.resume.clear();

@@ -280,6 +280,7 @@ mod admission;
 pub(crate) mod afs;
 mod classical;
 mod cycle;
+mod execution;
 pub(crate) mod explain;
 pub(crate) mod fair;
 mod fair_preempt;

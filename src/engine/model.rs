@@ -306,8 +306,16 @@ pub struct WorkloadSpec {
     pub priority: i32,
     pub created: Millis,
     pub active: bool,
-    /// `spec.maximumExecutionTimeSeconds`, in ms: how long it may stay admitted.
+    /// `spec.maximumExecutionTimeSeconds`, in ms: how long it may stay admitted,
+    /// summed over all its admissions.
     pub max_execution: Option<Millis>,
+    /// `status.accumulatedPastExecutionTimeSeconds`, in ms: the time it was admitted
+    /// before its current (or next) admission. Status, not spec, but the API object
+    /// is its truth, so it comes with every upsert like the spec does.
+    pub past_execution: Millis,
+    /// When its `Admitted` condition last turned true, if it is true: where a
+    /// restored admission's execution time counts from.
+    pub admitted_since: Option<Millis>,
     /// Shared by every workload with equal PodSets (see [`super::intern::Shared`]):
     /// thousands of workloads come from a few templates, and a cycle reads these
     /// for every head, so one copy stays in cache where thousands would not.
@@ -478,6 +486,17 @@ impl WorkloadSpec {
                 .spec
                 .maximum_execution_time_seconds
                 .map(|s| Millis::from(s.max(0)) * 1000),
+            past_execution: wl
+                .status
+                .as_ref()
+                .and_then(|s| s.accumulated_past_execution_time_seconds)
+                .map_or(0, |s| Millis::from(s.max(0)) * 1000),
+            admitted_since: wl
+                .status
+                .as_ref()
+                .and_then(|s| s.condition(crate::api::constants::WORKLOAD_ADMITTED))
+                .filter(|c| c.status == "True")
+                .map(|c| c.last_transition_time.0.as_millisecond()),
             pod_sets: pod_sets.into(),
             pod_sets_hash,
             shape,

@@ -59,6 +59,11 @@ pub(crate) struct Admitted {
     pub admission: Arc<api::Admission>,
     /// When it was admitted (for a restored admission: when the engine learnt of it).
     pub since: Millis,
+    /// When its execution time started counting: `since`, or for a restored
+    /// admission its `Admitted` condition's time (see [`super::execution`]).
+    pub started: Millis,
+    /// When its maximumExecutionTimeSeconds runs out, if it has one.
+    pub deadline: Option<Millis>,
 }
 
 #[derive(Clone, Debug)]
@@ -385,7 +390,10 @@ impl Engine {
                     self.free_ids.push(id);
                 }
             }
-            Event::WorkloadEvicted(key) => self.release(&key, false),
+            Event::WorkloadEvicted(key) => {
+                self.accumulate_execution(&key);
+                self.release(&key, false)
+            }
             Event::AdmissionFailed(key) => {
                 let admitted = self
                     .wl_index
@@ -451,6 +459,11 @@ impl Engine {
                     let w = self.wls[id as usize]
                         .as_mut()
                         .expect("index points at a live slot");
+                    if wl.status.as_ref().is_some_and(|s| s.admission.is_some()) {
+                        // Written before the requeue the engine already applied: its
+                        // accumulated time lacks the admission that just ended.
+                        spec.past_execution = w.spec.past_execution;
+                    }
                     w.spec = spec;
                     self.enqueue(id);
                 }
@@ -458,6 +471,7 @@ impl Engine {
                     w.spec.active = false;
                     self.evict(id, "Deactivated", "The workload is deactivated");
                 }
+                WlState::Admitted(_) => self.refresh_past_execution(id, wl, &spec),
                 _ => {}
             }
             return Ok(());
@@ -525,6 +539,13 @@ impl Engine {
         if !complete {
             self.unresolved_restores.insert(id);
         }
+        // Its execution time counts from its Admitted condition, as Kueue counts it,
+        // so a restart neither forgets nor repeats the time it has run.
+        let started = self
+            .wl(id)
+            .spec
+            .admitted_since
+            .map_or(self.now, |t| t.min(self.now));
         let a = Admitted {
             cq,
             usage,
@@ -533,19 +554,13 @@ impl Engine {
             // The engine cannot know how long it ran before a restart; counting
             // from now can only protect it longer, never preempt it too early.
             since: self.now,
+            started,
+            deadline: self.track_deadline(id, started),
         };
         let node = self.cqs[cq as usize].node;
         self.tree.add_amounts(node, &a.usage);
         self.cqs[cq as usize].admitted.insert(id);
         self.afs_charge(id, &a.usage, super::afs::Charge::Restore);
-        // Its maximum execution time counts from now too (Kueue counts from the
-        // Admitted condition, which the shell does not hand over).
-        if let Some(t) = self.wl(id).spec.max_execution {
-            self.expiries
-                .entry(a.since.saturating_add(t))
-                .or_default()
-                .push(id);
-        }
         self.wl_mut(id).state = WlState::Admitted(a);
         Ok(true)
     }
@@ -586,6 +601,7 @@ impl Engine {
     /// Resolves LocalQueue -> ClusterQueue and puts a pending workload in its queue,
     /// or in `unqueued` with the reason it cannot be queued.
     pub(crate) fn enqueue(&mut self, id: WlId) {
+        self.deactivate_if_out_of_time(id);
         let w = self.wl(id);
         let ns = w.spec.key.namespace.clone();
         let lq_name = w.spec.queue_name.clone();
@@ -763,7 +779,9 @@ impl Engine {
     }
 
     /// When the engine next wants a cycle with no event to prompt it: the earliest
-    /// end of a preemption protection that kept a workload waiting. Shells run
+    /// end of a preemption protection that kept a workload waiting, of an admitted
+    /// workload's maximum execution time, or an admission fair-sharing sampling
+    /// that could reorder heads. Shells run
     /// [`Engine::schedule`] at that time (or earlier).
     pub fn next_wakeup(&self) -> Option<Millis> {
         let protection = self.wakeups.keys().next().copied();
@@ -779,38 +797,6 @@ impl Engine {
             .get(&root)
             .map(Vec::as_slice)
             .unwrap_or_default()
-    }
-
-    /// Deactivates the admitted workloads whose maximumExecutionTimeSeconds has run
-    /// out by `now`, as Kueue's workload controller does: `spec.active` becomes false
-    /// and the workload is evicted (reason Deactivated, underlying cause
-    /// MaximumExecutionTimeExceeded); it keeps its quota until its pods are gone.
-    pub(crate) fn expire(&mut self, now: Millis) {
-        while let Some(entry) = self.expiries.first_entry() {
-            if *entry.key() > now {
-                break;
-            }
-            let (due, ids) = entry.remove_entry();
-            for id in ids {
-                let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
-                    continue;
-                };
-                let WlState::Admitted(a) = &w.state else {
-                    continue;
-                };
-                // Only the admission this entry was made for: a readmitted workload
-                // has its own entry.
-                if w.spec.max_execution.map(|t| a.since.saturating_add(t)) != Some(due) {
-                    continue;
-                }
-                self.wl_mut(id).spec.active = false;
-                self.evict(
-                    id,
-                    "Deactivated",
-                    "The workload is deactivated due to exceeding the maximum execution time",
-                );
-            }
-        }
     }
 
     /// Until when an admitted workload may not be preempted, if it is protected now.
@@ -848,6 +834,7 @@ impl Engine {
         let state = std::mem::replace(&mut self.wl_mut(id).state, WlState::Pending);
         match state {
             WlState::Admitted(a) | WlState::Evicting(a) => {
+                self.untrack_deadline(id, a.deadline);
                 self.afs_charge(id, &a.usage, super::afs::Charge::Release);
                 let node = self.cqs[a.cq as usize].node;
                 self.tree.remove_amounts(node, &a.usage);

@@ -3,11 +3,11 @@
 
 use super::*;
 
-fn obj<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+pub(super) fn obj<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
     serde_norway::from_str(yaml).expect("test fixture is valid")
 }
 
-fn cq(
+pub(super) fn cq(
     name: &str,
     cohort: Option<&str>,
     cpu: &str,
@@ -41,7 +41,7 @@ spec:
     ))
 }
 
-fn setup(cqs: &[api::ClusterQueue]) -> Engine {
+pub(super) fn setup(cqs: &[api::ClusterQueue]) -> Engine {
     setup_with(EngineConfig::default(), cqs)
 }
 
@@ -66,7 +66,7 @@ fn setup_with(config: EngineConfig, cqs: &[api::ClusterQueue]) -> Engine {
     e
 }
 
-fn wl(name: &str, queue: &str, cpu: &str, priority: i32) -> Event {
+pub(super) fn wl(name: &str, queue: &str, cpu: &str, priority: i32) -> Event {
     Event::WorkloadUpserted(obj(&format!(
         r#"
 metadata: {{ name: {name}, namespace: ns }}
@@ -93,14 +93,14 @@ fn names(d: &[Decision], pick: fn(&Decision) -> Option<&WorkloadKey>) -> Vec<Str
     v
 }
 
-fn admitted(d: &[Decision]) -> Vec<String> {
+pub(super) fn admitted(d: &[Decision]) -> Vec<String> {
     names(d, |d| match d {
         Decision::Admit { workload, .. } => Some(workload),
         _ => None,
     })
 }
 
-fn key(name: &str) -> WorkloadKey {
+pub(super) fn key(name: &str) -> WorkloadKey {
     WorkloadKey::new("ns", name)
 }
 
@@ -288,7 +288,7 @@ fn pending_message_is_reported_only_when_it_changes() {
     );
 }
 
-fn preempted(d: &[Decision]) -> Vec<String> {
+pub(super) fn preempted(d: &[Decision]) -> Vec<String> {
     names(d, |d| match d {
         Decision::Preempt { victim, .. } => Some(victim),
         _ => None,
@@ -483,7 +483,7 @@ fn an_unusable_quota_names_the_object_and_field_and_keeps_the_quantity_error() {
     );
 }
 
-fn pending_message(e: &Engine, name: &str) -> (PendingReason, String) {
+pub(super) fn pending_message(e: &Engine, name: &str) -> (PendingReason, String) {
     match e.workload_state(&key(name)).unwrap() {
         WorkloadState::Pending { reason, message } => (reason, message.to_string()),
         s => panic!("{name} is not pending: {s:?}"),
@@ -580,55 +580,6 @@ fn preemptor_that_fits_after_anothers_victims_waits_for_them() {
     assert!(admitted(&e.schedule(5)).is_empty());
     e.apply(6, Event::WorkloadEvicted(key("v"))).unwrap();
     assert_eq!(admitted(&e.schedule(7)), vec!["p1", "p2"]);
-}
-
-/// A workload with maximumExecutionTimeSeconds makes the engine ask to be woken when
-/// its time runs out, and the cycle at that moment deactivates and evicts it.
-#[test]
-fn maximum_execution_time_wakes_the_engine_and_deactivates() {
-    let mut e = setup(&[cq("a", None, "4", None, "")]);
-    e.apply(
-        0,
-        Event::WorkloadUpserted(obj(r#"
-metadata: { name: limited, namespace: ns }
-spec:
-  queueName: a
-  maximumExecutionTimeSeconds: 30
-  podSets:
-  - name: main
-    count: 1
-    template:
-      spec:
-        containers: [{ name: c, resources: { requests: { cpu: "1" } } }]
-"#)),
-    )
-    .unwrap();
-    assert_eq!(admitted(&e.schedule(500)), vec!["limited"]);
-    assert_eq!(e.next_wakeup(), Some(30_500));
-    assert!(e.schedule(30_499).is_empty());
-    let d = e.schedule(30_500);
-    match d.as_slice() {
-        [
-            Decision::Evict {
-                workload,
-                reason,
-                message,
-            },
-        ] => {
-            assert_eq!(workload.name.to_string(), "limited");
-            assert_eq!(reason, "Deactivated");
-            assert!(
-                message.contains("exceeding the maximum execution time"),
-                "{message}"
-            );
-        }
-        d => panic!("expected one eviction, got {d:?}"),
-    }
-    assert_eq!(e.next_wakeup(), None);
-    e.apply(30_600, Event::WorkloadEvicted(key("limited")))
-        .unwrap();
-    e.schedule(30_700);
-    assert_eq!(pending_message(&e, "limited").0, PendingReason::Inactive);
 }
 
 /// A StrictFIFO ClusterQueue ordered by LocalQueue usage (8 cpu), with LocalQueues `a`

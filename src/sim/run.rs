@@ -702,6 +702,12 @@ impl<'p> Simulation<'p> {
                     }
                 }
                 Decision::Evict { workload, .. } => {
+                    // Deactivated before any admission (its maximum execution time was
+                    // already spent): nothing runs, so nothing stops.
+                    let pending = self.index.get(&workload).map(|&i| self.runs[i].phase);
+                    if pending == Some(Phase::Pending) {
+                        continue;
+                    }
                     if self.stop(t, &workload, "evicted") {
                         progress = true;
                         self.totals.evictions += 1;
@@ -1195,6 +1201,7 @@ impl<'p> Simulation<'p> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::generator::RUNNING_TIME_LABEL;
     use crate::sim::{Scenario, SourceFile, simulate};
 
     fn generator_only(yaml: &str) -> Scenario {
@@ -1256,6 +1263,46 @@ mod tests {
         assert_eq!(class(&r, "high").time_to_admission.max_ms, 400);
         // high 600..1100, low again 1100..2100.
         assert_eq!(r.totals.makespan_ms, 2100);
+    }
+
+    /// maximumExecutionTimeSeconds under virtual time: a workload allowed 10 s with
+    /// 4 s already accumulated runs 6 s of its 60 s and is deactivated (the simulator
+    /// wakes for it, as nothing else happens); one with its 10 s spent never runs.
+    #[test]
+    fn maximum_execution_time_counts_the_accumulated_time_in_virtual_time() {
+        let workload = |name: &str, past: i32| {
+            format!(
+                "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata:\n  name: {name}\n  \
+                 namespace: ns\n  labels: {{{RUNNING_TIME_LABEL}: \"60000\"}}\nspec:\n  queueName: lq\n  \
+                 maximumExecutionTimeSeconds: 10\n  podSets: [{{name: main, count: 1, template: {{spec: \
+                 {{containers: [{{name: c, resources: {{requests: {{cpu: \"1\"}}}}}}]}}}}}}]\nstatus:\n  \
+                 accumulatedPastExecutionTimeSeconds: {past}\n---\n"
+            )
+        };
+        let manifests = format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: default}}\n---\n\
+             apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec:\n  \
+             namespaceSelector: {{}}\n  resourceGroups: [{{coveredResources: [cpu], flavors: [{{name: \
+             default, resources: [{{name: cpu, nominalQuota: 2}}]}}]}}]\n---\n\
+             apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: lq, namespace: ns}}\n\
+             spec: {{clusterQueue: cq}}\n---\n{}{}",
+            workload("limited", 4),
+            workload("spent", 10)
+        );
+        let s = Scenario {
+            name: "t".into(),
+            manifests: vec![SourceFile::new("objects.yaml", &manifests)],
+            generator: None,
+        };
+        let r = simulate(&s, SimConfig::default()).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(
+            (r.totals.admissions, r.totals.evictions, r.totals.finished),
+            (1, 1, 0)
+        );
+        // 6 s of limited's 60 s, out of 120 s of work in all.
+        let redone = r.totals.redone_work_share["cpu"];
+        assert!((redone - 6.0 / 120.0).abs() < 1e-9, "{redone}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod support;
 mod api_compat;
 mod bad_input;
 mod controller;
+mod execution_time;
 mod in_use;
 mod install;
 mod metrics;

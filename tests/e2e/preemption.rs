@@ -15,7 +15,7 @@ use crate::controller::{condition, finish_pods, job, start_controller, wait_for_
 use crate::support::{QueueFixture, controller_lock, unique_name, wait_until};
 
 /// A suspended one-pod Job asking for `cpu`, with Kueue's priority-class label.
-fn prioritized_job(ns: &str, name: &str, cpu: &str, class: &str) -> Job {
+pub(crate) fn prioritized_job(ns: &str, name: &str, cpu: &str, class: &str) -> Job {
     let mut j = job(ns, name, cpu);
     j.spec.get_or_insert_with(Default::default).suspend = Some(true);
     j.metadata
@@ -26,7 +26,10 @@ fn prioritized_job(ns: &str, name: &str, cpu: &str, class: &str) -> Job {
 }
 
 /// The Job's pod template node selector and suspend flag.
-async fn job_state(jobs: &Api<Job>, name: &str) -> (Option<bool>, Option<String>, String) {
+pub(crate) async fn job_state(
+    jobs: &Api<Job>,
+    name: &str,
+) -> (Option<bool>, Option<String>, String) {
     let j = jobs.get(name).await.expect("get Job");
     let uid = j.metadata.uid.clone().unwrap_or_default();
     let spec = j.spec.unwrap_or_default();
@@ -39,7 +42,7 @@ async fn job_state(jobs: &Api<Job>, name: &str) -> (Option<bool>, Option<String>
 }
 
 /// Waits until Job `name` is unsuspended with flavor `rf`'s nodeSelector and has a Pod.
-async fn wait_started(jobs: &Api<Job>, pods: &Api<Pod>, name: &str, rf: &str) {
+pub(crate) async fn wait_started(jobs: &Api<Job>, pods: &Api<Pod>, name: &str, rf: &str) {
     let started = wait_until(Duration::from_secs(60), || async move {
         let (suspend, pool, _) = job_state(jobs, name).await;
         suspend == Some(false) && pool.as_deref() == Some(rf)
@@ -57,6 +60,32 @@ async fn wait_started(jobs: &Api<Job>, pods: &Api<Pod>, name: &str, rf: &str) {
     })
     .await
     .unwrap_or_else(|| panic!("kube-controller-manager created no Pod for Job {name}"));
+}
+
+/// Waits until Job `name` has no Pods, confirming as gone any stuck terminating (the
+/// test plays the kubelet).
+pub(crate) async fn wait_pods_gone(pods: &Api<Pod>, name: &str) {
+    let selector = format!("job-name={name}");
+    let gone = wait_until(Duration::from_secs(60), || {
+        let (pods, selector) = (pods.clone(), selector.clone());
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .expect("list pods");
+            for p in &list.items {
+                if p.metadata.deletion_timestamp.is_some() {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let _ = pods
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await;
+                }
+            }
+            list.items.is_empty()
+        }
+    })
+    .await;
+    assert!(gone.is_some(), "the Pods of Job {name} were never deleted");
 }
 
 #[tokio::test]
@@ -146,27 +175,7 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
         "the victim's Job was not suspended with its template restored: {:?}",
         job_state(&jobs, "victim").await
     );
-    let gone = wait_until(Duration::from_secs(60), || {
-        let pods = pods.clone();
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels("job-name=victim"))
-                .await
-                .expect("list pods");
-            // Playing the kubelet: a Pod stuck terminating is confirmed gone.
-            for p in &list.items {
-                if p.metadata.deletion_timestamp.is_some() {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let _ = pods
-                        .delete(&name, &DeleteParams::default().grace_period(0))
-                        .await;
-                }
-            }
-            list.items.is_empty()
-        }
-    })
-    .await;
-    assert!(gone.is_some(), "the victim's Pods were never deleted");
+    wait_pods_gone(&pods, "victim").await;
 
     // Requeued: no admission, pending with kuota's reason while the preemptor runs.
     let requeued = wait_for_workload(&client, &ns, "victim", "requeued and pending", |wl| {

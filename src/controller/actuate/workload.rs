@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use super::events::Recorder;
 use super::{Attempt, WriteError, Writer, is_not_found};
 use crate::api::constants::{
-    REASON_ADMITTED, REASON_EVICTED_BY_PREEMPTION, REASON_PENDING, REASON_QUOTA_RESERVED,
-    WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED,
-    WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
+    REASON_ADMITTED, REASON_DEACTIVATED_MAX_EXECUTION, REASON_EVICTED_BY_PREEMPTION,
+    REASON_PENDING, REASON_QUOTA_RESERVED, WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
+    WORKLOAD_PREEMPTED, WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
 };
 use crate::api::{Admission, Workload};
 use crate::controller::translate::decode;
@@ -188,9 +188,22 @@ pub fn pending_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> 
     .then(|| patch_body(wl, json!({"conditions": conds})))
 }
 
+/// Whether an eviction reason is a deactivation (`Deactivated`, or Kueue's
+/// `DeactivatedDueTo<cause>`): the Workload gets `spec.active: false` first.
+pub fn is_deactivation(reason: &str) -> bool {
+    reason
+        .strip_prefix(REASON_DEACTIVATED)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("DueTo"))
+}
+
 /// The eviction patch: Evicted true (reason `Preempted` for a preemption), and for a
-/// preemption Preempted true with Kueue's preemption reason. `None` when not admitted
-/// or already evicted.
+/// preemption Preempted true with Kueue's preemption reason. `None` when already
+/// evicted, or not admitted (a deactivation is written either way, as Kueue evicts
+/// every inactive Workload). A workload out of execution time also has its
+/// accumulated time cleared, as Kueue's `reconcileMaxExecutionTime` does: the requeue
+/// then leaves only the last admission in it, so a reactivation gets a fresh budget
+/// less that admission. That holds for one still `Evicted` from an earlier eviction
+/// too (requeued right at its deadline): the condition then says why it is inactive.
 pub fn evict_patch(
     wl: &Workload,
     evicted_reason: &str,
@@ -198,12 +211,15 @@ pub fn evict_patch(
     message: &str,
     now: &Time,
 ) -> Option<Value> {
-    if !has_admission(wl) || is_true(wl, WORKLOAD_EVICTED) || is_true(wl, WORKLOAD_FINISHED) {
+    let out_of_time = evicted_reason == REASON_DEACTIVATED_MAX_EXECUTION;
+    let admitted_or_deactivated = has_admission(wl) || is_deactivation(evicted_reason);
+    let evicted = is_true(wl, WORKLOAD_EVICTED);
+    if !admitted_or_deactivated || (evicted && !out_of_time) || is_true(wl, WORKLOAD_FINISHED) {
         return None;
     }
     let gen_ = wl.metadata.generation;
     let mut conds = conditions_of(wl);
-    set_condition(
+    let changed = set_condition(
         &mut conds,
         WORKLOAD_EVICTED,
         true,
@@ -223,7 +239,39 @@ pub fn evict_patch(
             now,
         );
     }
-    Some(patch_body(wl, json!({"conditions": conds})))
+    let mut status = json!({"conditions": conds});
+    if out_of_time {
+        let accumulated = wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.accumulated_past_execution_time_seconds.is_some());
+        if !changed && !accumulated {
+            return None;
+        }
+        status[ACCUMULATED_FIELD] = Value::Null;
+    }
+    Some(patch_body(wl, status))
+}
+
+/// `status.accumulatedPastExecutionTimeSeconds` as kuota writes it (v1beta2; the API
+/// server converts it to v1beta1's `accumulatedPastExexcutionTimeSeconds`).
+pub const ACCUMULATED_FIELD: &str = "accumulatedPastExecutionTimeSeconds";
+
+/// The accumulated execution time once the current admission ends at `now`: what the
+/// Workload says plus the whole seconds since its `Admitted` condition turned true
+/// (Kueue's `SyncAdmittedCondition`). `None` when it is not admitted: nothing to add.
+pub fn accumulated_after(wl: &Workload, now: &Time) -> Option<i32> {
+    let status = wl.status.as_ref()?;
+    let admitted = status
+        .condition(WORKLOAD_ADMITTED)
+        .filter(|c| c.status == "True")?;
+    let ran = now
+        .0
+        .as_second()
+        .saturating_sub(admitted.last_transition_time.0.as_second())
+        .clamp(0, i64::from(i32::MAX));
+    let past = status.accumulated_past_execution_time_seconds.unwrap_or(0);
+    Some(past.saturating_add(i32::try_from(ran).unwrap_or(i32::MAX)))
 }
 
 /// The eviction reason of a workload whose `spec.active` turned false.
@@ -248,11 +296,16 @@ enum Subresource {
 
 /// The requeue patch once an evicted workload's pods are gone: the admission is cleared,
 /// QuotaReserved and Admitted turn false, Requeued true (Kueue's
-/// `UnsetQuotaReservationWithCondition` plus `SetRequeuedCondition`).
+/// `UnsetQuotaReservationWithCondition` plus `SetRequeuedCondition`), and the time the
+/// admission lasted is added to `accumulatedPastExecutionTimeSeconds` in the same
+/// patch. It is computed from the Workload read for this write, so a retry or a
+/// restart computes it again from the truth and never counts an admission twice (the
+/// patch is preconditioned on that read's resourceVersion).
 pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
     if !has_admission(wl) || !is_true(wl, WORKLOAD_EVICTED) {
         return None;
     }
+    let accumulated = accumulated_after(wl, now);
     let gen_ = wl.metadata.generation;
     let evicted = wl
         .status
@@ -288,10 +341,11 @@ pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
         gen_,
         now,
     );
-    Some(patch_body(
-        wl,
-        json!({"admission": null, "conditions": conds}),
-    ))
+    let mut status = json!({"admission": null, "conditions": conds});
+    if let Some(total) = accumulated {
+        status[ACCUMULATED_FIELD] = json!(total);
+    }
+    Some(patch_body(wl, status))
 }
 
 /// The finish patch: Finished true with the job's reason and message.
@@ -487,21 +541,24 @@ impl WorkloadWriter<'_> {
     /// Evicted for another reason (stop policy, deactivation, node loss). A workload the
     /// engine deactivated (its maximum execution time ran out) first gets
     /// `spec.active: false`, as Kueue writes it, so a restarted kuota does not queue it
-    /// again.
+    /// again. As in Kueue, the Event is only for a workload that held an admission.
     pub async fn evict(
         &self,
         key: &WorkloadKey,
         reason: &str,
         message: &str,
     ) -> Result<(), WriteError> {
-        if reason == REASON_DEACTIVATED {
+        if is_deactivation(reason) {
             self.write_to(key, Subresource::Main, |wl, _| deactivate_patch(wl))
                 .await?;
         }
-        if self
-            .write(key, |wl, now| evict_patch(wl, reason, None, message, now))
-            .await?
-            == Written::Yes
+        let held = std::sync::atomic::AtomicBool::new(false);
+        let build = |wl: &Workload, now: &Time| {
+            held.store(has_admission(wl), std::sync::atomic::Ordering::Relaxed);
+            evict_patch(wl, reason, None, message, now)
+        };
+        if self.write(key, build).await? == Written::Yes
+            && held.load(std::sync::atomic::Ordering::Relaxed)
         {
             self.recorder
                 .workload_normal(key, &format!("EvictedDueTo{reason}"), message);

@@ -11,6 +11,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::constants::MESSAGE_DEACTIVATED_MAX_EXECUTION;
 use crate::controller::actuate::Writer;
 use crate::controller::watch;
 
@@ -156,62 +157,288 @@ async fn admit_reads_the_workload_then_patches_its_status_once_as_kuota() {
     );
 }
 
-/// A workload whose maximum execution time ran out: `spec.active: false` on the Workload
-/// itself (so a restart does not queue it again), then the `Evicted` status patch.
-#[tokio::test]
-async fn a_deactivation_patches_spec_active_then_evicts_in_status() {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+/// Serves `reads` GET-then-PATCH pairs, answering every GET with `current`, and
+/// returns each PATCH as (method, URI, body).
+async fn serve_patches(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    current: Workload,
+    reads: usize,
+) -> Vec<(Method, String, Value)> {
+    let mut patches = Vec::new();
+    for _ in 0..reads {
+        let (get, send) = handle.next_request().await.expect("a GET");
+        assert_eq!(get.method(), Method::GET);
+        let body = serde_json::to_vec(&current).expect("json");
+        send.send_response(
+            Response::builder()
+                .body(Body::from(body))
+                .expect("response"),
+        );
+        let (patch, send) = handle.next_request().await.expect("a PATCH");
+        let (parts, body) = patch.into_parts();
+        let bytes = body.collect_bytes().await.expect("body");
+        let value: Value = serde_json::from_slice(&bytes).expect("json body");
+        let reply = serde_json::to_vec(&current).expect("json");
+        send.send_response(
+            Response::builder()
+                .body(Body::from(reply))
+                .expect("response"),
+        );
+        patches.push((parts.method, parts.uri.to_string(), value));
+    }
+    patches
+}
+
+/// Runs `act` against a mocked API server that holds `current`, and returns the
+/// `reads` PATCH requests it made.
+async fn patches_of(
+    current: Workload,
+    reads: usize,
+    act: impl AsyncFnOnce(WorkloadWriter<'_>),
+) -> Vec<(Method, String, Value)> {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let writer = Writer::new(client, 1, 2).with_clock(Arc::new(now), Duration::ZERO);
+    // An empty store: the writer reads the Workload from the API server.
     let (stores, _writers) = watch::stores();
     let recorder = Recorder::disabled();
-    let w = WorkloadWriter {
+    let server = tokio::spawn(serve_patches(handle, current, reads));
+    act(WorkloadWriter {
         writer: &writer,
         stores: &stores,
         recorder: &recorder,
-    };
-    let admitted = workload(json!({"admission": admission(), "conditions": []}));
-    let server = tokio::spawn(async move {
-        let mut patches = Vec::new();
-        for _ in 0..2 {
-            let (get, send) = handle.next_request().await.expect("a GET");
-            assert_eq!(get.method(), Method::GET);
-            let body = serde_json::to_vec(&admitted).expect("json");
-            send.send_response(
-                Response::builder()
-                    .body(Body::from(body))
-                    .expect("response"),
-            );
-            let (patch, send) = handle.next_request().await.expect("a PATCH");
-            let (parts, body) = patch.into_parts();
-            let bytes = body.collect_bytes().await.expect("body");
-            let value: Value = serde_json::from_slice(&bytes).expect("json body");
-            let reply = serde_json::to_vec(&admitted).expect("json");
-            send.send_response(
-                Response::builder()
-                    .body(Body::from(reply))
-                    .expect("response"),
-            );
-            patches.push((parts.method, parts.uri.to_string(), value));
-        }
-        patches
-    });
+    })
+    .await;
+    server.await.expect("mock server")
+}
+
+const BASE: &str = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3";
+
+/// A workload whose maximum execution time ran out: `spec.active: false` on the Workload
+/// itself (so a restart does not queue it again), then the `Evicted` status patch with
+/// Kueue's reason and message, which clears the accumulated time as Kueue's
+/// `reconcileMaxExecutionTime` does.
+#[tokio::test]
+async fn a_deactivation_patches_spec_active_then_evicts_in_status() {
+    let admitted = workload(json!({"admission": admission(), "conditions": [],
+                                   "accumulatedPastExecutionTimeSeconds": 40}));
     let key = WorkloadKey::new("team", "job-a-1b2c3");
-    w.evict(&key, REASON_DEACTIVATED, "The workload is deactivated")
+    let patches = patches_of(admitted, 2, async move |w| {
+        w.evict(
+            &key,
+            REASON_DEACTIVATED_MAX_EXECUTION,
+            MESSAGE_DEACTIVATED_MAX_EXECUTION,
+        )
         .await
         .expect("evicted");
-    let patches = server.await.expect("mock server");
-    let base = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads/job-a-1b2c3";
+    })
+    .await;
     assert_eq!(patches[0].0, Method::PATCH);
-    assert_eq!(patches[0].1, format!("{base}?&fieldManager=kuota"));
+    assert_eq!(patches[0].1, format!("{BASE}?&fieldManager=kuota"));
     assert_eq!(
         patches[0].2,
         json!({"metadata": {"resourceVersion": "41"}, "spec": {"active": false}})
     );
-    assert_eq!(patches[1].1, format!("{base}/status?&fieldManager=kuota"));
-    let evicted = &patches[1].2["status"]["conditions"][0];
-    assert_eq!(evicted["type"], "Evicted");
-    assert_eq!(evicted["reason"], REASON_DEACTIVATED);
+    assert_eq!(patches[1].1, format!("{BASE}/status?&fieldManager=kuota"));
+    assert_eq!(
+        patches[1].2,
+        json!({
+            "metadata": {"resourceVersion": "41"},
+            "status": {
+                "accumulatedPastExecutionTimeSeconds": null,
+                "conditions": [{
+                    "type": "Evicted", "status": "True",
+                    "reason": "DeactivatedDueToMaximumExecutionTimeExceeded",
+                    "message": "The workload is deactivated due to exceeding the maximum execution time",
+                    "observedGeneration": 1, "lastTransitionTime": "2026-11-24T00:00:00Z",
+                }],
+            },
+        })
+    );
+}
+
+/// A plain deactivation (`spec.active` set false by a user) leaves the accumulated
+/// time alone.
+#[test]
+fn a_user_deactivation_keeps_the_accumulated_time() {
+    let wl = workload(json!({"admission": admission(),
+                             "accumulatedPastExecutionTimeSeconds": 40}));
+    let body = evict_patch(
+        &wl,
+        REASON_DEACTIVATED,
+        None,
+        "The workload is deactivated",
+        &now(),
+    )
+    .expect("a patch");
+    assert_eq!(body["status"].get(ACCUMULATED_FIELD), None);
+    assert!(is_deactivation(REASON_DEACTIVATED));
+    assert!(is_deactivation(REASON_DEACTIVATED_MAX_EXECUTION));
+    assert!(!is_deactivation("DeactivatedByHand"));
+    assert!(!is_deactivation("Preempted"));
+}
+
+/// A workload out of time that was never admitted (the engine deactivates it instead
+/// of admitting it) is evicted in status as Kueue evicts any inactive Workload.
+#[test]
+fn a_pending_workload_out_of_time_is_evicted_in_status_without_an_admission() {
+    let body = evict_patch(
+        &workload(json!({"accumulatedPastExecutionTimeSeconds": 60})),
+        REASON_DEACTIVATED_MAX_EXECUTION,
+        None,
+        MESSAGE_DEACTIVATED_MAX_EXECUTION,
+        &now(),
+    )
+    .expect("a patch");
+    assert_eq!(body["status"][ACCUMULATED_FIELD], Value::Null);
+    assert_eq!(body["status"]["conditions"][0]["type"], "Evicted");
+    // Anything else is evicted only while it holds an admission.
+    assert_eq!(
+        evict_patch(&workload(json!({})), "NodeFailures", None, "gone", &now()),
+        None
+    );
+}
+
+/// A workload requeued right at its deadline is still `Evicted` (reason `Preempted`)
+/// when the engine deactivates it: the condition takes the deactivation's reason and
+/// the accumulated time is cleared; once that is written, nothing more is.
+#[test]
+fn an_evicted_workload_out_of_time_is_marked_deactivated_once() {
+    let requeued = workload(json!({
+        "accumulatedPastExecutionTimeSeconds": 60,
+        "conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted",
+                        "message": "m", "lastTransitionTime": "2026-11-23T23:59:55Z"}],
+    }));
+    let deactivate = |wl: &Workload| {
+        evict_patch(
+            wl,
+            REASON_DEACTIVATED_MAX_EXECUTION,
+            None,
+            MESSAGE_DEACTIVATED_MAX_EXECUTION,
+            &now(),
+        )
+    };
+    let body = deactivate(&requeued).expect("a patch");
+    assert_eq!(body["status"][ACCUMULATED_FIELD], Value::Null);
+    let evicted = &body["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &evicted["status"],
+            &evicted["reason"],
+            &evicted["lastTransitionTime"]
+        ),
+        (
+            &json!("True"),
+            &json!(REASON_DEACTIVATED_MAX_EXECUTION),
+            &json!("2026-11-23T23:59:55Z")
+        )
+    );
+    let mut written = body["status"].clone();
+    written
+        .as_object_mut()
+        .expect("object")
+        .remove(ACCUMULATED_FIELD);
+    assert_eq!(deactivate(&workload(written)), None);
+    // Any other reason leaves an evicted workload alone.
+    assert_eq!(
+        evict_patch(&requeued, "NodeFailures", None, "gone", &now()),
+        None
+    );
+}
+
+/// An evicted workload admitted at 23:58:30 (90 s before `now`) with 12 s from earlier
+/// admissions, its pods gone.
+fn evicted_workload(past: Option<i32>) -> Workload {
+    let mut status = json!({
+        "admission": admission(),
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+             "message": "Quota reserved in ClusterQueue cq",
+             "lastTransitionTime": "2026-11-23T23:58:30Z"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted",
+             "message": "The workload is admitted",
+             "lastTransitionTime": "2026-11-23T23:58:30Z"},
+            {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "m",
+             "lastTransitionTime": "2026-11-23T23:59:55Z"},
+        ],
+    });
+    if let Some(p) = past {
+        status[ACCUMULATED_FIELD] = json!(p);
+    }
+    workload(status)
+}
+
+/// Kueue's `TestSyncAdmittedCondition` "reservation lost with past admitted time
+/// (set)" and "(add)" (pkg/workload/admissionchecks_test.go): the requeue adds the
+/// whole seconds of the admission to nothing, or to what was there.
+#[test]
+fn the_requeue_adds_the_admission_to_the_accumulated_time() {
+    for (past, want) in [(None, 90), (Some(12), 102)] {
+        let body = requeue_patch(&evicted_workload(past), &now()).expect("a patch");
+        assert_eq!(
+            body["status"][ACCUMULATED_FIELD],
+            json!(want),
+            "past {past:?}"
+        );
+    }
+    // Not admitted (it never got past QuotaReserved): nothing to add.
+    let mut wl = evicted_workload(Some(12));
+    if let Some(s) = wl.status.as_mut() {
+        s.conditions.retain(|c| c.type_ != "Admitted");
+    }
+    let body = requeue_patch(&wl, &now()).expect("a patch");
+    assert_eq!(body["status"].get(ACCUMULATED_FIELD), None);
+    // A sub-second admission adds nothing, and a clock behind the condition never
+    // subtracts.
+    let early = Time("2026-11-23T23:58:30.900Z".parse().expect("timestamp"));
+    assert_eq!(
+        accumulated_after(&evicted_workload(Some(12)), &early),
+        Some(12)
+    );
+    let before = Time("2026-11-23T23:58:00Z".parse().expect("timestamp"));
+    assert_eq!(
+        accumulated_after(&evicted_workload(Some(12)), &before),
+        Some(12)
+    );
+}
+
+/// The requeue is one status patch carrying the new accumulated time with the
+/// conditions: no extra write.
+#[tokio::test]
+async fn the_requeue_writes_the_accumulated_time_in_its_one_patch() {
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    let patches = patches_of(evicted_workload(Some(12)), 1, async move |w| {
+        assert_eq!(
+            w.write(&key, requeue_patch).await.expect("written"),
+            Written::Yes
+        );
+    })
+    .await;
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].0, Method::PATCH);
+    assert_eq!(patches[0].1, format!("{BASE}/status?&fieldManager=kuota"));
+    let at = "2026-11-24T00:00:00Z";
+    assert_eq!(
+        patches[0].2,
+        json!({
+            "metadata": {"resourceVersion": "41"},
+            "status": {
+                "admission": null,
+                "accumulatedPastExecutionTimeSeconds": 102,
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                     "message": "m", "observedGeneration": 1, "lastTransitionTime": at},
+                    {"type": "Admitted", "status": "False", "reason": "Pending",
+                     "message": "The workload has no reservation", "observedGeneration": 1,
+                     "lastTransitionTime": at},
+                    {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "m",
+                     "lastTransitionTime": "2026-11-23T23:59:55Z"},
+                    {"type": "Requeued", "status": "True", "reason": "Preempted",
+                     "message": "m", "observedGeneration": 1, "lastTransitionTime": at},
+                ],
+            },
+        })
+    );
 }
 
 #[test]
