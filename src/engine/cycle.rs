@@ -437,15 +437,50 @@ impl Engine {
     }
 
     /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
-    pub(crate) fn assign(&self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
+    pub(crate) fn assign(&mut self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
         let w = self.wl(id);
+        // A copy (inline for the usual one or two PodSets and groups): the searches the
+        // assigner asks for need the engine mutably.
         let resume =
-            (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
-        self.assign_from(c, id, counts, resume)
+            (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then(|| w.resume.clone());
+        self.assign_from(c, id, counts, resume.as_deref())
     }
 
     /// [`Engine::assign`] with explicit flavor-search resume points.
+    ///
+    /// Where flavors compete on how they would preempt, the assigner asks for the
+    /// preemption target search per flavor (Kueue's oracle). The search needs the live
+    /// quota tree, which the assigner only reads, so the asked searches run between
+    /// passes and the assigner runs again with their outcomes; a pass that asks for
+    /// nothing new is final. Most assignments ask for nothing and run once.
     pub(crate) fn assign_from(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        counts: Option<&[i32]>,
+        resume: Option<&[super::flavor::Tried]>,
+    ) -> Assignment {
+        let oracle = self.oracle.get_mut();
+        oracle.simulated.clear();
+        oracle.asked.clear();
+        loop {
+            let a = self.assign_pass(c, id, counts, resume);
+            let mut asked = std::mem::take(&mut self.oracle.get_mut().asked);
+            if asked.is_empty() {
+                self.oracle.get_mut().asked = asked;
+                return a;
+            }
+            for &(fr, val) in &asked {
+                let outcome = preempt::simulate(self, id, c, fr, val);
+                self.oracle.get_mut().simulated.push((fr, val, outcome));
+            }
+            asked.clear();
+            self.oracle.get_mut().asked = asked;
+        }
+    }
+
+    /// One run of the flavor assigner, reading the searches run so far.
+    fn assign_pass(
         &self,
         c: CqId,
         id: WlId,
@@ -461,7 +496,7 @@ impl Engine {
                     || cq.spec.borrow_within_cohort.is_some()
                     || self.config.fair_sharing.is_some()));
         let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
-        let reclaimable = |fr| preempt::reclaimable(self, id, c, fr);
+        let simulate = |fr, val| self.oracle.borrow_mut().simulated(fr, val);
         // Kueue lets a request beyond nominal quota preempt only through these.
         let preempt_while_borrowing = has_cohort
             && (cq.spec.borrow_within_cohort.is_some()
@@ -469,7 +504,8 @@ impl Engine {
         let assigner = Assigner {
             preempt_while_borrowing,
             preemptible: &preemptible,
-            reclaimable: &reclaimable,
+            simulate: &simulate,
+            fair_sharing: self.config.fair_sharing.is_some(),
             names: &self.names,
             pods: self.pods,
             flavors: &self.flavors,

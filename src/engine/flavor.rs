@@ -87,9 +87,26 @@ pub struct Assigner<'a> {
     pub strategy: crate::placement::Strategy,
     /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
     pub preemptible: &'a dyn Fn(FrId) -> bool,
-    /// How much of a (flavor, resource) preempting only in other ClusterQueues of the
-    /// cohort (reclaiming what they borrow) could free for this workload.
-    pub reclaimable: &'a dyn Fn(FrId) -> i64,
+    /// The preemption target search run for `amount` of one (flavor, resource) alone,
+    /// as Kueue's flavor assigner asks its oracle; `None` while the engine has not run
+    /// it yet (it runs the asked searches, then assigns again).
+    pub simulate: &'a dyn Fn(FrId, i64) -> Option<Simulated>,
+    /// Fair-sharing preemption: a flavor where the search finds nobody still ranks as
+    /// one that preempts (see `rank`).
+    pub fair_sharing: bool,
+}
+
+/// What the preemption target search finds for one (flavor, resource), worst first:
+/// Kueue's noPreemptionCandidates, preempt and reclaim modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Simulated {
+    /// Nobody to preempt: no better than waiting.
+    NoCandidates,
+    /// Some victim is in the workload's own ClusterQueue.
+    Preempt,
+    /// Every victim is in another ClusterQueue that borrows: Kueue ranks this above
+    /// preemption in the workload's own ClusterQueue (Kueue PR 2811).
+    Reclaim,
 }
 
 struct Candidate {
@@ -101,9 +118,11 @@ struct Candidate {
     topology_failed: bool,
     /// See [`Assignment::hard_wait`].
     hard_wait: bool,
-    /// Preempt mode where reclaiming from other ClusterQueues is enough: Kueue ranks
-    /// it above preemption in the workload's own ClusterQueue (Kueue PR 2811).
-    reclaim: bool,
+    /// The (flavor, resource) amounts whose preemption mode the target search decides
+    /// when this flavor competes with another (empty when nothing is worth simulating).
+    to_simulate: SmallVec<[(FrId, i64); 2]>,
+    /// Their outcome, once searched: the worst over them.
+    simulated: Option<Simulated>,
 }
 
 impl Assigner<'_> {
@@ -288,7 +307,8 @@ impl Assigner<'_> {
                 preempt_frs: vec![],
                 topology_failed: false,
                 hard_wait: false,
-                reclaim: true,
+                to_simulate: SmallVec::new(),
+                simulated: None,
             };
             for &(_, r, v) in requests {
                 let Some(fr) = self.names.frs.get(&(f, r)) else {
@@ -323,10 +343,10 @@ impl Assigner<'_> {
                         || self.preempt_while_borrowing;
                     if self.can_preempt && may_preempt && (self.preemptible)(fr) {
                         cand.preempt_frs.push(fr);
-                        // Only worth knowing when another flavor could be chosen instead.
-                        cand.reclaim &= group.flavors.len() > 1
-                            && !self.cq.stop_on_preempt
-                            && (self.reclaimable)(fr) >= val.saturating_sub(avail.max(0));
+                        // Only worth searching when another flavor could be chosen instead.
+                        if group.flavors.len() > 1 && !self.cq.stop_on_preempt {
+                            cand.to_simulate.push((fr, val));
+                        }
                         Mode::Preempt
                     } else {
                         cand.hard_wait |= !may_preempt;
@@ -349,6 +369,9 @@ impl Assigner<'_> {
                 cand.topology_failed = !self.fits_when_empty(ps, count, fname);
                 if self.can_preempt {
                     cand.mode = Mode::Preempt;
+                    // Quota fits and only the nodes are short: Kueue chooses the flavor
+                    // by quota (a fit), so it ranks just below a fit, as reclaiming does.
+                    cand.simulated = Some(Simulated::Reclaim);
                     cand.preempt_frs = requests
                         .iter()
                         .filter_map(|&(_, r, _)| self.names.frs.get(&(f, r)))
@@ -363,7 +386,12 @@ impl Assigner<'_> {
                 Mode::Preempt => self.cq.stop_on_preempt,
                 _ => false,
             };
-            if cand.mode != Mode::NoFit && best.as_ref().is_none_or(|b| self.better(&cand, b)) {
+            let wins = cand.mode != Mode::NoFit
+                && match best.as_mut() {
+                    None => true,
+                    Some(b) => self.better(&mut cand, b),
+                };
+            if wins {
                 best = Some(cand);
             }
             if stop {
@@ -397,21 +425,71 @@ impl Assigner<'_> {
             .fits_when_empty(self.names, flavor, &req, self.strategy)
     }
 
-    /// Whether `a` is a better choice than the earlier candidate `b`.
-    fn better(&self, a: &Candidate, b: &Candidate) -> bool {
-        let rank = |c: &Candidate| -> (bool, u8, u8) {
-            // A flavor that can neither fit nor preempt never wins over one that can.
-            let usable = c.mode >= Mode::Preempt;
-            let borrow = u8::from(!c.borrows);
-            // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
-            let mode = 2 * (c.mode as u8) + u8::from(c.mode == Mode::Preempt && c.reclaim);
-            match self.cq.preference {
-                // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
-                Preference::PreemptionOverBorrowing => (usable, borrow, mode),
-                Preference::BorrowingOverPreemption | Preference::Unset => (usable, mode, borrow),
+    /// Whether `a` is a better choice than the earlier candidate `b`. The target search
+    /// decides a Preempt candidate's rank (no candidates, preempt, reclaim); it runs
+    /// only when the answer could change the choice.
+    fn better(&self, a: &mut Candidate, b: &mut Candidate) -> bool {
+        use Simulated::{NoCandidates, Reclaim};
+        if self.rank(a, NoCandidates) > self.rank(b, Reclaim) {
+            return true;
+        }
+        if self.rank(a, Reclaim) <= self.rank(b, NoCandidates) {
+            return false;
+        }
+        // Until the engine has run a search, assume what the preemption oracle said
+        // (someone may be preempted); the engine assigns again with the answer.
+        let sa = self.resolve(a).unwrap_or(Simulated::Preempt);
+        let sb = self.resolve(b).unwrap_or(Simulated::Preempt);
+        self.rank(a, sa) > self.rank(b, sb)
+    }
+
+    /// The worst outcome of the target search over the candidate's preemptions;
+    /// `None` while some search has not run.
+    fn resolve(&self, c: &mut Candidate) -> Option<Simulated> {
+        if c.simulated.is_none() && !c.to_simulate.is_empty() {
+            let mut worst = Some(Simulated::Reclaim);
+            for &(fr, val) in &c.to_simulate {
+                worst = match ((self.simulate)(fr, val), worst) {
+                    (Some(s), Some(w)) => Some(s.min(w)),
+                    _ => None,
+                };
             }
+            c.simulated = worst;
+        }
+        c.simulated
+    }
+
+    /// A candidate's rank, higher is better, with `assumed` as the target search's
+    /// outcome when it has not run (a flavor whose preemptions it never weighs
+    /// ranks as plain preemption).
+    fn rank(&self, c: &Candidate, assumed: Simulated) -> (bool, u8, u8) {
+        let searched = match c.simulated {
+            Some(s) => s,
+            None if c.to_simulate.is_empty() => Simulated::Preempt,
+            None => assumed,
         };
-        rank(a) > rank(b)
+        let mode = match c.mode {
+            Mode::Preempt => match searched {
+                // Kueue ranks a flavor without victims with those that must wait. Not
+                // under fair sharing: there, heads that turned to a flavor where they
+                // could preempt started a fair-sharing preemption cycle between two
+                // ClusterQueues' priorities (property test
+                // `fair_sharing_flavor_without_victims_ranks_as_preemption`).
+                Simulated::NoCandidates if !self.fair_sharing => 2 * (Mode::Wait as u8),
+                Simulated::NoCandidates | Simulated::Preempt => 2 * (Mode::Preempt as u8),
+                // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
+                Simulated::Reclaim => 2 * (Mode::Preempt as u8) + 1,
+            },
+            m => 2 * (m as u8),
+        };
+        // A flavor that can neither fit nor preempt never wins over one that can.
+        let usable = mode >= 2 * (Mode::Preempt as u8);
+        let borrow = u8::from(!c.borrows);
+        match self.cq.preference {
+            // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
+            Preference::PreemptionOverBorrowing => (usable, borrow, mode),
+            Preference::BorrowingOverPreemption | Preference::Unset => (usable, mode, borrow),
+        }
     }
 }
 
