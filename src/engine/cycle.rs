@@ -217,7 +217,7 @@ impl Engine {
                         // deferred).
                         self.discharge(id);
                     }
-                    let assignment = self.assign(c, id, None);
+                    let assignment = self.assign(c, id, None, st);
                     let mut head = self.head(c, id, assignment, wake_mark);
                     head.preemptor = preemptor;
                     heads.push(Some(head));
@@ -255,7 +255,7 @@ impl Engine {
                 };
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
-                    h.assignment = self.assign(h.cq, h.id, None);
+                    h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
@@ -437,13 +437,13 @@ impl Engine {
     }
 
     /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
-    pub(crate) fn assign(&mut self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
+    fn assign(&mut self, c: CqId, id: WlId, counts: Option<&[i32]>, st: &CycleState) -> Assignment {
         let w = self.wl(id);
         // A copy (inline for the usual one or two PodSets and groups): the searches the
         // assigner asks for need the engine mutably.
         let resume =
             (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then(|| w.resume.clone());
-        self.assign_from(c, id, counts, resume.as_deref())
+        self.assign_from(c, id, counts, resume.as_deref(), st)
     }
 
     /// [`Engine::assign`] with explicit flavor-search resume points.
@@ -452,13 +452,16 @@ impl Engine {
     /// preemption target search per flavor (Kueue's oracle). The search needs the live
     /// quota tree, which the assigner only reads, so the asked searches run between
     /// passes and the assigner runs again with their outcomes; a pass that asks for
-    /// nothing new is final. Most assignments ask for nothing and run once.
-    pub(crate) fn assign_from(
+    /// nothing new is final. Most assignments ask for nothing and run once. Each search
+    /// is the one that picks victims (`targets`, with this cycle's admissions,
+    /// holds and issued preemptions), so the flavor's rank agrees with what it finds.
+    fn assign_from(
         &mut self,
         c: CqId,
         id: WlId,
         counts: Option<&[i32]>,
         resume: Option<&[super::flavor::Tried]>,
+        st: &CycleState,
     ) -> Assignment {
         let oracle = self.oracle.get_mut();
         oracle.simulated.clear();
@@ -471,7 +474,9 @@ impl Engine {
                 return a;
             }
             for &(fr, val) in &asked {
-                let outcome = preempt::simulate(self, id, c, fr, val);
+                let need = preempt::single_need(fr, val);
+                let (targets, _) = self.targets(c, id, &need, st);
+                let outcome = preempt::outcome(self, c, &targets);
                 self.oracle.get_mut().simulated.push((fr, val, outcome));
             }
             asked.clear();
@@ -601,7 +606,7 @@ impl Engine {
                     // Quota that other heads held when it was assigned is free again
                     // (their queues moved on): preempting now would evict for nothing.
                     refreshed = true;
-                    a = self.assign(c, id, None);
+                    a = self.assign(c, id, None, st);
                     continue;
                 }
                 Mode::Preempt => {
@@ -613,7 +618,7 @@ impl Engine {
                     }
                     if a.last_tried.iter().flatten().any(|t| t.is_some()) {
                         let resume = a.last_tried.clone();
-                        a = self.assign_from(c, id, None, Some(&resume));
+                        a = self.assign_from(c, id, None, Some(&resume), st);
                         continue;
                     }
                 }
@@ -874,7 +879,7 @@ impl Engine {
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
             counts_for[pi] = mid;
-            let a = self.assign(c, id, Some(&counts_for));
+            let a = self.assign(c, id, Some(&counts_for), st);
             let found = match a.mode() {
                 Mode::Fit => Some(Vec::new()),
                 Mode::Preempt => Some(self.targets(c, id, &a, st).0).filter(|t| !t.is_empty()),

@@ -519,18 +519,22 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     found
 }
 
-/// Kueue's preemption oracle (`SimulatePreemption`): the target search for `val` of
-/// `fr` alone, as if the workload needed nothing else, with no workload excluded.
-/// No victims is Kueue's noPreemptionCandidates; victims only in other ClusterQueues
-/// (after the search puts back those the fit does not need) are a reclaim; any in
-/// the workload's own ClusterQueue a priority preemption. The same search picks the
-/// victims later, so the flavor the assigner prefers for reclaiming is one where the
-/// victims found are indeed all borrowers, however deep the cohort tree.
-pub fn simulate(eng: &mut Engine, wl: WlId, cq: CqId, fr: FrId, val: i64) -> Simulated {
+/// What Kueue's preemption oracle (`SimulatePreemption`) searches for: `val` of `fr`
+/// alone, as if the workload needed nothing else.
+pub fn single_need(fr: FrId, val: i64) -> Assignment {
     let mut a = Assignment::default();
     a.usage.push((fr, val));
     a.preempt_frs.push(fr);
-    let targets = find_targets(eng, wl, cq, &a, &FastSet::default(), &[]);
+    a
+}
+
+/// The oracle's answer from the victims the search found for [`single_need`]: none
+/// is Kueue's noPreemptionCandidates; victims only in other ClusterQueues (after the
+/// search put back those the fit does not need) a reclaim; any in the workload's own
+/// ClusterQueue a priority preemption. The same search later picks the victims, so a
+/// flavor ranked for reclaiming is one where they are indeed all borrowers, however
+/// deep the cohort tree.
+pub fn outcome(eng: &Engine, cq: CqId, targets: &[Target]) -> Simulated {
     let own = &eng.cqs[cq as usize].admitted;
     if targets.is_empty() {
         Simulated::NoCandidates
