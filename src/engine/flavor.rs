@@ -113,6 +113,9 @@ struct Candidate {
     flavor: FlavorId,
     mode: Mode,
     borrows: bool,
+    /// How far up the cohort tree its fitting resources borrow (the height of the
+    /// lowest cohort they fit in, 0 without borrowing): Kueue's borrowing level.
+    borrow_level: u32,
     preempt_frs: Vec<FrId>,
     /// Quota fits but the topology has no room.
     topology_failed: bool,
@@ -304,6 +307,7 @@ impl Assigner<'_> {
                 flavor: f,
                 mode: Mode::Fit,
                 borrows: false,
+                borrow_level: 0,
                 preempt_frs: vec![],
                 topology_failed: false,
                 hard_wait: false,
@@ -329,6 +333,8 @@ impl Assigner<'_> {
                 let mode = if val <= avail {
                     if self.tree.borrowing_with(self.node, fr, val) {
                         cand.borrows = true;
+                        let level = super::classical::borrow_level(self.tree, self.node, fr, val);
+                        cand.borrow_level = cand.borrow_level.max(level);
                     }
                     Mode::Fit
                 } else if val <= self.tree.potential_available(self.node, fr) {
@@ -484,7 +490,9 @@ impl Assigner<'_> {
         };
         // A flavor that can neither fit nor preempt never wins over one that can.
         let usable = mode >= 2 * (Mode::Preempt as u8);
-        let borrow = u8::from(!c.borrows);
+        // Borrowing from lower in the cohort tree beats borrowing from higher up
+        // (Kueue compares borrowing levels, not only whether a flavor borrows).
+        let borrow = u8::MAX - c.borrow_level.min(u32::from(u8::MAX)) as u8;
         match self.cq.preference {
             // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
             Preference::PreemptionOverBorrowing => (usable, borrow, mode),
