@@ -303,67 +303,9 @@ impl Assigner<'_> {
                 )));
                 continue;
             }
-            let mut cand = Candidate {
-                flavor: f,
-                mode: Mode::Fit,
-                borrows: false,
-                borrow_level: 0,
-                preempt_frs: vec![],
-                topology_failed: false,
-                hard_wait: false,
-                to_simulate: SmallVec::new(),
-                simulated: None,
-            };
-            for &(_, r, v) in requests {
-                let Some(fr) = self.names.frs.get(&(f, r)) else {
-                    cand.mode = Mode::NoFit;
-                    let rname = self.names.resource_name(r);
-                    notes.push(Note::Text(format!(
-                        "flavor {fname} has no quota for {rname}"
-                    )));
-                    continue;
-                };
-                let before = earlier
-                    .iter()
-                    .find(|(x, _)| *x == fr)
-                    .map(|(_, v)| *v)
-                    .unwrap_or(0);
-                let val = before.saturating_add(v);
-                let avail = self.tree.available(self.node, fr);
-                let mode = if val <= avail {
-                    if self.tree.borrowing_with(self.node, fr, val) {
-                        cand.borrows = true;
-                        let level = super::classical::borrow_level(self.tree, self.node, fr, val);
-                        cand.borrow_level = cand.borrow_level.max(level);
-                    }
-                    Mode::Fit
-                } else if val <= self.tree.potential_available(self.node, fr) {
-                    notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
-                    // Kueue preempts for a request within nominal quota, one that can be
-                    // reclaimed through the cohort tree, or one that may borrow while
-                    // preempting; anything else waits for quota.
-                    let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
-                        || super::classical::may_reclaim_in_hierarchy(
-                            self.tree, self.node, fr, val,
-                        )
-                        || self.preempt_while_borrowing;
-                    if self.can_preempt && may_preempt && (self.preemptible)(fr) {
-                        cand.preempt_frs.push(fr);
-                        // Only worth searching when another flavor could be chosen instead.
-                        if group.flavors.len() > 1 && !self.cq.stop_on_preempt {
-                            cand.to_simulate.push((fr, val));
-                        }
-                        Mode::Preempt
-                    } else {
-                        cand.hard_wait |= !may_preempt;
-                        Mode::Wait
-                    }
-                } else {
-                    notes.push(Note::exceeds_max(self.tree, self.node, fr, val, before));
-                    Mode::NoFit
-                };
-                cand.mode = cand.mode.min(mode);
-            }
+            let searchable = group.flavors.len() > 1 && !self.cq.stop_on_preempt;
+            let mut cand =
+                self.quota_candidate(f, fname, requests, earlier, searchable, &mut notes);
             if cand.mode == Mode::Fit
                 && tas
                 && let Err(why) = self.place_alone(ps, count, fname)
@@ -409,6 +351,79 @@ impl Assigner<'_> {
             last = None;
         }
         (best, last, notes)
+    }
+
+    /// Flavor `f` judged on quota alone for one group's `requests` (on top of what
+    /// `earlier` PodSets take from it). `searchable`: another flavor could be chosen
+    /// instead, so the preemptions it needs are worth a victim search each.
+    fn quota_candidate(
+        &self,
+        f: FlavorId,
+        fname: &str,
+        requests: &[(usize, ResourceId, i64)],
+        earlier: &FrAmounts,
+        searchable: bool,
+        notes: &mut Notes,
+    ) -> Candidate {
+        let mut cand = Candidate {
+            flavor: f,
+            mode: Mode::Fit,
+            borrows: false,
+            borrow_level: 0,
+            preempt_frs: vec![],
+            topology_failed: false,
+            hard_wait: false,
+            to_simulate: SmallVec::new(),
+            simulated: None,
+        };
+        for &(_, r, v) in requests {
+            let Some(fr) = self.names.frs.get(&(f, r)) else {
+                cand.mode = Mode::NoFit;
+                let rname = self.names.resource_name(r);
+                notes.push(Note::Text(format!(
+                    "flavor {fname} has no quota for {rname}"
+                )));
+                continue;
+            };
+            let before = earlier
+                .iter()
+                .find(|(x, _)| *x == fr)
+                .map(|(_, v)| *v)
+                .unwrap_or(0);
+            let val = before.saturating_add(v);
+            let avail = self.tree.available(self.node, fr);
+            let mode = if val <= avail {
+                if self.tree.borrowing_with(self.node, fr, val) {
+                    cand.borrows = true;
+                    let level = super::classical::borrow_level(self.tree, self.node, fr, val);
+                    cand.borrow_level = cand.borrow_level.max(level);
+                }
+                Mode::Fit
+            } else if val <= self.tree.potential_available(self.node, fr) {
+                notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
+                // Kueue preempts for a request within nominal quota, one that can be
+                // reclaimed through the cohort tree, or one that may borrow while
+                // preempting; anything else waits for quota.
+                let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
+                    || super::classical::may_reclaim_in_hierarchy(self.tree, self.node, fr, val)
+                    || self.preempt_while_borrowing;
+                if self.can_preempt && may_preempt && (self.preemptible)(fr) {
+                    cand.preempt_frs.push(fr);
+                    if searchable {
+                        cand.to_simulate.push((fr, val));
+                    }
+                    Mode::Preempt
+                } else {
+                    cand.hard_wait |= !may_preempt;
+                    Mode::Wait
+                }
+            } else {
+                notes.push(Note::exceeds_max(self.tree, self.node, fr, val, before));
+                Mode::NoFit
+            };
+            cand.mode = cand.mode.min(mode);
+        }
+        cand
     }
 
     /// Whether this PodSet alone has room in the flavor's topology right now.
