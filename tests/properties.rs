@@ -1044,3 +1044,63 @@ fn cpu_job(cq: usize, pods: i32, cpu: i64, priority: i32) -> Op {
         priority,
     }
 }
+
+/// Found when the flavor assigner started to run the preemption target search per
+/// flavor (Kueue's oracle) under fair sharing. cq-2's w17 (9 cpu) finds no victims in
+/// f0 and its own w1 and cq-0's w8 in f1; ranking f0 as "no candidates", as Kueue
+/// does, sent it to f1, and the requeued workloads then took turns: cq-0's w8
+/// (priority 0) preempted cq-2's w14 (priority 1) by fair share, w14 preempted its
+/// own queue's w5, w5 preempted cq-0's w15 by fair share, w15 preempted w8, forever
+/// (the same-ClusterQueue-target class of kubernetes-sigs/kueue#14543). Under fair
+/// sharing a flavor without victims still ranks as a preempting one, so w17 waits.
+#[test]
+fn fair_sharing_flavor_without_victims_ranks_as_preemption() {
+    let q = fixed_quota;
+    let cq = |cohort, f0, f1, preempt| CqGen {
+        cohort: Some(cohort),
+        quotas: vec![f0, f1],
+        preempt,
+        weight: None,
+    };
+    let tree = Tree {
+        n_flavors: 2,
+        n_resources: 1,
+        cohort_parent: vec![None, None, Some(0)],
+        cohort_quota: vec![vec![0, 4], vec![0, 0], vec![1, 0]],
+        cohort_weight: vec![Some(1), Some(0), None],
+        cqs: vec![
+            cq(2, q(5, Some(4), None), q(2, Some(4), None), true),
+            cq(1, q(8, Some(4), Some(1)), q(5, None, None), false),
+            cq(2, q(7, None, Some(3)), q(7, None, Some(4)), true),
+        ],
+        fair_sharing: true,
+        min_runtime: 0,
+    };
+    let s = cpu_job;
+    let ops = vec![
+        s(2, 2, 4, 0),
+        s(1, 1, 3, 1),
+        s(1, 3, 2, 0),
+        s(0, 1, 4, 1),
+        s(2, 1, 4, 0),
+        s(0, 1, 3, 0),
+        s(0, 1, 3, 0),
+        s(0, 1, 2, 0),
+        s(0, 1, 2, 0),
+        s(1, 1, 1, 0),
+        s(0, 2, 1, 0),
+        s(0, 3, 1, 0),
+        s(0, 1, 2, 0),
+        s(2, 1, 4, 1),
+        s(0, 2, 2, 1),
+        s(0, 1, 3, 1),
+        Op::Schedule,
+        s(2, 3, 3, 1),
+        s(0, 1, 2, 0),
+        s(0, 1, 2, 0),
+        s(0, 2, 1, 0),
+    ];
+    if let Err(e) = run_stream(tree, ops, true) {
+        panic!("{e}");
+    }
+}

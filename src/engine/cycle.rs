@@ -11,7 +11,7 @@ use super::{FastMap, FastSet};
 use std::sync::Arc;
 
 use super::explain::Explanation;
-use super::flavor::{Assigner, Assignment, Mode};
+use super::flavor::{Assignment, Mode};
 use super::model::Policy;
 use super::preempt::{self, Target};
 use super::queue::{QueueKey, WlId};
@@ -68,7 +68,7 @@ enum Message {
 
 /// What one cycle remembers across its passes and rounds.
 #[derive(Default)]
-struct CycleState {
+pub(super) struct CycleState {
     /// Shapes that already failed in a ClusterQueue this cycle fail again: usage only
     /// grows within a cycle, so there is no need to evaluate them twice.
     failed: FastMap<(CqId, u64), (PendingReason, Why)>,
@@ -217,7 +217,7 @@ impl Engine {
                         // deferred).
                         self.discharge(id);
                     }
-                    let assignment = self.assign(c, id, None);
+                    let assignment = self.assign(c, id, None, st);
                     let mut head = self.head(c, id, assignment, wake_mark);
                     head.preemptor = preemptor;
                     heads.push(Some(head));
@@ -255,7 +255,7 @@ impl Engine {
                 };
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
-                    h.assignment = self.assign(h.cq, h.id, None);
+                    h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
@@ -436,53 +436,6 @@ impl Engine {
         }
     }
 
-    /// Runs the flavor assigner for `id` in `c`, resuming where the last attempt stopped.
-    pub(crate) fn assign(&self, c: CqId, id: WlId, counts: Option<&[i32]>) -> Assignment {
-        let w = self.wl(id);
-        let resume =
-            (w.resume_gen == self.quota_gen && !w.resume.is_empty()).then_some(w.resume.as_slice());
-        self.assign_from(c, id, counts, resume)
-    }
-
-    /// [`Engine::assign`] with explicit flavor-search resume points.
-    pub(crate) fn assign_from(
-        &self,
-        c: CqId,
-        id: WlId,
-        counts: Option<&[i32]>,
-        resume: Option<&[super::flavor::Tried]>,
-    ) -> Assignment {
-        let cq = &self.cqs[c as usize];
-        let w = self.wl(id);
-        let has_cohort = self.tree.parent(cq.node).is_some();
-        let can_preempt = cq.spec.within_cq != Policy::Never
-            || (has_cohort
-                && (cq.spec.reclaim != Policy::Never
-                    || cq.spec.borrow_within_cohort.is_some()
-                    || self.config.fair_sharing.is_some()));
-        let preemptible = |fr| can_preempt && preempt::has_candidates(self, id, c, fr);
-        let reclaimable = |fr| preempt::reclaimable(self, id, c, fr);
-        // Kueue lets a request beyond nominal quota preempt only through these.
-        let preempt_while_borrowing = has_cohort
-            && (cq.spec.borrow_within_cohort.is_some()
-                || (self.config.fair_sharing.is_some() && cq.spec.reclaim != Policy::Never));
-        let assigner = Assigner {
-            preempt_while_borrowing,
-            preemptible: &preemptible,
-            reclaimable: &reclaimable,
-            names: &self.names,
-            pods: self.pods,
-            flavors: &self.flavors,
-            tree: &self.tree,
-            cq: &cq.spec,
-            node: cq.node,
-            can_preempt,
-            inventory: &self.inventory,
-            strategy: self.config.placement,
-        };
-        assigner.assign(&w.spec, counts, resume)
-    }
-
     fn head(&mut self, cq: CqId, id: WlId, assignment: Assignment, wake_mark: usize) -> Head {
         let fair_path = if self.config.fair_sharing.is_some() {
             let node = self.cqs[cq as usize].node;
@@ -565,7 +518,7 @@ impl Engine {
                     // Quota that other heads held when it was assigned is free again
                     // (their queues moved on): preempting now would evict for nothing.
                     refreshed = true;
-                    a = self.assign(c, id, None);
+                    a = self.assign(c, id, None, st);
                     continue;
                 }
                 Mode::Preempt => {
@@ -577,7 +530,7 @@ impl Engine {
                     }
                     if a.last_tried.iter().flatten().any(|t| t.is_some()) {
                         let resume = a.last_tried.clone();
-                        a = self.assign_from(c, id, None, Some(&resume));
+                        a = self.assign_from(c, id, None, Some(&resume), st);
                         continue;
                     }
                 }
@@ -768,7 +721,7 @@ impl Engine {
     /// Victims for `id` with assignment `a`, as if the victims already chosen this
     /// cycle in its cohort were gone, and whether other queues' holds alone left it
     /// without victims (see [`preempt::find_targets_past_holds`]).
-    fn targets(
+    pub(super) fn targets(
         &mut self,
         c: CqId,
         id: WlId,
@@ -838,7 +791,7 @@ impl Engine {
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
             counts_for[pi] = mid;
-            let a = self.assign(c, id, Some(&counts_for));
+            let a = self.assign(c, id, Some(&counts_for), st);
             let found = match a.mode() {
                 Mode::Fit => Some(Vec::new()),
                 Mode::Preempt => Some(self.targets(c, id, &a, st).0).filter(|t| !t.is_empty()),

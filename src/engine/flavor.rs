@@ -87,23 +87,45 @@ pub struct Assigner<'a> {
     pub strategy: crate::placement::Strategy,
     /// Whether some admitted workload could be preempted for this one in a (flavor, resource).
     pub preemptible: &'a dyn Fn(FrId) -> bool,
-    /// How much of a (flavor, resource) preempting only in other ClusterQueues of the
-    /// cohort (reclaiming what they borrow) could free for this workload.
-    pub reclaimable: &'a dyn Fn(FrId) -> i64,
+    /// The preemption target search run for `amount` of one (flavor, resource) alone,
+    /// as Kueue's flavor assigner asks its oracle; `None` while the engine has not run
+    /// it yet (it runs the asked searches, then assigns again).
+    pub simulate: &'a dyn Fn(FrId, i64) -> Option<Simulated>,
+    /// Fair-sharing preemption: a flavor where the search finds nobody still ranks as
+    /// one that preempts (see `rank`).
+    pub fair_sharing: bool,
+}
+
+/// What the preemption target search finds for one (flavor, resource), worst first:
+/// Kueue's noPreemptionCandidates, preempt and reclaim modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Simulated {
+    /// Nobody to preempt: no better than waiting.
+    NoCandidates,
+    /// Some victim is in the workload's own ClusterQueue.
+    Preempt,
+    /// Every victim is in another ClusterQueue that borrows: Kueue ranks this above
+    /// preemption in the workload's own ClusterQueue (Kueue PR 2811).
+    Reclaim,
 }
 
 struct Candidate {
     flavor: FlavorId,
     mode: Mode,
     borrows: bool,
+    /// How far up the cohort tree its fitting resources borrow (the height of the
+    /// lowest cohort they fit in, 0 without borrowing): Kueue's borrowing level.
+    borrow_level: u32,
     preempt_frs: Vec<FrId>,
     /// Quota fits but the topology has no room.
     topology_failed: bool,
     /// See [`Assignment::hard_wait`].
     hard_wait: bool,
-    /// Preempt mode where reclaiming from other ClusterQueues is enough: Kueue ranks
-    /// it above preemption in the workload's own ClusterQueue (Kueue PR 2811).
-    reclaim: bool,
+    /// The (flavor, resource) amounts whose preemption mode the target search decides
+    /// when this flavor competes with another (empty when nothing is worth simulating).
+    to_simulate: SmallVec<[(FrId, i64); 2]>,
+    /// Their outcome, once searched: the worst over them.
+    simulated: Option<Simulated>,
 }
 
 impl Assigner<'_> {
@@ -281,63 +303,9 @@ impl Assigner<'_> {
                 )));
                 continue;
             }
-            let mut cand = Candidate {
-                flavor: f,
-                mode: Mode::Fit,
-                borrows: false,
-                preempt_frs: vec![],
-                topology_failed: false,
-                hard_wait: false,
-                reclaim: true,
-            };
-            for &(_, r, v) in requests {
-                let Some(fr) = self.names.frs.get(&(f, r)) else {
-                    cand.mode = Mode::NoFit;
-                    let rname = self.names.resource_name(r);
-                    notes.push(Note::Text(format!(
-                        "flavor {fname} has no quota for {rname}"
-                    )));
-                    continue;
-                };
-                let before = earlier
-                    .iter()
-                    .find(|(x, _)| *x == fr)
-                    .map(|(_, v)| *v)
-                    .unwrap_or(0);
-                let val = before.saturating_add(v);
-                let avail = self.tree.available(self.node, fr);
-                let mode = if val <= avail {
-                    if self.tree.borrowing_with(self.node, fr, val) {
-                        cand.borrows = true;
-                    }
-                    Mode::Fit
-                } else if val <= self.tree.potential_available(self.node, fr) {
-                    notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
-                    // Kueue preempts for a request within nominal quota, one that can be
-                    // reclaimed through the cohort tree, or one that may borrow while
-                    // preempting; anything else waits for quota.
-                    let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
-                        || super::classical::may_reclaim_in_hierarchy(
-                            self.tree, self.node, fr, val,
-                        )
-                        || self.preempt_while_borrowing;
-                    if self.can_preempt && may_preempt && (self.preemptible)(fr) {
-                        cand.preempt_frs.push(fr);
-                        // Only worth knowing when another flavor could be chosen instead.
-                        cand.reclaim &= group.flavors.len() > 1
-                            && !self.cq.stop_on_preempt
-                            && (self.reclaimable)(fr) >= val.saturating_sub(avail.max(0));
-                        Mode::Preempt
-                    } else {
-                        cand.hard_wait |= !may_preempt;
-                        Mode::Wait
-                    }
-                } else {
-                    notes.push(Note::exceeds_max(self.tree, self.node, fr, val, before));
-                    Mode::NoFit
-                };
-                cand.mode = cand.mode.min(mode);
-            }
+            let searchable = group.flavors.len() > 1 && !self.cq.stop_on_preempt;
+            let mut cand =
+                self.quota_candidate(f, fname, requests, earlier, searchable, &mut notes);
             if cand.mode == Mode::Fit
                 && tas
                 && let Err(why) = self.place_alone(ps, count, fname)
@@ -349,6 +317,9 @@ impl Assigner<'_> {
                 cand.topology_failed = !self.fits_when_empty(ps, count, fname);
                 if self.can_preempt {
                     cand.mode = Mode::Preempt;
+                    // Quota fits and only the nodes are short: Kueue chooses the flavor
+                    // by quota (a fit), so it ranks just below a fit, as reclaiming does.
+                    cand.simulated = Some(Simulated::Reclaim);
                     cand.preempt_frs = requests
                         .iter()
                         .filter_map(|&(_, r, _)| self.names.frs.get(&(f, r)))
@@ -363,7 +334,12 @@ impl Assigner<'_> {
                 Mode::Preempt => self.cq.stop_on_preempt,
                 _ => false,
             };
-            if cand.mode != Mode::NoFit && best.as_ref().is_none_or(|b| self.better(&cand, b)) {
+            let wins = cand.mode != Mode::NoFit
+                && match best.as_mut() {
+                    None => true,
+                    Some(b) => self.better(&mut cand, b),
+                };
+            if wins {
                 best = Some(cand);
             }
             if stop {
@@ -375,6 +351,79 @@ impl Assigner<'_> {
             last = None;
         }
         (best, last, notes)
+    }
+
+    /// Flavor `f` judged on quota alone for one group's `requests` (on top of what
+    /// `earlier` PodSets take from it). `searchable`: another flavor could be chosen
+    /// instead, so the preemptions it needs are worth a victim search each.
+    fn quota_candidate(
+        &self,
+        f: FlavorId,
+        fname: &str,
+        requests: &[(usize, ResourceId, i64)],
+        earlier: &FrAmounts,
+        searchable: bool,
+        notes: &mut Notes,
+    ) -> Candidate {
+        let mut cand = Candidate {
+            flavor: f,
+            mode: Mode::Fit,
+            borrows: false,
+            borrow_level: 0,
+            preempt_frs: vec![],
+            topology_failed: false,
+            hard_wait: false,
+            to_simulate: SmallVec::new(),
+            simulated: None,
+        };
+        for &(_, r, v) in requests {
+            let Some(fr) = self.names.frs.get(&(f, r)) else {
+                cand.mode = Mode::NoFit;
+                let rname = self.names.resource_name(r);
+                notes.push(Note::Text(format!(
+                    "flavor {fname} has no quota for {rname}"
+                )));
+                continue;
+            };
+            let before = earlier
+                .iter()
+                .find(|(x, _)| *x == fr)
+                .map(|(_, v)| *v)
+                .unwrap_or(0);
+            let val = before.saturating_add(v);
+            let avail = self.tree.available(self.node, fr);
+            let mode = if val <= avail {
+                if self.tree.borrowing_with(self.node, fr, val) {
+                    cand.borrows = true;
+                    let level = super::classical::borrow_level(self.tree, self.node, fr, val);
+                    cand.borrow_level = cand.borrow_level.max(level);
+                }
+                Mode::Fit
+            } else if val <= self.tree.potential_available(self.node, fr) {
+                notes.push(Note::shortage(self.tree, self.node, fr, val, avail));
+                // Kueue preempts for a request within nominal quota, one that can be
+                // reclaimed through the cohort tree, or one that may borrow while
+                // preempting; anything else waits for quota.
+                let may_preempt = val <= self.tree.subtree_quota(self.node, fr)
+                    || super::classical::may_reclaim_in_hierarchy(self.tree, self.node, fr, val)
+                    || self.preempt_while_borrowing;
+                if self.can_preempt && may_preempt && (self.preemptible)(fr) {
+                    cand.preempt_frs.push(fr);
+                    if searchable {
+                        cand.to_simulate.push((fr, val));
+                    }
+                    Mode::Preempt
+                } else {
+                    cand.hard_wait |= !may_preempt;
+                    Mode::Wait
+                }
+            } else {
+                notes.push(Note::exceeds_max(self.tree, self.node, fr, val, before));
+                Mode::NoFit
+            };
+            cand.mode = cand.mode.min(mode);
+        }
+        cand
     }
 
     /// Whether this PodSet alone has room in the flavor's topology right now.
@@ -397,21 +446,73 @@ impl Assigner<'_> {
             .fits_when_empty(self.names, flavor, &req, self.strategy)
     }
 
-    /// Whether `a` is a better choice than the earlier candidate `b`.
-    fn better(&self, a: &Candidate, b: &Candidate) -> bool {
-        let rank = |c: &Candidate| -> (bool, u8, u8) {
-            // A flavor that can neither fit nor preempt never wins over one that can.
-            let usable = c.mode >= Mode::Preempt;
-            let borrow = u8::from(!c.borrows);
-            // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
-            let mode = 2 * (c.mode as u8) + u8::from(c.mode == Mode::Preempt && c.reclaim);
-            match self.cq.preference {
-                // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
-                Preference::PreemptionOverBorrowing => (usable, borrow, mode),
-                Preference::BorrowingOverPreemption | Preference::Unset => (usable, mode, borrow),
+    /// Whether `a` is a better choice than the earlier candidate `b`. The target search
+    /// decides a Preempt candidate's rank (no candidates, preempt, reclaim); it runs
+    /// only when the answer could change the choice.
+    fn better(&self, a: &mut Candidate, b: &mut Candidate) -> bool {
+        use Simulated::{NoCandidates, Reclaim};
+        if self.rank(a, NoCandidates) > self.rank(b, Reclaim) {
+            return true;
+        }
+        if self.rank(a, Reclaim) <= self.rank(b, NoCandidates) {
+            return false;
+        }
+        // Until the engine has run a search, assume what the preemption oracle said
+        // (someone may be preempted); the engine assigns again with the answer.
+        let sa = self.resolve(a).unwrap_or(Simulated::Preempt);
+        let sb = self.resolve(b).unwrap_or(Simulated::Preempt);
+        self.rank(a, sa) > self.rank(b, sb)
+    }
+
+    /// The worst outcome of the target search over the candidate's preemptions;
+    /// `None` while some search has not run.
+    fn resolve(&self, c: &mut Candidate) -> Option<Simulated> {
+        if c.simulated.is_none() && !c.to_simulate.is_empty() {
+            let mut worst = Some(Simulated::Reclaim);
+            for &(fr, val) in &c.to_simulate {
+                worst = match ((self.simulate)(fr, val), worst) {
+                    (Some(s), Some(w)) => Some(s.min(w)),
+                    _ => None,
+                };
             }
+            c.simulated = worst;
+        }
+        c.simulated
+    }
+
+    /// A candidate's rank, higher is better, with `assumed` as the target search's
+    /// outcome when it has not run (a flavor whose preemptions it never weighs
+    /// ranks as plain preemption).
+    fn rank(&self, c: &Candidate, assumed: Simulated) -> (bool, u8, u8) {
+        let searched = match c.simulated {
+            Some(s) => s,
+            None if c.to_simulate.is_empty() => Simulated::Preempt,
+            None => assumed,
         };
-        rank(a) > rank(b)
+        let mode = match c.mode {
+            Mode::Preempt => match searched {
+                // Kueue ranks a flavor without victims with those that must wait. Not
+                // under fair sharing: there, heads that turned to a flavor where they
+                // could preempt started a fair-sharing preemption cycle between two
+                // ClusterQueues' priorities (property test
+                // `fair_sharing_flavor_without_victims_ranks_as_preemption`).
+                Simulated::NoCandidates if !self.fair_sharing => 2 * (Mode::Wait as u8),
+                Simulated::NoCandidates | Simulated::Preempt => 2 * (Mode::Preempt as u8),
+                // Reclaiming ranks between preempting in the own ClusterQueue and fitting.
+                Simulated::Reclaim => 2 * (Mode::Preempt as u8) + 1,
+            },
+            m => 2 * (m as u8),
+        };
+        // A flavor that can neither fit nor preempt never wins over one that can.
+        let usable = mode >= 2 * (Mode::Preempt as u8);
+        // Borrowing from lower in the cohort tree beats borrowing from higher up
+        // (Kueue compares borrowing levels, not only whether a flavor borrows).
+        let borrow = u8::MAX - c.borrow_level.min(u32::from(u8::MAX)) as u8;
+        match self.cq.preference {
+            // Not borrowing beats fitting: a preempting, non-borrowing flavor wins.
+            Preference::PreemptionOverBorrowing => (usable, borrow, mode),
+            Preference::BorrowingOverPreemption | Preference::Unset => (usable, mode, borrow),
+        }
     }
 }
 

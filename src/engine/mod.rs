@@ -278,6 +278,7 @@ pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedS
 // engine only through `Engine`, its events, decisions, config and reports.
 mod admission;
 pub(crate) mod afs;
+mod assign;
 mod classical;
 mod cycle;
 mod execution;

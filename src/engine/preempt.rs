@@ -8,7 +8,7 @@
 use super::{FastMap, FastSet};
 
 use super::classical::Variant;
-use super::flavor::Assignment;
+use super::flavor::{Assignment, Simulated};
 use super::model::Policy;
 use super::queue::WlId;
 use super::quota::NodeId;
@@ -348,6 +348,11 @@ pub(crate) struct Oracle {
     /// (protection end, ClusterQueue): a workload of that queue found nobody to
     /// preempt because the candidates were protected; look at the queue again then.
     pub wakeups: Vec<(Millis, CqId)>,
+    /// The target searches ([`simulate`]) run for the workload being assigned:
+    /// (fr, amount, outcome). Kept only for one assignment; the buffers are reused.
+    pub(crate) simulated: Vec<(FrId, i64, Simulated)>,
+    /// The searches the flavor assigner asked for and that have not run yet.
+    pub(crate) asked: Vec<(FrId, i64)>,
 }
 
 impl Oracle {
@@ -355,6 +360,20 @@ impl Oracle {
         self.own.clear();
         self.borrowers.clear();
         self.wakeups.clear();
+        self.simulated.clear();
+        self.asked.clear();
+    }
+
+    /// The outcome of the search for `val` of `fr`, or `None` after noting that the
+    /// flavor assigner wants it.
+    pub(crate) fn simulated(&mut self, fr: FrId, val: i64) -> Option<Simulated> {
+        if let Some(&(_, _, s)) = self.simulated.iter().find(|x| x.0 == fr && x.1 == val) {
+            return Some(s);
+        }
+        if !self.asked.contains(&(fr, val)) {
+            self.asked.push((fr, val));
+        }
+        None
     }
 }
 
@@ -500,48 +519,30 @@ pub fn has_candidates(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> bool {
     found
 }
 
-/// How much of `fr` reclaiming from the other ClusterQueues of `cq`'s cohort could
-/// free for `wl`: per ClusterQueue that borrows `fr`, what its workloads that
-/// reclaimWithinCohort lets `wl` take use, up to what it borrows (a ClusterQueue back
-/// within its quota is no longer a reclaim target). The flavor assigner asks it only
-/// when the choice between flavors depends on it; it approximates Kueue's simulated
-/// target search, which it matches in flat cohorts of whole-workload borrowers.
-pub fn reclaimable(eng: &Engine, wl: WlId, cq: CqId, fr: FrId) -> i64 {
-    let spec = &eng.cqs[cq as usize].spec;
-    let node = eng.cqs[cq as usize].node;
-    if eng.tree.parent(node).is_none() || spec.reclaim == Policy::Never {
-        return 0;
+/// What Kueue's preemption oracle (`SimulatePreemption`) searches for: `val` of `fr`
+/// alone, as if the workload needed nothing else.
+pub fn single_need(fr: FrId, val: i64) -> Assignment {
+    let mut a = Assignment::default();
+    a.usage.push((fr, val));
+    a.preempt_frs.push(fr);
+    a
+}
+
+/// The oracle's answer from the victims the search found for [`single_need`]: none
+/// is Kueue's noPreemptionCandidates; victims only in other ClusterQueues (after the
+/// search put back those the fit does not need) a reclaim; any in the workload's own
+/// ClusterQueue a priority preemption. The same search later picks the victims, so a
+/// flavor ranked for reclaiming is one where they are indeed all borrowers, however
+/// deep the cohort tree.
+pub fn outcome(eng: &Engine, cq: CqId, targets: &[Target]) -> Simulated {
+    let own = &eng.cqs[cq as usize].admitted;
+    if targets.is_empty() {
+        Simulated::NoCandidates
+    } else if targets.iter().any(|t| own.contains(&t.id)) {
+        Simulated::Preempt
+    } else {
+        Simulated::Reclaim
     }
-    let prio = eng.wl(wl).spec.priority;
-    let root = eng.cqs[cq as usize].root;
-    let mut freed: i64 = 0;
-    for &o in eng.members_of(root) {
-        let other = &eng.cqs[o as usize];
-        if o == cq || other.deleted || !eng.tree.is_borrowing(other.node, fr) {
-            continue;
-        }
-        let borrowed = eng
-            .tree
-            .usage(other.node, fr)
-            .saturating_sub(eng.tree.subtree_quota(other.node, fr));
-        let mut takeable: i64 = 0;
-        for &id in &other.admitted {
-            let w = eng.wl(id);
-            let (adm, evicting) = match &w.state {
-                WlState::Admitted(a) => (a, false),
-                WlState::Evicting(a) => (a, true),
-                _ => continue,
-            };
-            let allowed = evicting
-                || ((spec.reclaim != Policy::LowerPriority || w.spec.priority < prio)
-                    && eng.protected_until(adm).is_none());
-            if allowed && let Some(&(_, v)) = adm.usage.iter().find(|(f, _)| *f == fr) {
-                takeable = takeable.saturating_add(v);
-            }
-        }
-        freed = freed.saturating_add(takeable.min(borrowed));
-    }
-    freed
 }
 
 /// The earlier of two optional times.
