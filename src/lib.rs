@@ -10,6 +10,7 @@ pub mod crds;
 pub mod engine;
 pub mod integrations;
 pub mod lease;
+pub mod memory;
 pub mod names;
 pub mod placement;
 pub mod policy;

@@ -863,11 +863,17 @@ pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
         // Colour codes only for a person at a terminal, not in pod logs.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+    crate::memory::limit_arenas();
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(ServerError::Runtime)
-        .and_then(|rt| rt.block_on(serve(args)));
+        .and_then(|rt| {
+            rt.block_on(async {
+                crate::memory::spawn_trimmer();
+                serve(args).await
+            })
+        });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
