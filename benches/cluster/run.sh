@@ -20,7 +20,7 @@ cp benches/cluster/audit-policy.yaml "$KUOTA_K8S_DIR/audit-policy.yaml"
 # create the admitted Jobs' Pods (and the stand-in kubelet's finishes would complete them)
 # more slowly than kuota admits, and the run would measure the controller manager.
 export KUOTA_K8S_KCM_ARGS="--kube-api-qps=1000 --kube-api-burst=2000 --concurrent-job-syncs=50 --concurrent-gc-syncs=50 ${KUOTA_K8S_KCM_ARGS:-}"
-export KUOTA_K8S_APISERVER_ARGS="--audit-policy-file=$KUOTA_K8S_DIR/audit-policy.yaml --audit-log-path=$AUDIT_LOG --audit-log-format=json --audit-log-mode=blocking --max-requests-inflight=800 --max-mutating-requests-inflight=400 ${KUOTA_K8S_APISERVER_ARGS:-}"
+export KUOTA_K8S_APISERVER_ARGS="--audit-policy-file=$KUOTA_K8S_DIR/audit-policy.yaml --audit-log-path=$AUDIT_LOG --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0 --max-requests-inflight=800 --max-mutating-requests-inflight=400 ${KUOTA_K8S_APISERVER_ARGS:-}"
 
 # A fresh API server so it picks up the audit flags.
 "$K8S" down >/dev/null 2>&1 || true
