@@ -15,8 +15,10 @@ use kuota::api::{Workload, WorkloadPriorityClass};
 use serde_json::json;
 
 use crate::controller::{condition, finish_pods, start_controller, wait_for_workload};
-use crate::preemption::{job_state, prioritized_job, wait_pods_gone, wait_started};
-use crate::support::{QueueFixture, controller_lock, unique_name, wait_until};
+use crate::preemption::{
+    job_state, low_and_high_classes, prioritized_job, wait_pods_gone, wait_started,
+};
+use crate::support::{QueueFixture, controller_lock, wait_until};
 
 /// The workload's maximum, in seconds.
 const MAX_SECONDS: i64 = 20;
@@ -44,17 +46,7 @@ async fn a_preempted_job_readmitted_is_deactivated_after_only_its_remaining_time
     )
     .await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
-    let classes = Api::<WorkloadPriorityClass>::all(client.clone());
-    let (low, high) = (unique_name("low"), unique_name("high"));
-    for (name, value) in [(&low, 10), (&high, 1000)] {
-        classes
-            .create(
-                &PostParams::default(),
-                &WorkloadPriorityClass::new(name, value),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("create WorkloadPriorityClass {name}: {e}"));
-    }
+    let (low, high) = low_and_high_classes(&client).await;
     let (stop, task) = start_controller(&client);
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -157,7 +149,9 @@ async fn a_preempted_job_readmitted_is_deactivated_after_only_its_remaining_time
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     for name in [&low, &high] {
-        let _ = classes.delete(name, &Default::default()).await;
+        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
+            .delete(name, &Default::default())
+            .await;
     }
     fx.teardown().await;
 }

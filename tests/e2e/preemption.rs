@@ -64,6 +64,22 @@ pub(crate) async fn wait_started(jobs: &Api<Job>, pods: &Api<Pod>, name: &str, r
 
 /// Waits until Job `name` has no Pods, confirming as gone any stuck terminating (the
 /// test plays the kubelet).
+/// Two new WorkloadPriorityClasses, low (10) and high (1000); their names.
+pub(crate) async fn low_and_high_classes(client: &kube::Client) -> (String, String) {
+    let classes = Api::<WorkloadPriorityClass>::all(client.clone());
+    let (low, high) = (unique_name("low"), unique_name("high"));
+    for (name, value) in [(&low, 10), (&high, 1000)] {
+        classes
+            .create(
+                &PostParams::default(),
+                &WorkloadPriorityClass::new(name, value),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create WorkloadPriorityClass {name}: {e}"));
+    }
+    (low, high)
+}
+
 pub(crate) async fn wait_pods_gone(pods: &Api<Pod>, name: &str) {
     let selector = format!("job-name={name}");
     let gone = wait_until(Duration::from_secs(60), || {
@@ -103,17 +119,7 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
         fx.rf.clone(),
         fx.cq.clone(),
     );
-    let classes = Api::<WorkloadPriorityClass>::all(client.clone());
-    let (low, high) = (unique_name("low"), unique_name("high"));
-    for (name, value) in [(&low, 10), (&high, 1000)] {
-        classes
-            .create(
-                &PostParams::default(),
-                &WorkloadPriorityClass::new(name, value),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("create WorkloadPriorityClass {name}: {e}"));
-    }
+    let (low, high) = low_and_high_classes(&client).await;
     let (stop, task) = start_controller(&client);
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -238,7 +244,9 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     for name in [&low, &high] {
-        let _ = classes.delete(name, &Default::default()).await;
+        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
+            .delete(name, &Default::default())
+            .await;
     }
     fx.teardown().await;
 }
