@@ -11,9 +11,8 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::core::DynamicResourceScope;
-use serde::de::DeserializeOwned;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
@@ -59,10 +58,9 @@ fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Err
 }
 
 impl CompactObject {
-    /// The object built from JSON (tests and fresh reads).
+    /// The object built from JSON.
     pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
-        // Through text: a RawValue is only made by serde_json's own reader.
-        serde_json::from_str(&value.to_string())
+        serde_json::from_value(value)
     }
 
     /// The spec decoded into `T`, which names only the fields it reads (serde skips the
@@ -77,16 +75,6 @@ impl CompactObject {
             .as_deref()
             .map(|s| serde_json::from_str(s.get()))
     }
-
-    /// The whole object as a `DynamicObject`, for code written against one.
-    pub fn to_dynamic(&self) -> Result<DynamicObject, serde_json::Error> {
-        decode_whole(self)
-    }
-}
-
-/// Decodes a serializable object into `T` through JSON text.
-fn decode_whole<T: DeserializeOwned>(obj: &impl Serialize) -> Result<T, serde_json::Error> {
-    serde_json::from_str(&serde_json::to_string(obj)?)
 }
 
 impl Resource for CompactObject {
@@ -147,8 +135,7 @@ mod tests {
             panic!("a modified event");
         };
         assert_eq!(obj.metadata.name.as_deref(), Some("job-a-1"));
-        let whole = obj.to_dynamic().expect("decodes");
-        assert_eq!(serde_json::to_value(&whole).expect("json"), workload());
+        assert_eq!(serde_json::to_value(&obj).expect("json"), workload());
     }
 
     #[test]
