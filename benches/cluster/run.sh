@@ -26,7 +26,8 @@ export KUOTA_K8S_APISERVER_ARGS="--audit-policy-file=$KUOTA_K8S_DIR/audit-policy
 "$K8S" down >/dev/null 2>&1 || true
 rm -f "$AUDIT_LOG"
 eval "$("$K8S" up)"
-trap 'rm -f "$AUDIT_LOG"' EXIT
+# KUOTA_BENCH_KEEP_AUDIT=1 keeps the audit log for a closer look (it grows by ~10 KB a Job).
+[[ -n "${KUOTA_BENCH_KEEP_AUDIT:-}" ]] || trap 'rm -f "$AUDIT_LOG"' EXIT
 
 if [[ -z "${KUOTA_BIN:-}" ]]; then
   cargo build --release --bin kuota

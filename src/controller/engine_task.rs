@@ -92,7 +92,7 @@ impl EngineTask {
             rx,
             tx,
             unsynced: kinds.iter().copied().collect(),
-            queue_status: QueueStatus::new(actuators.writer.clone(), actuators.stores.clone()),
+            queue_status: QueueStatus::new(&actuators.writer, actuators.stores.clone()),
             finalizers: Finalizers::new(actuators.writer.clone(), actuators.stores.clone()),
             actuators,
             status_interval,

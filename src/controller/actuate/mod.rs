@@ -3,16 +3,18 @@
 //! retried from fresh state on conflict, and bounded in concurrency.
 //!
 //! - `workload`: Workload status (admission, pending, eviction, finish, requeue);
+//! - `lane`: coalescing write lanes (the newest value per key, a few workers of their own);
 //! - `pending`: pending statuses, coalesced per Workload in a lane of their own;
 //! - `job`: the job's suspend flag and pod template (flavor node selector, tolerations);
 //! - `pod`: the topology ungater's per-pod patches (domain node selector, gate removal);
-//! - `queue_status`: ClusterQueue and LocalQueue status, coalesced;
+//! - `queue_status`: ClusterQueue and LocalQueue status, coalesced in a lane of its own;
 //! - `events`: Kubernetes Events as Kueue emits them;
 //! - `finalizer`: Kueue's `resource-in-use` finalizer on ClusterQueues and ResourceFlavors.
 
 pub mod events;
 pub mod finalizer;
 pub mod job;
+pub mod lane;
 pub mod pending;
 pub mod pod;
 pub mod preemption;

@@ -9,13 +9,11 @@
 //! Workload waits, an admission or eviction cancels it, and the lane's bounded workers
 //! never take the writer's permits from the writes that move quota.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::Notify;
-use tokio::task::AbortHandle;
 use tracing::warn;
 
+use super::lane::Lane;
 use super::workload::WorkloadWriter;
 use super::{Writer, events::Recorder};
 use crate::controller::watch::Stores;
@@ -31,72 +29,30 @@ struct Status {
     message: String,
 }
 
-#[derive(Default)]
-struct Queue {
-    /// Workloads in the order their first waiting status arrived.
-    order: VecDeque<WorkloadKey>,
-    /// The newest status of each waiting Workload.
-    latest: HashMap<WorkloadKey, Status>,
-}
-
-struct Shared {
-    queue: Mutex<Queue>,
-    ready: Notify,
-}
-
-impl Shared {
-    fn take(&self) -> Option<(WorkloadKey, Status)> {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(key) = q.order.pop_front() {
-            // A key whose status was cancelled (or already taken) is skipped.
-            if let Some(status) = q.latest.remove(&key) {
-                return Some((key, status));
-            }
-        }
-        None
-    }
-}
-
 /// The lane. Dropping it stops its workers.
-pub struct PendingLane {
-    shared: Arc<Shared>,
-    workers: Vec<AbortHandle>,
-}
+pub struct PendingLane(Lane<WorkloadKey, Status>);
 
 impl PendingLane {
     /// Starts `workers` writers (at least one) on the current Tokio runtime, with a
     /// writer of their own that shares `writer`'s client, retry policy and counts.
     pub fn start(writer: &Writer, recorder: Recorder, stores: Stores, workers: usize) -> Self {
-        let workers = workers.max(1);
-        let writer = Arc::new(writer.sibling(workers));
-        let shared = Arc::new(Shared {
-            queue: Mutex::default(),
-            ready: Notify::new(),
-        });
-        let workers = (0..workers)
-            .map(|_| {
-                let shared = shared.clone();
+        let writer = Arc::new(writer.sibling(workers.max(1)));
+        Self(Lane::start(
+            workers,
+            move |key: WorkloadKey, status: Status| {
                 let (writer, recorder, stores) = (writer.clone(), recorder.clone(), stores.clone());
-                tokio::spawn(async move {
+                async move {
                     let w = WorkloadWriter {
                         writer: &writer,
                         stores: &stores,
                         recorder: &recorder,
                     };
-                    loop {
-                        let Some((key, status)) = shared.take() else {
-                            shared.ready.notified().await;
-                            continue;
-                        };
-                        if let Err(e) = w.pending(&key, &status.reason, &status.message).await {
-                            warn!(workload = %key, error = %e, "pending status not written");
-                        }
+                    if let Err(e) = w.pending(&key, &status.reason, &status.message).await {
+                        warn!(workload = %key, error = %e, "pending status not written");
                     }
-                })
-                .abort_handle()
-            })
-            .collect();
-        Self { shared, workers }
+                }
+            },
+        ))
     }
 
     /// Queues `reason` and `message` for `key`, replacing a status still waiting.
@@ -105,34 +61,18 @@ impl PendingLane {
             reason: reason.to_string(),
             message: message.to_string(),
         };
-        {
-            let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if q.latest.insert(key.clone(), status).is_none() {
-                q.order.push_back(key);
-            }
-        }
-        self.shared.ready.notify_one();
+        self.0.offer(key, status);
     }
 
     /// Drops the status still waiting for `key`: a later decision (admission, eviction)
     /// supersedes it.
     pub fn cancel(&self, key: &WorkloadKey) {
-        let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.latest.remove(key);
+        self.0.cancel(key);
     }
 
     /// Statuses waiting to be written.
     pub fn waiting(&self) -> usize {
-        let q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.latest.len()
-    }
-}
-
-impl Drop for PendingLane {
-    fn drop(&mut self) {
-        for w in &self.workers {
-            w.abort();
-        }
+        self.0.waiting()
     }
 }
 

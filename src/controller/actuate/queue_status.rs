@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::debug;
 
+use super::lane::Lane;
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
 use crate::api::constants::{
@@ -272,21 +273,36 @@ struct CountedAssignment {
     resource_usage: BTreeMap<String, String>,
 }
 
+/// Workers writing queue status at once: the lane's writes never hold the permits of
+/// admissions, evictions and finishes, and a busy API server gets fewer of them.
+pub const QUEUE_STATUS_WORKERS: usize = 2;
+
+/// A queue: its kind, namespace (LocalQueues) and name.
+type QueueKey = (Kind, Option<String>, String);
+
 /// Publishes queue status, remembering what it last wrote per queue.
 pub struct QueueStatus {
-    writer: Arc<Writer>,
     stores: Stores,
     written_cq: HashMap<String, QueueView>,
     written_lq: HashMap<(String, String), QueueView>,
+    /// The newest view of each queue whose write waits: when the API server is slower
+    /// than the publishing interval, an older view still waiting is replaced, not queued.
+    lane: Lane<QueueKey, (QueueView, Arc<DynamicObject>)>,
 }
 
 impl QueueStatus {
-    pub fn new(writer: Arc<Writer>, stores: Stores) -> Self {
+    /// A publisher writing through a lane of [`QUEUE_STATUS_WORKERS`] workers with
+    /// permits of their own (sharing `writer`'s client, retry policy and counts).
+    pub fn new(writer: &Writer, stores: Stores) -> Self {
+        let writer = Arc::new(writer.sibling(QUEUE_STATUS_WORKERS));
+        let lane = Lane::start(QUEUE_STATUS_WORKERS, move |key: QueueKey, (view, obj)| {
+            write_status(writer.clone(), key, view, obj)
+        });
         Self {
-            writer,
             stores,
             written_cq: HashMap::new(),
             written_lq: HashMap::new(),
+            lane,
         }
     }
 
@@ -305,7 +321,8 @@ impl QueueStatus {
                 continue;
             }
             self.written_cq.insert(name.clone(), view.clone());
-            self.spawn_write(Kind::ClusterQueue, None, name, view, cq);
+            self.lane
+                .offer((Kind::ClusterQueue, None, name), (view, cq));
         }
         let mut views = local_queue_views(&self.stores.workloads.state());
         for lq in self.stores.local_queues.state() {
@@ -346,64 +363,61 @@ impl QueueStatus {
                 continue;
             }
             self.written_lq.insert(key, view.clone());
-            self.spawn_write(Kind::LocalQueue, Some(ns), name, view, lq);
+            self.lane
+                .offer((Kind::LocalQueue, Some(ns), name), (view, lq));
         }
     }
+}
 
-    fn spawn_write(
-        &self,
-        kind: Kind,
-        ns: Option<String>,
-        name: String,
-        view: QueueView,
-        obj: Arc<DynamicObject>,
-    ) {
-        let writer = self.writer.clone();
-        tokio::spawn(async move {
-            let ar = kind.api_resource();
-            let api: Api<DynamicObject> = match &ns {
-                Some(ns) => Api::namespaced_with(writer.client.clone(), ns, &ar),
-                None => Api::all_with(writer.client.clone(), &ar),
-            };
-            let current: Vec<Condition> = obj
-                .data
-                .pointer("/status/conditions")
-                .and_then(|c| serde_json::from_value(c.clone()).ok())
-                .unwrap_or_default();
-            let local = kind == Kind::LocalQueue;
-            let consumed = obj
-                .data
-                .pointer("/status/fairSharing/admissionFairSharingStatus/consumedResources")
-                .cloned();
-            let result = writer
-                .retry(kind.name(), &name, |_| {
-                    let body =
-                        status_patch(&view, &current, consumed.as_ref(), local, &(writer.clock)());
-                    let writer = writer.clone();
-                    let api = api.clone();
-                    let name = name.clone();
-                    async move {
-                        match api
-                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
-                            .await
-                        {
-                            Ok(_) => {
-                                writer.wrote(kind.name());
-                                Ok(Attempt::Done(()))
-                            }
-                            Err(source) => Err(WriteError::Api {
-                                kind: kind.name(),
-                                name,
-                                source,
-                            }),
-                        }
+/// Writes one queue's status, retried from fresh state as every write is.
+async fn write_status(
+    writer: Arc<Writer>,
+    key: QueueKey,
+    view: QueueView,
+    obj: Arc<DynamicObject>,
+) {
+    let (kind, ns, name) = key;
+    let ar = kind.api_resource();
+    let api: Api<DynamicObject> = match &ns {
+        Some(ns) => Api::namespaced_with(writer.client.clone(), ns, &ar),
+        None => Api::all_with(writer.client.clone(), &ar),
+    };
+    let current: Vec<Condition> = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default();
+    let local = kind == Kind::LocalQueue;
+    let consumed = obj
+        .data
+        .pointer("/status/fairSharing/admissionFairSharingStatus/consumedResources")
+        .cloned();
+    let result = writer
+        .retry(kind.name(), &name, |_| {
+            let body = status_patch(&view, &current, consumed.as_ref(), local, &(writer.clock)());
+            let writer = writer.clone();
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                match api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                {
+                    Ok(_) => {
+                        writer.wrote(kind.name());
+                        Ok(Attempt::Done(()))
                     }
-                })
-                .await;
-            if let Err(e) = result {
-                debug!(error = %e, "queue status not written");
+                    Err(source) => Err(WriteError::Api {
+                        kind: kind.name(),
+                        name,
+                        source,
+                    }),
+                }
             }
-        });
+        })
+        .await;
+    if let Err(e) = result {
+        debug!(error = %e, "queue status not written");
     }
 }
 
