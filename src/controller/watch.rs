@@ -114,6 +114,9 @@ pub struct Stores {
     pub local_queues: Store<DynamicObject>,
     /// For the cohort path in a preemption message.
     pub cohorts: Store<DynamicObject>,
+    /// For a new Workload's `spec.priority`, read without a request per Workload.
+    pub workload_priority_classes: Store<DynamicObject>,
+    pub priority_classes: Store<DynamicObject>,
 }
 
 /// The writing halves of [`Stores`], consumed by [`spawn`].
@@ -123,6 +126,8 @@ pub struct Writers {
     cluster_queues: reflector::store::Writer<DynamicObject>,
     local_queues: reflector::store::Writer<DynamicObject>,
     cohorts: reflector::store::Writer<DynamicObject>,
+    pub(crate) workload_priority_classes: reflector::store::Writer<DynamicObject>,
+    pub(crate) priority_classes: reflector::store::Writer<DynamicObject>,
 }
 
 /// Empty stores and the writers that fill them.
@@ -134,6 +139,8 @@ pub fn stores() -> (Stores, Writers) {
         cluster_queues: w(Kind::ClusterQueue),
         local_queues: w(Kind::LocalQueue),
         cohorts: w(Kind::Cohort),
+        workload_priority_classes: w(Kind::WorkloadPriorityClass),
+        priority_classes: w(Kind::PriorityClass),
     };
     let stores = Stores {
         workloads: writers.workloads.as_reader(),
@@ -141,6 +148,8 @@ pub fn stores() -> (Stores, Writers) {
         cluster_queues: writers.cluster_queues.as_reader(),
         local_queues: writers.local_queues.as_reader(),
         cohorts: writers.cohorts.as_reader(),
+        workload_priority_classes: writers.workload_priority_classes.as_reader(),
+        priority_classes: writers.priority_classes.as_reader(),
     };
     (stores, writers)
 }
@@ -162,6 +171,8 @@ pub fn spawn(
         cluster_queues,
         local_queues,
         cohorts,
+        workload_priority_classes,
+        priority_classes,
     } = writers;
     let mut workloads = Some(workloads);
     let mut writers = [
@@ -169,6 +180,8 @@ pub fn spawn(
         (Kind::ClusterQueue, Some(cluster_queues)),
         (Kind::LocalQueue, Some(local_queues)),
         (Kind::Cohort, Some(cohorts)),
+        (Kind::WorkloadPriorityClass, Some(workload_priority_classes)),
+        (Kind::PriorityClass, Some(priority_classes)),
     ];
     ENGINE_KINDS
         .iter()

@@ -609,8 +609,26 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
     let Some(class) = &wl.spec.priority_class_ref else {
         return Ok(wl.spec.priority);
     };
+    let workload_class = class.kind == WORKLOAD_PRIORITY_CLASS_KIND;
+    // The watched classes answer without a request per Workload; a class created moments
+    // ago may not be in the store yet, and is read from the API server.
+    let (store, kind) = if workload_class {
+        (
+            &ctx.stores.workload_priority_classes,
+            Kind::WorkloadPriorityClass,
+        )
+    } else {
+        (&ctx.stores.priority_classes, Kind::PriorityClass)
+    };
+    let stored = store
+        .get(&ObjectRef::new_with(&class.name, kind.api_resource()))
+        .and_then(|c| c.data.get("value").and_then(Value::as_i64))
+        .and_then(|v| i32::try_from(v).ok());
+    if let Some(value) = stored {
+        return Ok(Some(value));
+    }
     let client = ctx.writer.client.clone();
-    let found = if class.kind == WORKLOAD_PRIORITY_CLASS_KIND {
+    let found = if workload_class {
         Api::<WorkloadPriorityClass>::all(client)
             .get(&class.name)
             .await

@@ -179,3 +179,67 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
     let plain = job_state("Job", &job(false, vec![]), false);
     assert_eq!(plan(&plain, Some(&evicted)), Step::Stop);
 }
+
+/// A new Workload's priority comes from the watched class without a request; a class
+/// the store does not hold yet (created moments ago) is read from the API server.
+#[tokio::test]
+async fn a_watched_priority_class_is_read_from_the_store_and_an_unseen_one_from_the_api() {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use kube::runtime::watcher;
+
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let (stores, mut writers) = super::super::watch::stores();
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 1000,
+    }))
+    .expect("class");
+    writers
+        .priority_classes
+        .apply_watcher_event(&watcher::Event::Apply(class));
+    let (engine, _rx) = tokio::sync::mpsc::channel(1);
+    let ctx = Ctx {
+        stores,
+        writer: Arc::new(Writer::new(kube::Client::new(service, "default"), 1, 1)),
+        recorder: Recorder::disabled(),
+        engine,
+        manage_without_queue_name: false,
+        created: created_cache(),
+    };
+    let with_class = |name: &str| -> Workload {
+        let mut wl = workload(json!({}));
+        wl.spec.priority_class_ref = Some(crate::api::PriorityClassRef {
+            group: "scheduling.k8s.io".into(),
+            kind: "PriorityClass".into(),
+            name: name.into(),
+        });
+        wl
+    };
+    let watched = class_priority(&ctx, &with_class("high"), "team/a").await;
+    assert_eq!(watched.expect("from the store"), Some(1000));
+
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("a read");
+        let path = req.uri().path().to_string();
+        let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "fresh"}, "value": 7});
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&body).expect("json")))
+                .expect("response"),
+        );
+        assert!(
+            handle.next_request().await.is_none(),
+            "one read, nothing else"
+        );
+        path
+    });
+    let unseen = class_priority(&ctx, &with_class("fresh"), "team/b").await;
+    assert_eq!(unseen.expect("from the API server"), Some(7));
+    drop(ctx);
+    assert_eq!(
+        server.await.expect("mock server"),
+        "/apis/scheduling.k8s.io/v1/priorityclasses/fresh"
+    );
+}
