@@ -123,7 +123,7 @@ impl Default for ControllerConfig {
             manage_jobs_without_queue_name: false,
             engine: EngineConfig::default(),
             queue_status_interval: Duration::from_secs(1),
-            write_concurrency: 16,
+            write_concurrency: 64,
             write_attempts: 5,
             metrics: crate::telemetry::Metrics::default(),
             leader_elected: false,
