@@ -3,7 +3,7 @@
 //! The benchmark's own client impersonates [`BENCH_USER`], and kube-controller-manager
 //! has its own user, so a write by the admin user without impersonation is kuota's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -32,10 +32,12 @@ struct User {
     username: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ObjectRef {
     resource: Option<String>,
     subresource: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
 }
 
 /// Writes counted by `verb resource[/subresource]`, and how many of them were on the
@@ -46,6 +48,42 @@ pub struct Writes {
     /// The Workload's create, the status patch that carries its admission, and the job
     /// patch that unsuspends it: the writes an admission itself costs.
     pub admission_path: u64,
+    /// Per Job (`namespace/name`): when the API server received its create, its
+    /// Workload's create, the admitting status patch and the unsuspending patch.
+    pub stages: HashMap<String, [Option<Timestamp>; 4]>,
+}
+
+/// The stages of [`Writes::stages`], in order.
+pub const STAGES: [&str; 4] = [
+    "Job created",
+    "Workload created",
+    "admission written",
+    "Job unsuspended",
+];
+
+impl Writes {
+    /// Seconds from each stage to the next, over the Jobs that reached both: the pairs'
+    /// names and their sorted durations.
+    pub fn stage_gaps(&self) -> Vec<(String, Vec<f64>)> {
+        (0..STAGES.len() - 1)
+            .map(|i| {
+                let mut gaps: Vec<f64> = self
+                    .stages
+                    .values()
+                    .filter_map(|s| Some(s[i + 1]?.duration_since(s[i]?).as_secs_f64()))
+                    .collect();
+                gaps.sort_by(f64::total_cmp);
+                (format!("{} → {}", STAGES[i], STAGES[i + 1]), gaps)
+            })
+            .collect()
+    }
+}
+
+/// The Job a Workload named by Kueue (`job-<name>-<5 hex digits>`) belongs to.
+fn job_of_workload(workload: &str) -> Option<&str> {
+    let rest = workload.strip_prefix("job-")?;
+    let (job, hash) = rest.rsplit_once('-')?;
+    (hash.len() == 5).then_some(job)
 }
 
 /// Writes by `user` (not impersonating) received within `[from, to)`.
@@ -61,8 +99,24 @@ pub fn count_writes(
         let Ok(e) = serde_json::from_str::<Event>(&line?) else {
             continue;
         };
-        if e.stage != "ResponseComplete"
-            || e.user.username != user
+        if e.stage != "ResponseComplete" {
+            continue;
+        }
+        let obj = e.object_ref.unwrap_or_default();
+        let bench = e
+            .impersonated_user
+            .as_ref()
+            .is_some_and(|u| u.username == BENCH_USER);
+        if bench && e.verb == "create" && obj.resource.as_deref() == Some("jobs") {
+            let key = format!(
+                "{}/{}",
+                obj.namespace.unwrap_or_default(),
+                obj.name.unwrap_or_default()
+            );
+            out.stages.entry(key).or_default()[0].get_or_insert(e.request_received_timestamp);
+            continue;
+        }
+        if e.user.username != user
             || e.impersonated_user.is_some()
             || !matches!(
                 e.verb.as_str(),
@@ -73,27 +127,35 @@ pub fn count_writes(
         {
             continue;
         }
-        let obj = e.object_ref.unwrap_or(ObjectRef {
-            resource: None,
-            subresource: None,
-        });
         let mut kind = obj.resource.unwrap_or_default();
         if let Some(sub) = obj.subresource {
             kind = format!("{kind}/{sub}");
         }
-        if on_admission_path(&e.verb, &kind, e.request_object.as_ref()) {
+        if let Some(stage) = admission_stage(&e.verb, &kind, e.request_object.as_ref()) {
             out.admission_path += 1;
+            let name = obj.name.as_deref().unwrap_or_default();
+            let job = if kind == "jobs" {
+                Some(name)
+            } else {
+                job_of_workload(name)
+            };
+            if let Some(job) = job {
+                let key = format!("{}/{job}", obj.namespace.as_deref().unwrap_or_default());
+                out.stages.entry(key).or_default()[stage]
+                    .get_or_insert(e.request_received_timestamp);
+            }
         }
         *out.by_kind.entry(format!("{} {kind}", e.verb)).or_default() += 1;
     }
     Ok(out)
 }
 
-/// Whether a write is one of an admission's own: the Workload's create, a status patch
-/// that sets `status.admission`, or a job patch that sets `spec.suspend` to false.
-fn on_admission_path(verb: &str, kind: &str, body: Option<&serde_json::Value>) -> bool {
-    match (verb, kind) {
-        ("create", "workloads") => true,
+/// Which of an admission's own writes this is, as its index in [`STAGES`]: the
+/// Workload's create, a status patch that sets `status.admission`, or a job patch that
+/// sets `spec.suspend` to false.
+fn admission_stage(verb: &str, kind: &str, body: Option<&serde_json::Value>) -> Option<usize> {
+    let on_path = match (verb, kind) {
+        ("create", "workloads") => return Some(1),
         ("patch", "workloads/status") => body
             .and_then(|b| b.pointer("/status/admission"))
             .is_some_and(serde_json::Value::is_object),
@@ -104,7 +166,8 @@ fn on_admission_path(verb: &str, kind: &str, body: Option<&serde_json::Value>) -
             })
         }),
         _ => false,
-    }
+    };
+    on_path.then_some(if kind == "jobs" { 3 } else { 2 })
 }
 
 /// The admin user of the kubeconfig: the first user the audit log shows writing the

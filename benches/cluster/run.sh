@@ -22,8 +22,10 @@ cp benches/cluster/audit-policy.yaml "$KUOTA_K8S_DIR/audit-policy.yaml"
 export KUOTA_K8S_KCM_ARGS="--kube-api-qps=1000 --kube-api-burst=2000 --concurrent-job-syncs=50 --concurrent-gc-syncs=50 ${KUOTA_K8S_KCM_ARGS:-}"
 export KUOTA_K8S_APISERVER_ARGS="--audit-policy-file=$KUOTA_K8S_DIR/audit-policy.yaml --audit-log-path=$AUDIT_LOG --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0 --max-requests-inflight=800 --max-mutating-requests-inflight=400 ${KUOTA_K8S_APISERVER_ARGS:-}"
 
-# A fresh API server so it picks up the audit flags.
-"$K8S" down >/dev/null 2>&1 || true
+# A fresh API server so it picks up the audit flags, on an empty etcd: the Jobs of an
+# earlier run, whose namespaces are still terminating, would otherwise be reconciled (and
+# their refused Workload creates counted) in this one.
+"$K8S" down --wipe >/dev/null 2>&1 || true
 rm -f "$AUDIT_LOG"
 eval "$("$K8S" up)"
 # KUOTA_BENCH_KEEP_AUDIT=1 keeps the audit log for a closer look (it grows by ~10 KB a Job).
