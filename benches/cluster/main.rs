@@ -274,14 +274,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     create_jobs(&client, blocked, args.concurrency).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let t2 = Timestamp::now();
-    let cqs: Api<kube::core::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "kueue.x-k8s.io",
-            "v1beta2",
-            "ClusterQueue",
-        )),
-    );
+    let cqs = kueue_api(&client, "ClusterQueue");
     let touches = 5;
     for round in 0..touches {
         for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
@@ -450,17 +443,16 @@ fn report_writes(
     Ok(())
 }
 
+/// All objects of a `kueue.x-k8s.io/v1beta2` kind.
+fn kueue_api(client: &Client, kind: &str) -> Api<kube::core::DynamicObject> {
+    let gvk = kube::core::GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
+    Api::all_with(client.clone(), &kube::core::ApiResource::from_gvk(&gvk))
+}
+
 /// Waits (up to `limit`) until every Workload in the run's namespaces is `Finished`,
 /// then two queue-status intervals; returns how many were still not finished.
 async fn settle(client: &Client, run: &str, limit: Duration) -> Result<usize, BoxError> {
-    let workloads: Api<kube::core::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "kueue.x-k8s.io",
-            "v1beta2",
-            "Workload",
-        )),
-    );
+    let workloads = kueue_api(client, "Workload");
     let prefix = format!("{run}-q");
     let deadline = Instant::now() + limit;
     loop {
