@@ -11,6 +11,7 @@
 //!    nothing; kuota's writes meanwhile should be 0.
 
 mod audit;
+mod ideal;
 mod kubelet;
 mod setup;
 
@@ -43,7 +44,11 @@ struct Args {
     /// Plain Jobs created for the raw create-rate baseline.
     #[arg(long, default_value_t = 1000)]
     raw_jobs: usize,
-    /// Creates in flight at once (both phases).
+    /// Jobs admitted by the ideal controller (the harness unsuspends each on sight), the
+    /// ceiling kuota's rate is compared with; 0 skips that phase.
+    #[arg(long, default_value_t = 3000)]
+    ideal_jobs: usize,
+    /// Creates in flight at once (every phase).
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// kuota's clientConnection.qps and burst (Kueue's published baseline ran at QPS 50).
@@ -122,6 +127,62 @@ async fn create_jobs(
         .into_inner()?)
 }
 
+/// When a phase's Jobs were created and admitted (unsuspended), in seconds.
+pub struct Timeline {
+    /// Create → unsuspend per admitted Job, sorted.
+    pub latencies: Vec<f64>,
+    /// Each unsuspend since the phase's start, sorted.
+    admitted_at: Vec<f64>,
+    pub finished: usize,
+}
+
+impl Timeline {
+    pub fn new(
+        start: Instant,
+        created: &HashMap<String, Instant>,
+        unsuspended: &HashMap<String, Instant>,
+        finished: usize,
+    ) -> Self {
+        let mut latencies: Vec<f64> = unsuspended
+            .iter()
+            .filter_map(|(k, at)| {
+                let c = created.get(k)?;
+                Some(at.saturating_duration_since(*c).as_secs_f64())
+            })
+            .collect();
+        latencies.sort_by(f64::total_cmp);
+        let mut admitted_at: Vec<f64> = unsuspended
+            .values()
+            .map(|at| at.saturating_duration_since(start).as_secs_f64())
+            .collect();
+        admitted_at.sort_by(f64::total_cmp);
+        Self {
+            latencies,
+            admitted_at,
+            finished,
+        }
+    }
+
+    pub fn admitted(&self) -> usize {
+        self.admitted_at.len()
+    }
+
+    /// Admissions per second from the phase's start to its last admission.
+    pub fn overall(&self) -> f64 {
+        self.admitted() as f64 / self.admitted_at.last().copied().unwrap_or(f64::NAN)
+    }
+
+    /// Admissions per second between the 10th and 90th percentile admissions (the ramp
+    /// up and the tail left out).
+    pub fn sustained(&self) -> f64 {
+        let (p10, p90) = (
+            percentile(&self.admitted_at, 0.1),
+            percentile(&self.admitted_at, 0.9),
+        );
+        (0.8 * self.admitted() as f64) / (p90 - p10)
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -173,7 +234,18 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     eprintln!("raw create rate: {raw_rate:.1} Jobs/s");
     let _ = nss.delete(&raw_ns, &DeleteParams::background()).await;
 
-    // 2. kuota on the baseline.
+    // The stand-in kubelet runs the pods of both the ideal controller's and kuota's Jobs.
+    let kubelet = tokio::spawn(kubelet::run(client.clone(), run.clone()));
+
+    // 2. The ceiling: the same mix admitted by a controller that only unsuspends.
+    let ceiling = if args.ideal_jobs > 0 {
+        let timeout = Duration::from_secs(args.timeout_s);
+        Some(ideal::run(&client, &run, args.ideal_jobs, args.concurrency, timeout).await?)
+    } else {
+        None
+    };
+
+    // 3. kuota on the baseline.
     let dir = std::env::temp_dir().join(&run);
     std::fs::create_dir_all(&dir)?;
     let certs = std::process::Command::new(&args.kuota)
@@ -218,11 +290,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let observer = tokio::spawn(observe(
         client.clone(),
-        run.clone(),
+        format!("{}={run},kueue.x-k8s.io/queue-name", setup::BENCH_LABEL),
         unsuspended.clone(),
         finished.clone(),
     ));
-    let kubelet = tokio::spawn(kubelet::run(client.clone(), run.clone()));
 
     let t0 = Timestamp::now();
     let start = Instant::now();
@@ -259,7 +330,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     }
     let t1 = Timestamp::now();
 
-    // 3. Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
+    // 4. Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
     // ever borrow), then ClusterQueue touches that change nothing about them.
     let blocked: Vec<_> = (0..setup::COHORTS * setup::QUEUES_PER_COHORT)
         .map(|cq| {
@@ -302,24 +373,18 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 
     // Latency and throughput.
     let unsuspended = unsuspended.lock().expect("lock").clone();
-    let mut latencies: Vec<f64> = unsuspended
-        .iter()
-        .filter_map(|(k, at)| {
-            created
-                .get(k)
-                .map(|c| at.saturating_duration_since(*c).as_secs_f64())
-        })
-        .collect();
-    latencies.sort_by(f64::total_cmp);
-    let mut admitted_at: Vec<f64> = unsuspended
-        .values()
-        .map(|at| at.saturating_duration_since(start).as_secs_f64())
-        .collect();
-    admitted_at.sort_by(f64::total_cmp);
-    let n = admitted_at.len();
-    let overall = n as f64 / admitted_at.last().copied().unwrap_or(f64::NAN);
-    let (p10, p90) = (percentile(&admitted_at, 0.1), percentile(&admitted_at, 0.9));
-    let sustained = (0.8 * n as f64) / (p90 - p10);
+    let kuota_run = Timeline::new(
+        start,
+        &created,
+        &unsuspended,
+        finished.lock().expect("lock").len(),
+    );
+    let (n, overall, sustained) = (
+        kuota_run.admitted(),
+        kuota_run.overall(),
+        kuota_run.sustained(),
+    );
+    let latencies = &kuota_run.latencies;
 
     println!(
         "\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
@@ -338,9 +403,28 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     println!("| admissions/s, sustained (10th to 90th percentile) | {sustained:.1} |");
     println!(
         "| create→unsuspend p50 / p99 | {:.2} s / {:.2} s |",
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
+        percentile(latencies, 0.5),
+        percentile(latencies, 0.99)
     );
+    if let Some(c) = &ceiling {
+        let t = &c.timeline;
+        println!(
+            "| ideal controller, same mix and run (unsuspends on sight: 1 write per Job): created in / admitted / finished | {:.1} s / {} / {} |",
+            c.create_s,
+            t.admitted(),
+            t.finished
+        );
+        println!(
+            "| ideal controller: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
+            t.sustained(),
+            percentile(&t.latencies, 0.5),
+            percentile(&t.latencies, 0.99)
+        );
+        println!(
+            "| **kuota ÷ ideal controller**, sustained admissions/s | **{:.2}** |",
+            sustained / t.sustained()
+        );
+    }
     if let Some((cpu, rss)) = stats {
         println!("| kuota CPU | {cpu:.1} s |");
         println!("| kuota peak RSS | {rss:.1} MiB |");
@@ -360,6 +444,9 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     }
 
     // Clean up (best effort): namespaces take their Jobs and Workloads with them.
+    let _ = nss
+        .delete(&ideal::ideal_namespace(&run), &DeleteParams::background())
+        .await;
     for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
         let _ = nss
             .delete(&setup::namespace(&run, cq), &DeleteParams::background())
@@ -484,18 +571,16 @@ async fn settle(client: &Client, run: &str, limit: Duration) -> Result<usize, Bo
     }
 }
 
-/// Records when each benchmark Job is first seen unsuspended, and when it completes.
+/// Records when each benchmark Job matching `selector` is first seen unsuspended, and
+/// when it completes.
 async fn observe(
     client: Client,
-    run: String,
+    selector: String,
     unsuspended: Arc<Mutex<HashMap<String, Instant>>>,
     finished: Arc<Mutex<HashMap<String, Instant>>>,
 ) {
     let jobs: Api<Job> = Api::all(client);
-    let cfg = watcher::Config::default().labels(&format!(
-        "{}={run},kueue.x-k8s.io/queue-name",
-        setup::BENCH_LABEL
-    ));
+    let cfg = watcher::Config::default().labels(&selector);
     let mut stream = watcher(jobs, cfg)
         .default_backoff()
         .applied_objects()
