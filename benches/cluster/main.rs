@@ -1,13 +1,15 @@
 //! kuota against a real API server, run by hand (not in CI): see docs/performance.md.
 //!
-//! `benches/cluster/run.sh` starts a control plane with an audit log, builds kuota in
-//! release mode and runs this with `cargo bench --bench cluster -- ARGS`. In one run and
+//! `benches/cluster/run.sh` starts a control plane with an audit log, builds kuota and this
+//! harness in one release build and runs it with `--bench ARGS`. In one run and
 //! with one client (impersonating `kuota-bench`, so the audit log tells its writes from
 //! kuota's):
 //! 1. the raw Job-create rate, no webhook and no kuota (plain suspended Jobs);
-//! 2. kuota (`kuota serve`, a separate process) on Kueue's baseline shape: create→unsuspend
-//!    latency, admissions/s, kuota's writes per admitted Job by kind, CPU and peak RSS;
-//! 3. unchanged re-evaluations: blocked Jobs, then ClusterQueue touches that change
+//! 2. the ideal controller (`ideal`): the same mix unsuspended on sight, the ceiling;
+//! 3. kuota (`kuota serve`, a separate process) on Kueue's baseline shape: create→unsuspend
+//!    latency and where it waits, admissions/s (also as a ratio to the ideal controller's),
+//!    kuota's writes per admitted Job by kind, CPU and peak RSS;
+//! 4. unchanged re-evaluations: blocked Jobs, then ClusterQueue touches that change
 //!    nothing; kuota's writes meanwhile should be 0.
 
 mod audit;

@@ -7,7 +7,7 @@
 # kube-controller-manager; see docs/performance.md) and honours KUOTA_K8S_DIR and
 # KUOTA_K8S_APISERVER_ARGS. The API server is (re)started with an audit log of writes so
 # the benchmark can count kuota's writes; the log is deleted at the end.
-# KUOTA_BIN=... skips the release build of kuota.
+# KUOTA_BIN=... measures another kuota binary than the one built here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,9 +31,12 @@ eval "$("$K8S" up)"
 # KUOTA_BENCH_KEEP_AUDIT=1 keeps the audit log for a closer look (it grows by ~10 KB a Job).
 [[ -n "${KUOTA_BENCH_KEEP_AUDIT:-}" ]] || trap 'rm -f "$AUDIT_LOG"' EXIT
 
-if [[ -z "${KUOTA_BIN:-}" ]]; then
-  cargo build --release --bin kuota
-  KUOTA_BIN="${CARGO_TARGET_DIR:-target}/release/kuota"
-fi
+# kuota and the harness in one build: `cargo bench` after `cargo build --release` would
+# compile the kuota library a second time (the harness's dev-dependencies change its
+# features), some eight minutes on two cores.
+build="$(cargo build --release --bin kuota --bench cluster --message-format=json-render-diagnostics)"
+KUOTA_BIN=${KUOTA_BIN:-${CARGO_TARGET_DIR:-target}/release/kuota}
+bench_bin="$(grep '"name":"cluster"' <<<"$build" | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -n 1)"
+[[ -x "$bench_bin" ]] || { echo "run.sh: the cluster bench was not built" >&2; exit 1; }
 [[ "${1:-}" == "--" ]] && shift
-cargo bench --bench cluster -- --kuota "$KUOTA_BIN" --audit-log "$AUDIT_LOG" "$@"
+"$bench_bin" --bench --kuota "$KUOTA_BIN" --audit-log "$AUDIT_LOG" "$@"
