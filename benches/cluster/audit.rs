@@ -62,6 +62,12 @@ pub const STAGES: [&str; 4] = [
 ];
 
 impl Writes {
+    /// Records the first time `job` (in `namespace`) reached `stage`.
+    fn reached(&mut self, namespace: Option<&str>, job: &str, stage: usize, at: Timestamp) {
+        let key = format!("{}/{job}", namespace.unwrap_or_default());
+        self.stages.entry(key).or_default()[stage].get_or_insert(at);
+    }
+
     /// Seconds from each stage to the next, over the Jobs that reached both: the pairs'
     /// names and their sorted durations.
     pub fn stage_gaps(&self) -> Vec<(String, Vec<f64>)> {
@@ -108,12 +114,13 @@ pub fn count_writes(
             .as_ref()
             .is_some_and(|u| u.username == BENCH_USER);
         if bench && e.verb == "create" && obj.resource.as_deref() == Some("jobs") {
-            let key = format!(
-                "{}/{}",
-                obj.namespace.unwrap_or_default(),
-                obj.name.unwrap_or_default()
+            let job = obj.name.as_deref().unwrap_or_default();
+            out.reached(
+                obj.namespace.as_deref(),
+                job,
+                0,
+                e.request_received_timestamp,
             );
-            out.stages.entry(key).or_default()[0].get_or_insert(e.request_received_timestamp);
             continue;
         }
         if e.user.username != user
@@ -140,9 +147,12 @@ pub fn count_writes(
                 job_of_workload(name)
             };
             if let Some(job) = job {
-                let key = format!("{}/{job}", obj.namespace.as_deref().unwrap_or_default());
-                out.stages.entry(key).or_default()[stage]
-                    .get_or_insert(e.request_received_timestamp);
+                out.reached(
+                    obj.namespace.as_deref(),
+                    job,
+                    stage,
+                    e.request_received_timestamp,
+                );
             }
         }
         *out.by_kind.entry(format!("{} {kind}", e.verb)).or_default() += 1;
@@ -154,20 +164,23 @@ pub fn count_writes(
 /// Workload's create, a status patch that sets `status.admission`, or a job patch that
 /// sets `spec.suspend` to false.
 fn admission_stage(verb: &str, kind: &str, body: Option<&serde_json::Value>) -> Option<usize> {
-    let on_path = match (verb, kind) {
-        ("create", "workloads") => return Some(1),
+    match (verb, kind) {
+        ("create", "workloads") => Some(1),
         ("patch", "workloads/status") => body
             .and_then(|b| b.pointer("/status/admission"))
-            .is_some_and(serde_json::Value::is_object),
-        ("patch", "jobs") => body.and_then(|b| b.as_array()).is_some_and(|ops| {
-            ops.iter().any(|op| {
-                op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
-                    && op.get("value") == Some(&serde_json::Value::Bool(false))
+            .is_some_and(serde_json::Value::is_object)
+            .then_some(2),
+        ("patch", "jobs") => body
+            .and_then(|b| b.as_array())
+            .is_some_and(|ops| {
+                ops.iter().any(|op| {
+                    op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
+                        && op.get("value") == Some(&serde_json::Value::Bool(false))
+                })
             })
-        }),
-        _ => false,
-    };
-    on_path.then_some(if kind == "jobs" { 3 } else { 2 })
+            .then_some(3),
+        _ => None,
+    }
 }
 
 /// The admin user of the kubeconfig: the first user the audit log shows writing the

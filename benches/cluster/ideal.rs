@@ -5,8 +5,7 @@
 //! admission controller can admit faster here, so kuota's rate is reported as a ratio to
 //! this one, measured in the same run.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -18,7 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use crate::setup::{self, BENCH_LABEL};
-use crate::{BoxError, Timeline, create_jobs, observe};
+use crate::{BoxError, Observer, Timeline, create_jobs};
 
 /// What the ideal controller achieved.
 pub struct Ideal {
@@ -43,15 +42,8 @@ pub async fn run(
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns_obj)
         .await?;
-    let unsuspended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let selector = format!("{BENCH_LABEL}={run},!kueue.x-k8s.io/queue-name");
-    let observer = tokio::spawn(observe(
-        client.clone(),
-        selector.clone(),
-        unsuspended.clone(),
-        finished.clone(),
-    ));
+    let observer = Observer::spawn(client, selector.clone());
     let controller = tokio::spawn(unsuspend_on_sight(
         Api::namespaced(client.clone(), &ns),
         selector,
@@ -71,17 +63,11 @@ pub async fn run(
         "ideal controller: created {} Jobs in {create_s:.1} s",
         created.len()
     );
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline && finished.lock().expect("lock").len() < jobs {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    observer.wait_finished(jobs, timeout).await;
     controller.abort();
-    observer.abort();
-    let unsuspended = unsuspended.lock().expect("lock").clone();
-    let finished = finished.lock().expect("lock").len();
     Ok(Ideal {
         create_s,
-        timeline: Timeline::new(start, &created, &unsuspended, finished),
+        timeline: observer.stop(start, &created),
     })
 }
 

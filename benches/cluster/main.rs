@@ -288,14 +288,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         .spawn()?;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let unsuspended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let observer = tokio::spawn(observe(
-        client.clone(),
+    let observer = Observer::spawn(
+        &client,
         format!("{}={run},kueue.x-k8s.io/queue-name", setup::BENCH_LABEL),
-        unsuspended.clone(),
-        finished.clone(),
-    ));
+    );
 
     let t0 = Timestamp::now();
     let start = Instant::now();
@@ -312,16 +308,9 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let created = create_jobs(&client, jobs, args.concurrency).await?;
     let create_s = start.elapsed().as_secs_f64();
     eprintln!("created {} queued Jobs in {create_s:.1} s", created.len());
-    let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
-    while Instant::now() < deadline && finished.lock().expect("lock").len() < args.jobs {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (u, f) = (
-            unsuspended.lock().expect("lock").len(),
-            finished.lock().expect("lock").len(),
-        );
-        eprint!("\radmitted {u}/{}  finished {f}   ", args.jobs);
-    }
-    eprintln!();
+    observer
+        .wait_finished(args.jobs, Duration::from_secs(args.timeout_s))
+        .await;
     let wall_s = start.elapsed().as_secs_f64();
 
     // Finishing a Job's Workload and the queue status that follows come after the Job
@@ -370,17 +359,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         .args(["-TERM", &kuota.id().to_string()])
         .status();
     let _ = kuota.wait();
-    observer.abort();
     kubelet.abort();
 
     // Latency and throughput.
-    let unsuspended = unsuspended.lock().expect("lock").clone();
-    let kuota_run = Timeline::new(
-        start,
-        &created,
-        &unsuspended,
-        finished.lock().expect("lock").len(),
-    );
+    let kuota_run = observer.stop(start, &created);
     let (n, overall, sustained) = (
         kuota_run.admitted(),
         kuota_run.overall(),
@@ -399,7 +381,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     );
     println!("| queued Jobs created in | {create_s:.1} s |");
     println!("| admitted (unsuspended) | {n} of {} |", args.jobs);
-    println!("| finished | {} |", finished.lock().expect("lock").len());
+    println!("| finished | {} |", kuota_run.finished);
     println!("| wall time, first create to last finish | {wall_s:.1} s |");
     println!("| admissions/s, overall | {overall:.1} |");
     println!("| admissions/s, sustained (10th to 90th percentile) | {sustained:.1} |");
@@ -457,7 +439,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
             .delete(&format!("{run}-cq-{cq}"), &DeleteParams::background())
             .await;
     }
-    if finished.lock().expect("lock").len() < args.jobs {
+    if kuota_run.finished < args.jobs {
         eprintln!(
             "not every Job finished: kuota's log is kept in {}",
             dir.display()
@@ -570,6 +552,59 @@ async fn settle(client: &Client, run: &str, limit: Duration) -> Result<usize, Bo
             return Ok(unfinished);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A watch of the benchmark's Jobs matching a label selector: when each is first seen
+/// unsuspended, and when it completes.
+struct Observer {
+    unsuspended: Arc<Mutex<HashMap<String, Instant>>>,
+    finished: Arc<Mutex<HashMap<String, Instant>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Observer {
+    fn spawn(client: &Client, selector: String) -> Self {
+        let unsuspended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let task = tokio::spawn(observe(
+            client.clone(),
+            selector,
+            unsuspended.clone(),
+            finished.clone(),
+        ));
+        Self {
+            unsuspended,
+            finished,
+            task,
+        }
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (
+            self.unsuspended.lock().expect("lock").len(),
+            self.finished.lock().expect("lock").len(),
+        )
+    }
+
+    /// Waits until `jobs` Jobs have completed or `timeout` has passed, with progress on
+    /// stderr.
+    async fn wait_finished(&self, jobs: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline && self.counts().1 < jobs {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (u, f) = self.counts();
+            eprint!("\radmitted {u}/{jobs}  finished {f}   ");
+        }
+        eprintln!();
+    }
+
+    /// Stops watching; the phase's timeline from its `start` and the Jobs' creates.
+    fn stop(self, start: Instant, created: &HashMap<String, Instant>) -> Timeline {
+        self.task.abort();
+        let finished = self.counts().1;
+        let unsuspended = self.unsuspended.lock().expect("lock");
+        Timeline::new(start, created, &unsuspended, finished)
     }
 }
 

@@ -114,10 +114,23 @@ impl Writer {
         self.metrics.record_api_write(kind);
     }
 
+    /// A coalescing [`lane::Lane`] of `workers` workers whose `write`s go through a
+    /// sibling of this writer with as many permits: the lane's writes never wait for this
+    /// writer's permits, nor hold them.
+    pub fn lane<K, V, F, Fut>(&self, workers: usize, write: F) -> lane::Lane<K, V>
+    where
+        K: Clone + Eq + std::hash::Hash + Send + 'static,
+        V: Send + 'static,
+        F: Fn(Arc<Writer>, K, V) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let writer = Arc::new(self.sibling(workers));
+        lane::Lane::start(workers, move |key, value| write(writer.clone(), key, value))
+    }
+
     /// A writer of `concurrency` permits of its own, sharing this one's client, retry
-    /// policy, clock and write counts: a lane whose writes must not wait for (or hold up)
-    /// this writer's.
-    pub fn sibling(&self, concurrency: usize) -> Self {
+    /// policy, clock and write counts.
+    fn sibling(&self, concurrency: usize) -> Self {
         Self {
             client: self.client.clone(),
             permits: Semaphore::new(concurrency.max(1)),

@@ -9,8 +9,6 @@
 //! Workload waits, an admission or eviction cancels it, and the lane's bounded workers
 //! never take the writer's permits from the writes that move quota.
 
-use std::sync::Arc;
-
 use tracing::warn;
 
 use super::lane::Lane;
@@ -36,11 +34,9 @@ impl PendingLane {
     /// Starts `workers` writers (at least one) on the current Tokio runtime, with a
     /// writer of their own that shares `writer`'s client, retry policy and counts.
     pub fn start(writer: &Writer, recorder: Recorder, stores: Stores, workers: usize) -> Self {
-        let writer = Arc::new(writer.sibling(workers.max(1)));
-        Self(Lane::start(
-            workers,
-            move |key: WorkloadKey, status: Status| {
-                let (writer, recorder, stores) = (writer.clone(), recorder.clone(), stores.clone());
+        Self(
+            writer.lane(workers, move |writer, key: WorkloadKey, status: Status| {
+                let (recorder, stores) = (recorder.clone(), stores.clone());
                 async move {
                     let w = WorkloadWriter {
                         writer: &writer,
@@ -51,8 +47,8 @@ impl PendingLane {
                         warn!(workload = %key, error = %e, "pending status not written");
                     }
                 }
-            },
-        ))
+            }),
+        )
     }
 
     /// Queues `reason` and `message` for `key`, replacing a status still waiting.

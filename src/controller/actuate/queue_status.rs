@@ -294,10 +294,10 @@ impl QueueStatus {
     /// A publisher writing through a lane of [`QUEUE_STATUS_WORKERS`] workers with
     /// permits of their own (sharing `writer`'s client, retry policy and counts).
     pub fn new(writer: &Writer, stores: Stores) -> Self {
-        let writer = Arc::new(writer.sibling(QUEUE_STATUS_WORKERS));
-        let lane = Lane::start(QUEUE_STATUS_WORKERS, move |key: QueueKey, (view, obj)| {
-            write_status(writer.clone(), key, view, obj)
-        });
+        let lane = writer.lane(
+            QUEUE_STATUS_WORKERS,
+            |writer, key: QueueKey, (view, obj)| write_status(writer, key, view, obj),
+        );
         Self {
             stores,
             written_cq: HashMap::new(),
