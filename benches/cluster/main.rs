@@ -6,13 +6,16 @@
 //! kuota's):
 //! 1. the raw Job-create rate, no webhook and no kuota (plain suspended Jobs);
 //! 2. the ideal controller (`ideal`): the same mix unsuspended on sight, the ceiling;
-//! 3. kuota (`kuota serve`, a separate process) on Kueue's baseline shape: create→unsuspend
+//! 3. the write floor (`floor`): kuota's own writes for each Job, made on sight by a
+//!    controller that decides nothing;
+//! 4. kuota (`kuota serve`, a separate process) on Kueue's baseline shape: create→unsuspend
 //!    latency and where it waits, admissions/s (also as a ratio to the ideal controller's),
 //!    kuota's writes per admitted Job by kind, CPU and peak RSS;
-//! 4. unchanged re-evaluations: blocked Jobs, then ClusterQueue touches that change
+//! 5. unchanged re-evaluations: blocked Jobs, then ClusterQueue touches that change
 //!    nothing; kuota's writes meanwhile should be 0.
 
 mod audit;
+mod floor;
 mod ideal;
 mod kubelet;
 mod setup;
@@ -50,6 +53,10 @@ struct Args {
     /// ceiling kuota's rate is compared with; 0 skips that phase.
     #[arg(long, default_value_t = 3000)]
     ideal_jobs: usize,
+    /// Jobs admitted by the write floor (the harness makes kuota's own writes for each on
+    /// sight, deciding nothing); 0 skips that phase.
+    #[arg(long, default_value_t = 3000)]
+    floor_jobs: usize,
     /// Creates in flight at once (every phase).
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -247,7 +254,18 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         None
     };
 
-    // 3. kuota on the baseline.
+    // 3. The write floor: kuota's writes for the same mix, with no scheduling.
+    let floor = if args.floor_jobs > 0 {
+        let timeout = Duration::from_secs(args.timeout_s);
+        let f = floor::run(&client, &run, args.floor_jobs, args.concurrency, timeout).await?;
+        // Its Events and last finishes land before kuota's phase starts.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Some(f)
+    } else {
+        None
+    };
+
+    // 4. kuota on the baseline.
     let dir = std::env::temp_dir().join(&run);
     std::fs::create_dir_all(&dir)?;
     let certs = std::process::Command::new(&args.kuota)
@@ -290,7 +308,11 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 
     let observer = Observer::spawn(
         &client,
-        format!("{}={run},kueue.x-k8s.io/queue-name", setup::BENCH_LABEL),
+        format!(
+            "{}={run},kueue.x-k8s.io/queue-name,!{}",
+            setup::BENCH_LABEL,
+            floor::PHASE_LABEL
+        ),
     );
 
     let t0 = Timestamp::now();
@@ -321,7 +343,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     }
     let t1 = Timestamp::now();
 
-    // 4. Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
+    // 5. Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
     // ever borrow), then ClusterQueue touches that change nothing about them.
     let blocked: Vec<_> = (0..setup::COHORTS * setup::QUEUES_PER_COHORT)
         .map(|cq| {
@@ -409,6 +431,26 @@ async fn bench(args: Args) -> Result<(), BoxError> {
             sustained / t.sustained()
         );
     }
+    if let Some(f) = &floor {
+        let t = &f.timeline;
+        println!(
+            "| write floor, same mix and run (kuota's own writes for each Job on sight, no scheduling): created in / admitted / finished / failed writes | {:.1} s / {} / {} / {} |",
+            f.create_s,
+            t.admitted(),
+            t.finished,
+            f.failed
+        );
+        println!(
+            "| write floor: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
+            t.sustained(),
+            percentile(&t.latencies, 0.5),
+            percentile(&t.latencies, 0.99)
+        );
+        println!(
+            "| **kuota ÷ write floor**, sustained admissions/s | **{:.2}** |",
+            sustained / t.sustained()
+        );
+    }
     if let Some((cpu, rss)) = stats {
         println!("| kuota CPU | {cpu:.1} s |");
         println!("| kuota peak RSS | {rss:.1} MiB |");
@@ -428,9 +470,9 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     }
 
     // Clean up (best effort): namespaces take their Jobs and Workloads with them.
-    let _ = nss
-        .delete(&ideal::ideal_namespace(&run), &DeleteParams::background())
-        .await;
+    for ns in [ideal::ideal_namespace(&run), floor::floor_namespace(&run)] {
+        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    }
     for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
         let _ = nss
             .delete(&setup::namespace(&run, cq), &DeleteParams::background())

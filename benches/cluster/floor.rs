@@ -1,0 +1,292 @@
+//! The write floor: kuota's own per-Job writes, made by a controller that decides
+//! nothing. For each queued Job it sees, the harness makes the writes kuota makes for an
+//! admission, built by kuota's own functions: the Workload create
+//! (`JobIntegration::workload`), the admitting status patch (`admit_patch`), the
+//! QuotaReserved and Admitted Events (kuota's `Recorder`) and the unsuspending Job patch
+//! (`start_patch`); when the Job completes, the finishing status patch (`plan` and
+//! `finish_patch`). There is no engine, no queueing, no quota and no queue status, and
+//! every Job's writes start the moment the Job is seen.
+//!
+//! An admission controller that keeps Kueue's API (a Workload per job, admitted through
+//! its status, with Kueue's Events) cannot admit faster than this on the same machine:
+//! the gap between this phase and the ideal controller is what those writes cost the
+//! API server, and the gap between this phase and kuota is what kuota's own scheduling
+//! costs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::store::Writer as StoreWriter;
+use kube::runtime::{WatchStreamExt, watcher};
+use kuota::api::{Admission, Workload};
+use kuota::controller::actuate::events::Recorder;
+use kuota::controller::actuate::job::start_patch;
+use kuota::controller::actuate::workload::{FIELD_MANAGER, admit_patch, finish_patch};
+use kuota::controller::watch::Kind;
+use kuota::controller::workload_sync::{Step, job_state, plan};
+use kuota::engine::WorkloadKey;
+use kuota::integrations::JobIntegration;
+use serde_json::{Value, json};
+
+use crate::setup::{self, BENCH_LABEL};
+use crate::{BoxError, Observer, Timeline, create_jobs};
+
+/// Label that keeps this phase's Jobs out of kuota's phase's observer.
+pub const PHASE_LABEL: &str = "bench.kuota.dev/phase";
+
+/// What the write-floor controller achieved.
+pub struct Floor {
+    /// Seconds to create the Jobs (the arrival rate under this phase's load).
+    pub create_s: f64,
+    pub timeline: Timeline,
+    /// Writes that failed (each one is a Job this phase could not admit or finish).
+    pub failed: usize,
+}
+
+/// Creates `jobs` queued Jobs of the baseline mix in namespace `{run}-floor`, makes
+/// kuota's writes for each as soon as it is seen, and waits (up to `timeout`) until all
+/// finish. The namespace is left for the run's cleanup, like the ideal phase's.
+pub async fn run(
+    client: &Client,
+    run: &str,
+    jobs: usize,
+    concurrency: usize,
+    timeout: Duration,
+) -> Result<Floor, BoxError> {
+    let ns = floor_namespace(run);
+    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns_obj)
+        .await?;
+    let selector = format!("{BENCH_LABEL}={run},{PHASE_LABEL}=floor");
+    let observer = Observer::spawn(client, selector.clone());
+    let failed = Arc::new(Mutex::new(0));
+    let controller = tokio::spawn(write_on_sight(
+        client.clone(),
+        ns.clone(),
+        run.to_string(),
+        selector,
+        failed.clone(),
+    ));
+    let plan: Vec<_> = setup::plan(jobs)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, class))| {
+            let mut job = setup::job(run, &format!("floor-{}-{i}", class.name), class, true);
+            job.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(PHASE_LABEL.into(), "floor".into());
+            (ns.clone(), job)
+        })
+        .collect();
+    let start = Instant::now();
+    let created = create_jobs(client, plan, concurrency).await?;
+    let create_s = start.elapsed().as_secs_f64();
+    eprintln!(
+        "write floor: created {} Jobs in {create_s:.1} s",
+        created.len()
+    );
+    observer.wait_finished(jobs, timeout).await;
+    controller.abort();
+    let failed = *failed.lock().expect("lock");
+    Ok(Floor {
+        create_s,
+        timeline: observer.stop(start, &created),
+        failed,
+    })
+}
+
+/// The write-floor phase's namespace.
+pub fn floor_namespace(run: &str) -> String {
+    format!("{run}-floor")
+}
+
+/// What every write of the phase needs.
+struct Ctx {
+    client: Client,
+    ns: String,
+    run: String,
+    integration: &'static dyn JobIntegration,
+    recorder: Recorder,
+    /// The bench's flavor has no node labels or tolerations: an empty store gives
+    /// `start_patch` the same result as kuota's watched one.
+    flavors: kube::runtime::reflector::Store<DynamicObject>,
+    /// Each Job's Workload as its last write returned it, for the finishing patch.
+    workloads: Mutex<HashMap<String, Workload>>,
+    failed: Arc<Mutex<usize>>,
+}
+
+/// Watches the phase's Jobs: admits each suspended one once, finishes each completed one
+/// once.
+async fn write_on_sight(
+    client: Client,
+    ns: String,
+    run: String,
+    selector: String,
+    failed: Arc<Mutex<usize>>,
+) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let Some(integration) = kuota::integrations::for_kind("batch/v1", "Job") else {
+        eprintln!("write floor: kuota has no batch/v1 Job integration");
+        return;
+    };
+    let ctx = Arc::new(Ctx {
+        recorder: Recorder::new(client.clone(), kuota::telemetry::Metrics::new()),
+        flavors: StoreWriter::new(Kind::ResourceFlavor.api_resource()).as_reader(),
+        client,
+        ns,
+        run,
+        integration,
+        workloads: Mutex::default(),
+        failed,
+    });
+    let (mut admitted, mut finished) = (HashSet::new(), HashSet::new());
+    let cfg = watcher::Config::default().labels(&selector);
+    let mut stream = watcher(jobs, cfg)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(event) = stream.next().await {
+        let Ok(job) = event else { continue };
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+        let Ok(value) = serde_json::to_value(&job) else {
+            continue;
+        };
+        let ctx = ctx.clone();
+        if suspended && admitted.insert(name.clone()) {
+            tokio::spawn(async move {
+                if let Err(e) = admit(&ctx, &name, &value).await {
+                    eprintln!("write floor: admitting {name}: {e}");
+                    *ctx.failed.lock().expect("lock") += 1;
+                }
+            });
+        } else if !suspended && !finished.contains(&name) {
+            let state = job_state(&ctx.integration.kind(), &value, false);
+            let wl = ctx.workloads.lock().expect("lock").get(&name).cloned();
+            let Some(Step::Finish { reason, message }) = wl.as_ref().map(|w| plan(&state, Some(w)))
+            else {
+                continue;
+            };
+            finished.insert(name.clone());
+            let wl = wl.expect("planned with it");
+            tokio::spawn(async move {
+                if let Err(e) = finish(&ctx, &wl, reason, &message).await {
+                    eprintln!("write floor: finishing {name}: {e}");
+                    *ctx.failed.lock().expect("lock") += 1;
+                }
+            });
+        }
+    }
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn workloads(ctx: &Ctx) -> Api<DynamicObject> {
+    Api::namespaced_with(ctx.client.clone(), &ctx.ns, &Kind::Workload.api_resource())
+}
+
+/// kuota's admission writes for one Job: Workload create, admitting status patch, two
+/// Events, unsuspending Job patch.
+async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
+    let mut wl = ctx.integration.workload(job)?;
+    // kuota copies the PriorityClass's value (read from its watch) into the Workload.
+    let class = job
+        .pointer("/spec/template/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    wl.spec.priority = setup::CLASSES
+        .iter()
+        .find(|c| class == format!("{}-{}", ctx.run, c.name))
+        .map(|c| c.priority);
+    let obj: DynamicObject = serde_json::from_value(serde_json::to_value(&wl)?)?;
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let created: Workload = serde_json::from_value(serde_json::to_value(
+        workloads(ctx).create(&pp, &obj).await?,
+    )?)?;
+    let cpu = job
+        .pointer("/spec/template/spec/containers/0/resources/requests/cpu")
+        .cloned()
+        .unwrap_or(json!("1"));
+    let admission: Admission = serde_json::from_value(json!({
+        "clusterQueue": format!("{}-cq-0", ctx.run),
+        "podSetAssignments": [{"name": "main", "flavors": {"cpu": format!("{}-default", ctx.run)},
+            "resourceUsage": {"cpu": cpu}, "count": 1}],
+    }))?;
+    let body = admit_patch(&created, &admission, &now()).ok_or("admit_patch: nothing to write")?;
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    let wl_name = created.metadata.name.clone().unwrap_or_default();
+    let admitted: Workload = serde_json::from_value(serde_json::to_value(
+        workloads(ctx)
+            .patch_status(&wl_name, &pp, &Patch::Merge(&body))
+            .await?,
+    )?)?;
+    let key = WorkloadKey::new(ctx.ns.as_str(), wl_name.as_str());
+    let cq = &admission.cluster_queue;
+    ctx.recorder.workload_normal(
+        &key,
+        "QuotaReserved",
+        &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
+    );
+    ctx.recorder.workload_normal(
+        &key,
+        "Admitted",
+        &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
+    );
+    ctx.workloads
+        .lock()
+        .expect("lock")
+        .insert(name.to_string(), admitted.clone());
+    start(ctx, name, job.clone(), &admitted).await
+}
+
+/// kuota's unsuspending Job patch. Its test-and-set on the resourceVersion fails when
+/// kube-controller-manager wrote the Job's status since the watch showed it; like
+/// kuota's reconciler, the patch is then recomputed from the Job as it is now.
+async fn start(ctx: &Ctx, name: &str, mut job: Value, wl: &Workload) -> Result<(), BoxError> {
+    let jobs = Api::<Job>::namespaced(ctx.client.clone(), &ctx.ns);
+    for _ in 0..5 {
+        let patch = start_patch(ctx.integration, &job, wl, &ctx.flavors)?
+            .ok_or("start_patch: nothing to write")?;
+        match jobs
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                job = serde_json::to_value(jobs.get(name).await?)?;
+            }
+            other => return other.map(|_| ()).map_err(Into::into),
+        }
+    }
+    Err(format!("Job {name}: still conflicting after 5 attempts").into())
+}
+
+/// kuota's finishing write: Finished true with the Job's outcome.
+async fn finish(ctx: &Ctx, wl: &Workload, reason: &str, message: &str) -> Result<(), BoxError> {
+    let body = finish_patch(wl, reason, message, &now()).ok_or("finish_patch: nothing to write")?;
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    let name = wl.metadata.name.clone().unwrap_or_default();
+    workloads(ctx)
+        .patch_status(&name, &pp, &Patch::Merge(&body))
+        .await?;
+    Ok(())
+}
