@@ -297,6 +297,8 @@ pub mod report;
 pub(crate) mod resources;
 mod state;
 mod topology;
+mod tree;
+mod workloads;
 
 pub use afs::{AdmissionFairSharing, LocalQueueUsage, quantity_string as afs_quantity};
 pub use state::{Engine, EngineError, InvalidObject};

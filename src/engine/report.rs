@@ -3,10 +3,13 @@
 //! The engine never reports anything by itself (it stays pure); shells call
 //! [`Engine::snapshot`] when they want gauges, at whatever rate they can afford.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::Engine;
 use super::quota::NodeId;
+use super::state::WlState;
+use super::{
+    ClusterQueueReport, Engine, FlavorResourceUsage, PendingReason, WorkloadKey, WorkloadState,
+};
 
 /// One (flavor, resource) entry of a ClusterQueue, in the engine's unit for the resource
 /// (`api::quantity::resource_value`: milli for cpu, whole units otherwise).
@@ -210,5 +213,96 @@ impl Engine {
                 )
             })
             .collect()
+    }
+}
+
+/// Where a workload stands and what a ClusterQueue holds, for the shells' status writes.
+impl Engine {
+    /// Where a workload stands.
+    pub fn workload_state(&self, key: &WorkloadKey) -> Option<WorkloadState> {
+        let w = self.wl(*self.wl_index.get(key)?);
+        Some(match &w.state {
+            WlState::Pending => {
+                let (reason, message) = w.pending.as_ref().map_or(
+                    (
+                        PendingReason::WaitingForQuota,
+                        "The workload has not been evaluated by a scheduling cycle yet",
+                    ),
+                    |p| (p.reason, &*p.message),
+                );
+                WorkloadState::Pending {
+                    reason,
+                    message: message.to_string(),
+                }
+            }
+            WlState::Admitted(a) => WorkloadState::Admitted {
+                admission: (*a.admission).clone(),
+            },
+            WlState::Evicting(a) => WorkloadState::Evicting {
+                admission: (*a.admission).clone(),
+            },
+            WlState::Finished => WorkloadState::Finished,
+        })
+    }
+
+    /// Names of the ClusterQueues the engine knows, sorted.
+    pub fn cluster_queue_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .cqs
+            .iter()
+            .filter(|c| !c.deleted)
+            .map(|c| c.spec.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A ClusterQueue's counts, usage per (flavor, resource) and share.
+    pub fn cluster_queue_report(&self, name: &str) -> Option<ClusterQueueReport> {
+        let &id = self.cq_index.get(name)?;
+        let c = &self.cqs[id as usize];
+        if c.deleted {
+            return None;
+        }
+        let mut usage = BTreeMap::new();
+        let frs: BTreeSet<u32> = c
+            .spec
+            .limits
+            .frs()
+            .chain(
+                self.tree.nodes[c.node as usize]
+                    .usage
+                    .iter()
+                    .map(|(f, _)| f),
+            )
+            .collect();
+        for fr in frs {
+            let (f, r) = self.names.fr_parts(fr);
+            let total = self.tree.usage(c.node, fr);
+            let borrowed = total
+                .saturating_sub(self.tree.subtree_quota(c.node, fr))
+                .max(0);
+            usage.insert(
+                (
+                    self.names.flavor_name(f).to_string(),
+                    self.names.resource_name(r).to_string(),
+                ),
+                FlavorResourceUsage { total, borrowed },
+            );
+        }
+        Some(ClusterQueueReport {
+            pending: c.queue.len(),
+            admitted: c.admitted.len(),
+            usage,
+            weighted_share: super::fair::weighted_share(self, c.node, &[]),
+            active: c.inactive.is_none(),
+            inactive_reason: c.inactive.as_ref().map(|i| i.message.clone()),
+            inactive_condition_reason: c.inactive.as_ref().map(|i| i.reason),
+        })
+    }
+
+    /// Number of workloads waiting in queues or for a queue.
+    pub fn pending_count(&self) -> usize {
+        self.cqs.iter().map(|c| c.queue.len()).sum::<usize>() + self.unqueued.len()
     }
 }

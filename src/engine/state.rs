@@ -1,22 +1,16 @@
-//! The engine's state and how events change it. Scheduling lives in `cycle`.
+//! The engine's state and how events change it. Workload events live in `workloads`,
+//! the quota tree in `tree`, scheduling in `cycle`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::explain::Explanation;
-use super::model::{CohortSpec, CqSpec, Flavor, ModelError, PriorityLookup, WorkloadSpec};
+use super::model::{CohortSpec, CqSpec, Flavor, ModelError, WorkloadSpec};
 use super::queue::{ClusterQueueQueue, QueueKey, WlId};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, Names};
-use super::{
-    ClusterQueueReport, Decision, EngineConfig, Event, FlavorResourceUsage, Millis, PendingReason,
-    WorkloadKey, WorkloadState,
-};
-use crate::api::constants::{
-    CQ_REASON_ADMISSION_CHECK_INACTIVE, CQ_REASON_FLAVOR_NOT_FOUND, CQ_REASON_STOPPED,
-    CQ_REASON_UNKNOWN,
-};
+use super::{Decision, EngineConfig, Event, Millis, PendingReason, WorkloadKey};
 use crate::api::{self, StopPolicy};
 
 /// Dense id of a ClusterQueue; stable for the engine's lifetime (a deleted one keeps its id).
@@ -281,29 +275,7 @@ impl Engine {
             Event::NodeExternalUsage { node, usage } => self.node_external_usage(&node, &usage)?,
             Event::PodUpserted(pod) => self.pod_upserted(&pod)?,
             Event::PodDeleted { namespace, name } => self.pod_deleted(&namespace, &name)?,
-            Event::ClusterQueueUpserted(cq) => {
-                let name = cq.metadata.name.clone().unwrap_or_default();
-                let spec = CqSpec::from_api(&mut self.names, &cq)
-                    .map_err(|e| invalid("ClusterQueue", &name, e))?;
-                let id = match self.cq_index.get(&name) {
-                    Some(&id) => id,
-                    None => {
-                        self.cqs.push(Cq::default());
-                        let id = (self.cqs.len() - 1) as CqId;
-                        self.cq_index.insert(name.clone(), id);
-                        id
-                    }
-                };
-                let was_draining = self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain;
-                let c = &mut self.cqs[id as usize];
-                c.spec = spec;
-                c.deleted = false;
-                self.rebuild();
-                self.restore_awaiting(&name)?;
-                if !was_draining && self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain {
-                    self.drain(id, "ClusterQueueStopped", "The ClusterQueue is stopped");
-                }
-            }
+            Event::ClusterQueueUpserted(cq) => self.cluster_queue_upserted(&cq)?,
             Event::ClusterQueueDeleted(name) => {
                 if let Some(&id) = self.cq_index.get(&name) {
                     self.cqs[id as usize].deleted = true;
@@ -321,31 +293,7 @@ impl Engine {
                 self.cohort_specs.remove(&name);
                 self.rebuild();
             }
-            Event::LocalQueueUpserted(lq) => {
-                let key = (
-                    lq.metadata.namespace.clone().unwrap_or_default(),
-                    lq.metadata.name.clone().unwrap_or_default(),
-                );
-                let info = LocalQueueInfo {
-                    cluster_queue: lq.spec.cluster_queue.clone(),
-                    stop: lq.spec.stop_policy.unwrap_or_default(),
-                    weight: super::model::weight(&lq.spec.fair_sharing, "spec")
-                        .map_err(|e| invalid("LocalQueue", &format!("{}/{}", key.0, key.1), e))?
-                        as f64
-                        / 1000.0,
-                };
-                self.afs_seed(&key, &lq)?;
-                let draining = info.stop == StopPolicy::HoldAndDrain
-                    && self
-                        .local_queues
-                        .get(&key)
-                        .is_none_or(|old| old.stop != StopPolicy::HoldAndDrain);
-                self.local_queues.insert(key.clone(), info);
-                self.requeue_all();
-                if draining {
-                    self.drain_local_queue(&key);
-                }
-            }
+            Event::LocalQueueUpserted(lq) => self.local_queue_upserted(&lq)?,
             Event::LocalQueueDeleted { namespace, name } => {
                 self.local_queues.remove(&(namespace, name));
                 self.requeue_all();
@@ -380,210 +328,96 @@ impl Engine {
                 self.awaiting_cq.remove(&key);
                 self.release(&key, true)
             }
-            Event::WorkloadDeleted(key) => {
-                self.awaiting_cq.remove(&key);
-                self.release(&key, true);
-                if let Some(id) = self.wl_index.remove(&key) {
-                    self.dequeue(id);
-                    self.preemptors.remove(&id);
-                    self.wls[id as usize] = None;
-                    self.free_ids.push(id);
-                }
-            }
+            Event::WorkloadDeleted(key) => self.workload_deleted(&key),
             Event::WorkloadEvicted(key) => {
                 self.accumulate_execution(&key);
                 self.release(&key, false)
             }
-            Event::AdmissionFailed(key) => {
-                let admitted = self
-                    .wl_index
-                    .get(&key)
-                    .is_some_and(|&id| matches!(self.wl(id).state, WlState::Admitted(_)));
-                if admitted {
-                    if let Some(&id) = self.wl_index.get(&key) {
-                        self.afs_rollback(id);
-                    }
-                    self.release(&key, false);
-                }
-            }
+            Event::AdmissionFailed(key) => self.admission_failed(&key),
         }
         Ok(())
     }
 
-    fn upsert_workload(&mut self, wl: &api::Workload) -> Result<(), EngineError> {
-        let name = format!(
-            "{}/{}",
-            wl.metadata.namespace.clone().unwrap_or_default(),
-            wl.metadata.name.clone().unwrap_or_default()
-        );
-        let priority = PriorityLookup {
-            workload_classes: &self.workload_classes,
-            pod_classes: &self.pod_classes,
-        }
-        .resolve(wl);
-        let mut spec = WorkloadSpec::from_api(&mut self.names, wl, priority, self.now)
-            .map_err(|e| invalid("Workload", &name, e))?;
-        spec.pod_sets = self
-            .pod_set_pool
-            .share(spec.pod_sets_hash, Arc::clone(&spec.pod_sets));
-        let finished = wl.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == api::constants::WORKLOAD_FINISHED && c.status == "True")
-        });
-        if let Some(&id) = self.wl_index.get(&spec.key) {
-            let w = self.wls[id as usize]
-                .as_mut()
-                .expect("index points at a live slot");
-            let parked = self.awaiting_cq.contains_key(&spec.key);
-            match &w.state {
-                WlState::Pending if parked => {
-                    // Still waiting for its ClusterQueue: keep it parked with the latest
-                    // admission, or queue it if the admission was cleared meanwhile.
-                    let admission = wl.status.as_ref().and_then(|s| s.admission.clone());
-                    let key = spec.key.clone();
-                    w.spec = spec;
-                    match admission {
-                        Some(adm) => {
-                            self.awaiting_cq.insert(key, adm);
-                        }
-                        None => {
-                            self.awaiting_cq.remove(&key);
-                            self.enqueue(id);
-                        }
-                    }
-                }
-                WlState::Pending => {
-                    // Priority or activation may change while pending: re-key it.
-                    self.dequeue(id);
-                    let w = self.wls[id as usize]
-                        .as_mut()
-                        .expect("index points at a live slot");
-                    if wl.status.as_ref().is_some_and(|s| s.admission.is_some()) {
-                        // Written before the requeue the engine already applied: its
-                        // accumulated time lacks the admission that just ended.
-                        spec.past_execution = w.spec.past_execution;
-                    }
-                    w.spec = spec;
-                    self.enqueue(id);
-                }
-                WlState::Admitted(_) if !spec.active => {
-                    w.spec.active = false;
-                    self.evict(id, "Deactivated", "The workload is deactivated");
-                }
-                WlState::Admitted(_) => self.refresh_past_execution(id, wl, &spec),
-                _ => {}
-            }
-            return Ok(());
-        }
-        self.seq += 1;
-        let w = Wl {
-            spec,
-            state: WlState::Pending,
-            cq: None,
-            qkey: None,
-            seq: self.seq,
-            pending: None,
-            resume: Default::default(),
-            resume_gen: 0,
-            waiting_for: vec![],
-            reservation: None,
-            namespace_ok: None,
-        };
-        let id = match self.free_ids.pop() {
-            Some(id) => {
-                self.wls[id as usize] = Some(w);
+    /// A ClusterQueue was created or changed: the tree is rebuilt, admissions parked
+    /// for it are charged, and a new HoldAndDrain stop evicts what it admitted.
+    fn cluster_queue_upserted(&mut self, cq: &api::ClusterQueue) -> Result<(), EngineError> {
+        let name = cq.metadata.name.clone().unwrap_or_default();
+        let spec =
+            CqSpec::from_api(&mut self.names, cq).map_err(|e| invalid("ClusterQueue", &name, e))?;
+        let id = match self.cq_index.get(&name) {
+            Some(&id) => id,
+            None => {
+                self.cqs.push(Cq::default());
+                let id = (self.cqs.len() - 1) as CqId;
+                self.cq_index.insert(name.clone(), id);
                 id
             }
-            None => {
-                self.wls.push(Some(w));
-                (self.wls.len() - 1) as WlId
-            }
         };
-        let key = self.wl(id).spec.key.clone();
-        self.wl_index.insert(key, id);
-        if finished {
-            self.wl_mut(id).state = WlState::Finished;
-            return Ok(());
+        let was_draining = self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain;
+        let c = &mut self.cqs[id as usize];
+        c.spec = spec;
+        c.deleted = false;
+        self.rebuild();
+        self.restore_awaiting(&name)?;
+        if !was_draining && self.cqs[id as usize].spec.stop == StopPolicy::HoldAndDrain {
+            self.drain(id, "ClusterQueueStopped", "The ClusterQueue is stopped");
         }
-        let admission = wl.status.as_ref().and_then(|s| s.admission.clone());
-        if let Some(adm) = admission {
-            // Restart recovery: the API says it holds quota, so it does, even over quota.
-            if !self.restore_admitted(id, adm.clone(), &name)? {
-                let key = self.wl(id).spec.key.clone();
-                self.awaiting_cq.insert(key, adm);
-            }
-            return Ok(());
-        }
-        self.enqueue(id);
         Ok(())
     }
 
-    /// Charges a restored admission to its ClusterQueue; `false` when that ClusterQueue
-    /// is not known yet (the caller parks the workload until it is).
-    fn restore_admitted(
-        &mut self,
-        id: WlId,
-        adm: api::Admission,
-        name: &str,
-    ) -> Result<bool, EngineError> {
-        let Some(&cq) = self.cq_index.get(&adm.cluster_queue) else {
-            return Ok(false);
+    /// A LocalQueue was created or changed: every pending workload is queued again
+    /// (its ClusterQueue may differ), and a new HoldAndDrain stop evicts its workloads.
+    fn local_queue_upserted(&mut self, lq: &api::LocalQueue) -> Result<(), EngineError> {
+        let key = (
+            lq.metadata.namespace.clone().unwrap_or_default(),
+            lq.metadata.name.clone().unwrap_or_default(),
+        );
+        let info = LocalQueueInfo {
+            cluster_queue: lq.spec.cluster_queue.clone(),
+            stop: lq.spec.stop_policy.unwrap_or_default(),
+            weight: super::model::weight(&lq.spec.fair_sharing, "spec")
+                .map_err(|e| invalid("LocalQueue", &format!("{}/{}", key.0, key.1), e))?
+                as f64
+                / 1000.0,
         };
-        let usage = super::model::admission_usage(&mut self.names, &adm)
-            .map_err(|e| invalid("Workload", name, e))?;
-        // Never in a queue and an admission at once (a parked workload is not queued,
-        // but a re-upsert may have queued it meanwhile).
-        self.dequeue(id);
-        let (placement, complete) = self.restore_placement(id, &adm);
-        if !complete {
-            self.unresolved_restores.insert(id);
-        }
-        // Its execution time counts from its Admitted condition, as Kueue counts it,
-        // so a restart neither forgets nor repeats the time it has run.
-        let started = self
-            .wl(id)
-            .spec
-            .admitted_since
-            .map_or(self.now, |t| t.min(self.now));
-        let a = Admitted {
-            cq,
-            usage,
-            placement,
-            admission: Arc::new(adm),
-            // The engine cannot know how long it ran before a restart; counting
-            // from now can only protect it longer, never preempt it too early.
-            since: self.now,
-            started,
-            deadline: self.track_deadline(id, started),
-        };
-        let node = self.cqs[cq as usize].node;
-        self.tree.add_amounts(node, &a.usage);
-        self.cqs[cq as usize].admitted.insert(id);
-        self.afs_charge(id, &a.usage, super::afs::Charge::Restore);
-        self.wl_mut(id).state = WlState::Admitted(a);
-        Ok(true)
-    }
-
-    /// Charges the admitted workloads parked for ClusterQueue `cq_name`, now that it exists.
-    fn restore_awaiting(&mut self, cq_name: &str) -> Result<(), EngineError> {
-        if self.awaiting_cq.is_empty() {
-            return Ok(());
-        }
-        let ready: Vec<WorkloadKey> = self
-            .awaiting_cq
-            .iter()
-            .filter(|(_, adm)| adm.cluster_queue == cq_name)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in ready {
-            let (Some(adm), Some(&id)) = (self.awaiting_cq.remove(&key), self.wl_index.get(&key))
-            else {
-                continue;
-            };
-            self.restore_admitted(id, adm, &key.to_string())?;
+        self.afs_seed(&key, lq)?;
+        let draining = info.stop == StopPolicy::HoldAndDrain
+            && self
+                .local_queues
+                .get(&key)
+                .is_none_or(|old| old.stop != StopPolicy::HoldAndDrain);
+        self.local_queues.insert(key.clone(), info);
+        self.requeue_all();
+        if draining {
+            self.drain_local_queue(&key);
         }
         Ok(())
+    }
+
+    /// A Workload is gone: its quota goes back and its slot is freed.
+    fn workload_deleted(&mut self, key: &WorkloadKey) {
+        self.awaiting_cq.remove(key);
+        self.release(key, true);
+        if let Some(id) = self.wl_index.remove(key) {
+            self.dequeue(id);
+            self.preemptors.remove(&id);
+            self.wls[id as usize] = None;
+            self.free_ids.push(id);
+        }
+    }
+
+    /// A write that admitted the workload failed for good: its quota goes back.
+    fn admission_failed(&mut self, key: &WorkloadKey) {
+        let admitted = self
+            .wl_index
+            .get(key)
+            .is_some_and(|&id| matches!(self.wl(id).state, WlState::Admitted(_)));
+        if admitted {
+            if let Some(&id) = self.wl_index.get(key) {
+                self.afs_rollback(id);
+            }
+            self.release(key, false);
+        }
     }
 
     pub(crate) fn wl(&self, id: WlId) -> &Wl {
@@ -825,159 +659,6 @@ impl Engine {
         }
     }
 
-    /// Releases an admitted or evicting workload's quota. `done` = finished or
-    /// deleted; otherwise it was evicted and goes back to its queue.
-    fn release(&mut self, key: &WorkloadKey, done: bool) {
-        let Some(&id) = self.wl_index.get(key) else {
-            return;
-        };
-        let state = std::mem::replace(&mut self.wl_mut(id).state, WlState::Pending);
-        match state {
-            WlState::Admitted(a) | WlState::Evicting(a) => {
-                self.untrack_deadline(id, a.deadline);
-                self.afs_charge(id, &a.usage, super::afs::Charge::Release);
-                let node = self.cqs[a.cq as usize].node;
-                self.tree.remove_amounts(node, &a.usage);
-                let held_nodes = self.inventory.holds(id);
-                self.inventory.release(id);
-                self.cqs[a.cq as usize].admitted.remove(&id);
-                if held_nodes {
-                    // Nodes are shared by every ClusterQueue with a flavor on them, cohort
-                    // or not: any parked gang may fit now.
-                    self.quota_gen += 1;
-                    for c in &mut self.cqs {
-                        c.queue.revive();
-                    }
-                } else {
-                    self.revive_cohort_of(a.cq);
-                }
-                if done {
-                    self.wl_mut(id).state = WlState::Finished;
-                } else {
-                    let w = self.wl_mut(id);
-                    w.pending = None;
-                    self.enqueue(id);
-                }
-            }
-            WlState::Pending => {
-                if done {
-                    self.dequeue(id);
-                    self.wl_mut(id).state = WlState::Finished;
-                }
-            }
-            WlState::Finished => self.wl_mut(id).state = WlState::Finished,
-        }
-    }
-
-    /// Marks an admitted workload as evicting; it keeps its quota until the shell
-    /// reports [`Event::WorkloadEvicted`].
-    pub(crate) fn evict(&mut self, id: WlId, reason: &str, message: &str) {
-        let w = self.wl_mut(id);
-        if !matches!(w.state, WlState::Admitted(_)) {
-            return;
-        }
-        if let WlState::Admitted(a) = std::mem::replace(&mut w.state, WlState::Finished) {
-            w.state = WlState::Evicting(a);
-        }
-        let key = w.spec.key.clone();
-        self.outbox.push(Decision::Evict {
-            workload: key,
-            reason: reason.into(),
-            message: message.into(),
-        });
-    }
-
-    /// Evicts the workloads that had pods on a node that went away.
-    pub(crate) fn evict_owners(&mut self, owners: Vec<WlId>, why: &str) {
-        for id in owners {
-            if self.wls.get(id as usize).is_some_and(|w| w.is_some()) {
-                self.evict(
-                    id,
-                    "NodeFailures",
-                    &format!("Workload was evicted because {why}"),
-                );
-            }
-        }
-    }
-
-    /// Re-charges the nodes of a restored admission from its hostname-level topology assignment.
-    /// Also returns whether every host was known: a restored workload can arrive before
-    /// its Nodes (informers start in any order), and its pods must still be charged.
-    fn restore_placement(
-        &mut self,
-        id: WlId,
-        adm: &api::Admission,
-    ) -> (Vec<crate::placement::PodSetPlacement>, bool) {
-        let mut out = Vec::new();
-        let mut complete = true;
-        for psa in &adm.pod_set_assignments {
-            let Some(ta) = &psa.topology_assignment else {
-                continue;
-            };
-            if ta
-                .levels
-                .last()
-                .is_none_or(|l| l != api::constants::HOSTNAME_LABEL)
-            {
-                continue;
-            }
-            let per_pod: Vec<(u32, i64)> = psa
-                .resource_usage
-                .iter()
-                .filter_map(|(r, q)| {
-                    let total = api::quantity::resource_value(r, q).ok()?;
-                    let count = i64::from(psa.count.unwrap_or(1).max(1));
-                    Some((self.names.resource(r), total / count))
-                })
-                .collect();
-            let flavor = psa
-                .flavors
-                .values()
-                .find(|f| self.inventory.is_tas(f))
-                .cloned()
-                .unwrap_or_default();
-            let mut nodes = Vec::new();
-            let mut charge = Vec::new();
-            for slice in &ta.slices {
-                for (values, count) in slice.domains().unwrap_or_default() {
-                    let host = values.last().cloned().unwrap_or_default();
-                    if let Some(idx) = self.inventory.node_idx(&host) {
-                        charge.push((idx, count));
-                        nodes.push((self.inventory.node_name(idx).to_string(), count));
-                    } else {
-                        complete = false;
-                    }
-                }
-            }
-            self.inventory.assign(id, &per_pod, &charge);
-            out.push(crate::placement::PodSetPlacement { flavor, nodes });
-        }
-        (out, complete)
-    }
-
-    /// Re-charges restored workloads whose hosts were unknown when they were restored.
-    pub(crate) fn resolve_restores(&mut self) {
-        for id in std::mem::take(&mut self.unresolved_restores) {
-            let adm = match self.wls.get(id as usize).and_then(|w| w.as_ref()) {
-                Some(Wl {
-                    state: WlState::Admitted(a) | WlState::Evicting(a),
-                    ..
-                }) => Arc::clone(&a.admission),
-                _ => continue,
-            };
-            self.inventory.release(id);
-            let (placement, complete) = self.restore_placement(id, &adm);
-            if let Some(WlState::Admitted(a) | WlState::Evicting(a)) =
-                self.wls[id as usize].as_mut().map(|w| &mut w.state)
-            {
-                a.placement = placement;
-            }
-            if !complete {
-                self.unresolved_restores.insert(id);
-            }
-        }
-    }
-
     /// Where an admitted workload's pods go (TAS PodSets only).
     pub fn placement(&self, key: &WorkloadKey) -> Option<Vec<crate::placement::PodSetPlacement>> {
         match &self.wl(*self.wl_index.get(key)?).state {
@@ -1017,261 +698,9 @@ impl Engine {
             self.evict(id, "LocalQueueStopped", "The LocalQueue is stopped");
         }
     }
-
-    /// Rebuilds the quota tree from the current ClusterQueues and Cohorts and
-    /// re-charges the usage of every admitted workload.
-    pub(crate) fn rebuild(&mut self) {
-        let mut tree = QuotaTree::default();
-        let mut cohort_nodes: BTreeMap<String, NodeId> = BTreeMap::new();
-        let mut weights = Vec::new();
-        let mut node_names = Vec::new();
-        // Every cohort named by a Cohort object, a parent reference or a ClusterQueue exists.
-        let mut names: BTreeSet<String> = self.cohort_specs.keys().cloned().collect();
-        names.extend(self.cohort_specs.values().filter_map(|c| c.parent.clone()));
-        names.extend(
-            self.cqs
-                .iter()
-                .filter(|c| !c.deleted)
-                .filter_map(|c| c.spec.cohort.clone()),
-        );
-        for n in &names {
-            let spec = self.cohort_specs.get(n);
-            let id = tree.add_node(spec.map(|s| s.limits.clone()).unwrap_or_default());
-            weights.push(spec.map(|s| s.weight).unwrap_or(1000));
-            node_names.push(n.clone());
-            cohort_nodes.insert(n.clone(), id);
-        }
-        let mut in_cycle: BTreeSet<String> = BTreeSet::new();
-        for n in &names {
-            let Some(parent) = self.cohort_specs.get(n).and_then(|s| s.parent.clone()) else {
-                continue;
-            };
-            // Follow the chain: a parent chain that returns to `n` is a cycle; Kueue
-            // marks such cohorts' ClusterQueues inactive, and so do we.
-            let mut seen = BTreeSet::from([n.clone()]);
-            let mut cur = Some(parent.clone());
-            let mut cyclic = false;
-            while let Some(c) = cur {
-                if !seen.insert(c.clone()) {
-                    cyclic = true;
-                    break;
-                }
-                cur = self.cohort_specs.get(&c).and_then(|s| s.parent.clone());
-            }
-            if cyclic {
-                in_cycle.insert(n.clone());
-            } else {
-                tree.set_parent(cohort_nodes[n], cohort_nodes[&parent]);
-            }
-        }
-        let flavors_known: BTreeSet<String> = self
-            .flavors
-            .keys()
-            .map(|id| self.names.flavor_name(*id).to_string())
-            .collect();
-        for c in &mut self.cqs {
-            if c.deleted {
-                c.node = NodeId::MAX;
-                continue;
-            }
-            c.node = tree.add_node(c.spec.limits.clone());
-            weights.push(c.spec.weight);
-            node_names.push(c.spec.name.clone());
-            if let Some(cohort) = &c.spec.cohort {
-                tree.set_parent(c.node, cohort_nodes[cohort]);
-            }
-            let missing: Vec<&String> = c
-                .spec
-                .flavor_names
-                .iter()
-                .filter(|f| !flavors_known.contains(*f))
-                .collect();
-            let (reason, message) = if !missing.is_empty() {
-                let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-                (
-                    CQ_REASON_FLAVOR_NOT_FOUND,
-                    format!(
-                        "ClusterQueue {} is inactive: ResourceFlavor {} not found",
-                        c.spec.name,
-                        missing.join(", ")
-                    ),
-                )
-            } else if !c.spec.admission_checks.is_empty() {
-                // kuota runs no admission checks: admitting without them would skip the
-                // gates the user asked for, so the queue waits, as Kueue's does for a
-                // check no controller marks active.
-                (
-                    CQ_REASON_ADMISSION_CHECK_INACTIVE,
-                    format!(
-                        "ClusterQueue {} is inactive: it references AdmissionCheck(s) {}, \
-                         and kuota does not run admission checks",
-                        c.spec.name,
-                        c.spec.admission_checks.join(", ")
-                    ),
-                )
-            } else if c.spec.stop != StopPolicy::None {
-                (
-                    CQ_REASON_STOPPED,
-                    format!(
-                        "ClusterQueue {} is stopped (stopPolicy {:?})",
-                        c.spec.name, c.spec.stop
-                    ),
-                )
-            } else if c
-                .spec
-                .cohort
-                .as_ref()
-                .is_some_and(|co| cohort_in_cycle(&self.cohort_specs, co, &in_cycle))
-            {
-                (
-                    CQ_REASON_UNKNOWN,
-                    format!(
-                        "ClusterQueue {} is inactive: its cohort is part of a cycle",
-                        c.spec.name
-                    ),
-                )
-            } else {
-                c.inactive = None;
-                continue;
-            };
-            c.inactive = Some(Inactive { reason, message });
-        }
-        tree.compute_subtree_quota();
-        self.root_members.clear();
-        for (i, c) in self.cqs.iter_mut().enumerate() {
-            if c.deleted {
-                continue;
-            }
-            c.root = tree.root(c.node);
-            self.root_members.entry(c.root).or_default().push(i as CqId);
-        }
-        self.tree = tree;
-        self.cohort_nodes = cohort_nodes;
-        self.node_weight = weights;
-        self.node_name = node_names;
-        // Re-charge usage; a workload whose ClusterQueue is gone keeps running uncounted.
-        for id in 0..self.wls.len() {
-            let Some(w) = &self.wls[id] else { continue };
-            if let WlState::Admitted(a) | WlState::Evicting(a) = &w.state {
-                let c = &self.cqs[a.cq as usize];
-                if !c.deleted {
-                    let node = c.node;
-                    let usage = a.usage.clone();
-                    self.tree.add_amounts(node, &usage);
-                }
-            }
-        }
-        self.requeue_all();
-        self.revive_all();
-    }
-
-    /// Where a workload stands.
-    pub fn workload_state(&self, key: &WorkloadKey) -> Option<WorkloadState> {
-        let w = self.wl(*self.wl_index.get(key)?);
-        Some(match &w.state {
-            WlState::Pending => {
-                let (reason, message) = w.pending.as_ref().map_or(
-                    (
-                        PendingReason::WaitingForQuota,
-                        "The workload has not been evaluated by a scheduling cycle yet",
-                    ),
-                    |p| (p.reason, &*p.message),
-                );
-                WorkloadState::Pending {
-                    reason,
-                    message: message.to_string(),
-                }
-            }
-            WlState::Admitted(a) => WorkloadState::Admitted {
-                admission: (*a.admission).clone(),
-            },
-            WlState::Evicting(a) => WorkloadState::Evicting {
-                admission: (*a.admission).clone(),
-            },
-            WlState::Finished => WorkloadState::Finished,
-        })
-    }
-
-    /// Names of the ClusterQueues the engine knows, sorted.
-    pub fn cluster_queue_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .cqs
-            .iter()
-            .filter(|c| !c.deleted)
-            .map(|c| c.spec.name.clone())
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// A ClusterQueue's counts, usage per (flavor, resource) and share.
-    pub fn cluster_queue_report(&self, name: &str) -> Option<ClusterQueueReport> {
-        let &id = self.cq_index.get(name)?;
-        let c = &self.cqs[id as usize];
-        if c.deleted {
-            return None;
-        }
-        let mut usage = BTreeMap::new();
-        let frs: BTreeSet<u32> = c
-            .spec
-            .limits
-            .frs()
-            .chain(
-                self.tree.nodes[c.node as usize]
-                    .usage
-                    .iter()
-                    .map(|(f, _)| f),
-            )
-            .collect();
-        for fr in frs {
-            let (f, r) = self.names.fr_parts(fr);
-            let total = self.tree.usage(c.node, fr);
-            let borrowed = total
-                .saturating_sub(self.tree.subtree_quota(c.node, fr))
-                .max(0);
-            usage.insert(
-                (
-                    self.names.flavor_name(f).to_string(),
-                    self.names.resource_name(r).to_string(),
-                ),
-                FlavorResourceUsage { total, borrowed },
-            );
-        }
-        Some(ClusterQueueReport {
-            pending: c.queue.len(),
-            admitted: c.admitted.len(),
-            usage,
-            weighted_share: super::fair::weighted_share(self, c.node, &[]),
-            active: c.inactive.is_none(),
-            inactive_reason: c.inactive.as_ref().map(|i| i.message.clone()),
-            inactive_condition_reason: c.inactive.as_ref().map(|i| i.reason),
-        })
-    }
-
-    /// Number of workloads waiting in queues or for a queue.
-    pub fn pending_count(&self) -> usize {
-        self.cqs.iter().map(|c| c.queue.len()).sum::<usize>() + self.unqueued.len()
-    }
 }
 
-/// Whether `cohort` or one of its ancestors sits on a parent cycle.
-fn cohort_in_cycle(
-    specs: &BTreeMap<String, CohortSpec>,
-    cohort: &str,
-    in_cycle: &BTreeSet<String>,
-) -> bool {
-    let mut seen = BTreeSet::new();
-    let mut cur = Some(cohort.to_string());
-    while let Some(c) = cur {
-        if in_cycle.contains(&c) || !seen.insert(c.clone()) {
-            return true;
-        }
-        cur = specs.get(&c).and_then(|s| s.parent.clone());
-    }
-    false
-}
-
-fn invalid(kind: &'static str, name: &str, e: ModelError) -> EngineError {
+pub(crate) fn invalid(kind: &'static str, name: &str, e: ModelError) -> EngineError {
     EngineError::Invalid {
         kind,
         name: name.to_string(),
