@@ -1,0 +1,338 @@
+use super::*;
+use crate::sim::generator::RUNNING_TIME_LABEL;
+use crate::sim::{Scenario, SourceFile, simulate};
+
+fn generator_only(yaml: &str) -> Scenario {
+    Scenario {
+        name: "t".into(),
+        manifests: vec![],
+        generator: Some(SourceFile::new("generator.yaml", yaml)),
+    }
+}
+
+/// One cpu; a low-priority job starts, a high-priority one preempts it.
+const PREEMPT: &str = include_str!("../../../tests/fixtures/preempt-generator.yaml");
+
+fn class<'r>(r: &'r Report, name: &str) -> &'r crate::sim::report::ClassStats {
+    r.classes
+        .iter()
+        .find(|c| c.class == name)
+        .expect("class present")
+}
+
+#[test]
+fn preempted_workload_requeues_and_runs_its_full_runtime() {
+    let cfg = SimConfig {
+        eviction_delay_ms: 50,
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.admissions, 3);
+    assert_eq!(r.totals.finished, 2);
+    // low: 100 admitted, 200 preempted, 250 stopped; high: 250..750; low again: 750..1750.
+    assert_eq!(r.totals.makespan_ms, 1750);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 50);
+    assert_eq!(class(&r, "low").time_to_admission.max_ms, 650);
+    assert_eq!(class(&r, "low").preempted, 1);
+    let cq = &r.cluster_queues[0];
+    assert_eq!((cq.preempted, cq.preemptions_issued), (1, 1));
+    // Busy from 100 to 1750 except nothing idles: 1650 of 1750 ms at 1 cpu.
+    let u = cq.resources["cpu"].utilization.expect("has nominal");
+    assert!((u - 1650.0 / 1750.0).abs() < 1e-9, "{u}");
+}
+
+#[test]
+fn a_preemptor_kept_waiting_by_protection_is_admitted_when_it_ends() {
+    let cfg = SimConfig {
+        engine: EngineConfig {
+            preemption_min_runtime: 500,
+            ..EngineConfig::default()
+        },
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // low runs from 100 and is protected until 600. No event happens between 200
+    // (high arrives) and 1100 (low would finish): the simulator must run the cycle
+    // the engine asks for at 600, where high preempts low.
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 400);
+    // high 600..1100, low again 1100..2100.
+    assert_eq!(r.totals.makespan_ms, 2100);
+}
+
+/// maximumExecutionTimeSeconds under virtual time: a workload allowed 10 s with
+/// 4 s already accumulated runs 6 s of its 60 s and is deactivated (the simulator
+/// wakes for it, as nothing else happens); one with its 10 s spent never runs.
+#[test]
+fn maximum_execution_time_counts_the_accumulated_time_in_virtual_time() {
+    let workload = |name: &str, past: i32| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata:\n  name: {name}\n  \
+             namespace: ns\n  labels: {{{RUNNING_TIME_LABEL}: \"60000\"}}\nspec:\n  queueName: lq\n  \
+             maximumExecutionTimeSeconds: 10\n  podSets: [{{name: main, count: 1, template: {{spec: \
+             {{containers: [{{name: c, resources: {{requests: {{cpu: \"1\"}}}}}}]}}}}}}]\nstatus:\n  \
+             accumulatedPastExecutionTimeSeconds: {past}\n---\n"
+        )
+    };
+    let manifests = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: default}}\n---\n\
+         apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec:\n  \
+         namespaceSelector: {{}}\n  resourceGroups: [{{coveredResources: [cpu], flavors: [{{name: \
+         default, resources: [{{name: cpu, nominalQuota: 2}}]}}]}}]\n---\n\
+         apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: lq, namespace: ns}}\n\
+         spec: {{clusterQueue: cq}}\n---\n{}{}",
+        workload("limited", 4),
+        workload("spent", 10)
+    );
+    let s = Scenario {
+        name: "t".into(),
+        manifests: vec![SourceFile::new("objects.yaml", &manifests)],
+        generator: None,
+    };
+    let r = simulate(&s, SimConfig::default()).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(
+        (r.totals.admissions, r.totals.evictions, r.totals.finished),
+        (1, 1, 0)
+    );
+    // 6 s of limited's 60 s, out of 120 s of work in all.
+    let redone = r.totals.redone_work_share["cpu"];
+    assert!((redone - 6.0 / 120.0).abs() < 1e-9, "{redone}");
+}
+
+#[test]
+fn zero_eviction_delay_requeues_in_the_same_instant() {
+    let r = simulate(&generator_only(PREEMPT), SimConfig::default()).expect("runs");
+    // high runs 200..700, low 700..1700.
+    assert_eq!(r.totals.makespan_ms, 1700);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 0);
+}
+
+#[test]
+fn demo_is_deterministic_and_seed_sensitive() {
+    let a = simulate(&Scenario::demo(), SimConfig::default()).expect("runs");
+    let b = simulate(&Scenario::demo(), SimConfig::default()).expect("runs");
+    assert_eq!(a.without_timing(), b.without_timing());
+    assert_eq!(a.without_timing().to_json(), b.without_timing().to_json());
+    assert!(a.timing.is_some());
+    let c = simulate(
+        &Scenario::demo(),
+        SimConfig {
+            seed: 5,
+            ..SimConfig::default()
+        },
+    )
+    .expect("runs");
+    assert_ne!(a.without_timing().totals, c.without_timing().totals);
+}
+
+/// Seeds 2-4 once hit an engine livelock (a workload admitted and preempted
+/// again in the same cycle); keep a spread of seeds clean.
+#[test]
+fn demo_runs_clean_for_many_seeds() {
+    for seed in 1..=8 {
+        let r = simulate(
+            &Scenario::demo(),
+            SimConfig {
+                seed,
+                ..SimConfig::default()
+            },
+        )
+        .expect("runs");
+        assert!(
+            r.anomalies.is_empty() && !r.totals.truncated,
+            "seed {seed}: {:?}",
+            r.anomalies
+        );
+        assert_eq!(r.totals.finished, r.totals.workloads, "seed {seed}");
+    }
+}
+
+/// The topology scenarios must drain: every workload finishes, no engine
+/// anomaly (a placement change once made gpu-gangs livelock).
+#[test]
+fn topology_scenarios_run_clean() {
+    for name in ["gpu-gangs", "kueue-tas"] {
+        let r = simulate(
+            &Scenario::builtin(name).expect("built in"),
+            SimConfig::default(),
+        )
+        .expect("runs");
+        assert!(
+            r.anomalies.is_empty() && !r.totals.truncated,
+            "{name}: {:?}",
+            r.anomalies
+        );
+        assert_eq!(r.totals.finished, r.totals.workloads, "{name}");
+        assert!(r.gpus.is_some() == (name == "gpu-gangs"), "{name}");
+    }
+}
+
+#[test]
+fn livelock_guard_stops_the_run() {
+    // A preemption with no eviction delay needs a second batch at the same
+    // instant; a budget of one batch per instant must stop the run there.
+    let cfg = SimConfig {
+        max_batches_per_instant: 1,
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.totals.truncated);
+    assert!(
+        r.anomalies.iter().any(|a| a.contains("same instant")),
+        "{:?}",
+        r.anomalies
+    );
+}
+
+#[test]
+fn oversized_workload_is_reported_not_looped_on() {
+    let yaml = r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    workloadsSets:
+    - count: 2
+      creationIntervalMs: 10
+      workloads: [{className: huge, runtimeMs: 5, request: 4}]
+"#;
+    let r = simulate(&generator_only(yaml), SimConfig::default()).expect("runs");
+    assert_eq!(r.totals.admissions, 0);
+    assert_eq!(r.never_admitted.iter().map(|g| g.count).sum::<u64>(), 2);
+    assert!(!r.totals.truncated);
+}
+
+#[test]
+fn absurd_times_do_not_overflow() {
+    let yaml = r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    workloadsSets:
+    - count: 2
+      startMs: 18446744073709551000
+      creationIntervalMs: 18446744073709551000
+      workloads: [{className: w, runtimeMs: 9223372036854775000, request: 1}]
+"#;
+    let r = simulate(&generator_only(yaml), SimConfig::default()).expect("runs");
+    assert_eq!(r.totals.workloads, 2);
+}
+
+/// Two 8-GPU nodes. Two 6-GPU pods land on different nodes (2 free on
+/// each); a 4-GPU pod arriving at 100 ms fits nowhere, so 4 GPUs are
+/// stranded from 100 ms until the first two finish at 1000 ms. It then
+/// runs 1000..1100.
+#[test]
+fn stranded_gpus_are_measured_from_node_placements() {
+    let cluster = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+spec: {topologyName: topo, nodeLabels: {pool: gpu}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 16}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: cq}
+"#;
+    let nodes = r#"
+topology: {name: topo}
+pools:
+- name: n
+  nodes: 2
+  levels: [{label: rack, count: 1}]
+  allocatable: {nvidia.com/gpu: "8"}
+  labels: {pool: gpu}
+"#;
+    let trace = "submit_ms,namespace,queue,name,runtime_ms,podsets,topology
+                 0,ml,lq,a,1000,1:nvidia.com/gpu=6,required:kubernetes.io/hostname
+                 0,ml,lq,c,1000,1:nvidia.com/gpu=6,required:kubernetes.io/hostname
+                 100,ml,lq,b,100,1:nvidia.com/gpu=4,required:kubernetes.io/hostname
+";
+    let s = Scenario {
+        name: "frag".into(),
+        manifests: vec![
+            SourceFile::new("cluster.yaml", cluster),
+            SourceFile::new("nodes.yaml", nodes),
+            SourceFile::new("trace.csv", trace),
+        ],
+        generator: None,
+    };
+    let cfg = SimConfig {
+        timeseries: true,
+        ..SimConfig::default()
+    };
+    let r = simulate(&s, cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.totals.makespan_ms, 1100);
+    assert_eq!(class(&r, "trace").time_to_admission.max_ms, 900);
+    let g = r.gpus.as_ref().expect("GPU nodes");
+    assert_eq!((g.nodes, g.total, g.peak_stranded), (2, 16.0, 4.0));
+    assert!(
+        (g.mean_stranded - 4.0 * 900.0 / 1100.0).abs() < 1e-9,
+        "{g:?}"
+    );
+    // Free: 4 GPUs over 0..1000, 12 over 1000..1100, 16 never (all in the makespan).
+    let free = (4.0 * 1000.0 + 12.0 * 100.0) / 1100.0;
+    assert!((g.mean_free - free).abs() < 1e-9, "{g:?}");
+    let f = &r.flavors[0];
+    assert_eq!(
+        (f.flavor.as_str(), f.resource.as_str()),
+        ("gpu", "nvidia.com/gpu")
+    );
+    let ts = r.timeseries.as_ref().expect("requested");
+    assert_eq!(ts.names, ["cq"]);
+    // At 100 ms: 12 GPUs in use and one workload waiting.
+    let at100 = ts.points.iter().find(|p| p.t_ms == 100).expect("sampled");
+    assert_eq!((at100.used_milli[0], at100.pending[0]), (12, 1));
+}
+
+#[test]
+fn timeseries_stays_bounded() {
+    let cfg = SimConfig {
+        timeseries: true,
+        ..SimConfig::default()
+    };
+    let r = simulate(&Scenario::demo(), cfg).expect("runs");
+    let ts = r.timeseries.expect("requested");
+    assert!(ts.points.len() <= MAX_POINTS && !ts.points.is_empty());
+    assert!(ts.points.windows(2).all(|w| w[0].t_ms < w[1].t_ms));
+    assert!(
+        simulate(&Scenario::demo(), SimConfig::default())
+            .expect("runs")
+            .timeseries
+            .is_none()
+    );
+}
+
+#[test]
+fn batch_limit_truncates() {
+    let cfg = SimConfig {
+        max_batches: 2,
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.totals.truncated);
+}
