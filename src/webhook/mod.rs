@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod review;
 pub mod routes;
 pub mod routing;
+pub mod serve;
 pub mod server;
 pub mod tls;
 

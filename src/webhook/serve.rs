@@ -1,0 +1,296 @@
+//! `kuota serve`: its flags, and the wiring of the webhook server, the cluster index
+//! and its watches, the admission policies and the leader-elected queue controller.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{error, info, warn};
+
+use super::server::{
+    Diagnosis, Diagnostics, Readiness, ServerConfig, ServerError, WebhookServer, parse_duration,
+    shutdown_signal,
+};
+
+/// Arguments of `kuota serve`: the server settings plus what the handlers need.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub server: ServerConfig,
+    /// Directory of admission policy files (reloaded when it changes).
+    #[arg(long, value_name = "DIR")]
+    pub policies: Option<PathBuf>,
+    /// How often to re-read --policies.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub policy_reload_interval: Duration,
+    /// Report ready without a synced cluster index (local runs and load tests,
+    /// where no watch feeds the index).
+    #[arg(long)]
+    pub ready_without_index: bool,
+    /// Serve the webhook only: do not run the queue controller (which turns jobs into
+    /// Workloads, admits them and writes their status).
+    #[arg(long)]
+    pub no_controller: bool,
+    /// Write <cert-dir>/ca.crt as the caBundle of kuota's webhook configurations and CRD
+    /// conversion webhook, at start and every minute (docs/install.md).
+    #[arg(long)]
+    pub inject_ca_bundle: bool,
+    /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArgs,
+}
+
+/// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
+/// webhook until SIGTERM/ctrl-c, and maps errors to the exit code.
+pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Err only if a subscriber is already installed, which is fine.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in pod logs.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    crate::memory::limit_arenas();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)
+        .and_then(|rt| {
+            rt.block_on(async {
+                crate::memory::spawn_trimmer();
+                serve(args).await
+            })
+        });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            error!(error = %e, "kuota serve failed");
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds the handlers' state and router and serves them until a signal.
+pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
+    use super::{ClusterIndex, WebhookConfig, WebhookState};
+    use crate::policy::PolicyHandle;
+
+    let policies = match &args.policies {
+        Some(dir) => PolicyHandle::load_dir(dir)?,
+        None => PolicyHandle::empty(),
+    };
+    let policy_watch = args
+        .policies
+        .as_ref()
+        .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
+    let settings = crate::config::Settings::load(&args.config.files)?;
+    settings.report();
+    let index = Arc::new(ClusterIndex::new(super::IndexConfig {
+        managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
+    }));
+    let health = Arc::new(super::health::WatchHealth::default());
+    // In a cluster (service account) or with a kubeconfig, watches feed the index; without
+    // either the index stays cold and /readyz says so, unless --ready-without-index.
+    let client = match crate::config::client::client(settings.client).await {
+        Ok(client) => Some(client),
+        Err(e) => {
+            warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
+            None
+        }
+    };
+    let feed = match &client {
+        Some(client) => start_feed(client, &args, &index, &health),
+        None => Vec::new(),
+    };
+    // One registry for the webhook and the controller, served on the health listener.
+    let metrics = crate::telemetry::Metrics::default();
+    // An engine panic stops the whole process (see `controller::Fatal`).
+    let fatal = crate::controller::Fatal::default();
+    // The queue controller schedules only on the replica holding the Lease, a fresh one
+    // on every term (rebuilt from the API server); every replica serves the webhook.
+    let scheduling = match (&client, args.no_controller) {
+        (Some(client), false) => Some(start_scheduling(client, &settings, &metrics, &fatal).await),
+        _ => None,
+    };
+    let mut state = WebhookState::new(
+        index.clone(),
+        policies,
+        WebhookConfig {
+            manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+            ..WebhookConfig::default()
+        },
+    );
+    state.metrics = super::WebhookMetrics::new(metrics.clone());
+    let state = Arc::new(state);
+    let (ready, diagnostics) = index_readiness(state.clone(), health);
+    let ready: Readiness = if args.ready_without_index {
+        warn!("--ready-without-index: reporting ready with a cold cluster index");
+        Arc::new(|| true)
+    } else {
+        ready
+    };
+    let server = WebhookServer::bind(args.server, super::router(state), ready)
+        .await?
+        .with_metrics(metrics)
+        .with_diagnostics(diagnostics);
+    info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
+    // On the signal (or a fatal controller error), scheduling stops and the Lease is
+    // released while the webhook is still draining, so a successor takes over at once
+    // instead of after the drain. The sender is also dropped if the server fails, which
+    // stops scheduling just the same.
+    let (signalled, on_signal) = tokio::sync::watch::channel(false);
+    let stop_scheduling = scheduling.map(|s| s.stop_on(on_signal));
+    let stop = {
+        let fatal = fatal.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                why = fatal.wait() => error!(%why, "stopping kuota: it must not serve with a dead controller"),
+            }
+            let _ = signalled.send(true);
+        }
+    };
+    let result = server.run(stop).await;
+    if let Some(task) = policy_watch {
+        task.abort();
+    }
+    for task in feed {
+        task.abort();
+    }
+    if let Some(task) = stop_scheduling
+        && let Err(e) = task.await
+    {
+        warn!(error = %e, "stopping the scheduler failed");
+    }
+    match fatal.reason() {
+        Some(why) => Err(ServerError::Fatal(why)),
+        None => result,
+    }
+}
+
+/// Starts the queue controller behind leader election: it schedules only on the replica
+/// holding the Lease, a fresh one on every term (rebuilt from the API server).
+async fn start_scheduling(
+    client: &kube::Client,
+    settings: &crate::config::Settings,
+    metrics: &crate::telemetry::Metrics,
+    fatal: &crate::controller::Fatal,
+) -> crate::lease::Scheduling {
+    let leader_elected = settings.leader_election.enabled;
+    if leader_elected {
+        // Until this replica wins the Lease (Kueue's replicas start as followers).
+        metrics.set_replica_role(crate::telemetry::ReplicaRole::Follower);
+    }
+    let config = crate::controller::ControllerConfig {
+        integrations: settings.frameworks.clone(),
+        manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+        engine: settings.engine.clone(),
+        metrics: metrics.clone(),
+        leader_elected,
+        fatal: fatal.clone(),
+        ..crate::controller::ControllerConfig::default()
+    };
+    let controller_client = client.clone();
+    // The Lease gets a token bucket of its own (as client-go's leader election
+    // has its own client): behind thousands of queued Workload writes at
+    // `clientConnection.qps`, renewals would miss `renewDeadline` and the leader
+    // would step down in the middle of the load it was handling.
+    let lease_client = crate::config::client::client(settings.client)
+        .await
+        .unwrap_or_else(|_| client.clone());
+    crate::lease::Scheduling::start(lease_client, &settings.leader_election, move |shutdown| {
+        let (client, config) = (controller_client.clone(), config.clone());
+        async move {
+            if let Err(e) = crate::controller::run(client, config, shutdown).await {
+                error!(error = %e, "the queue controller stopped");
+            }
+        }
+    })
+}
+
+/// Starts the watches that feed the cluster index (and, with --inject-ca-bundle, the
+/// caBundle writer).
+fn start_feed(
+    client: &kube::Client,
+    args: &ServeArgs,
+    index: &Arc<super::ClusterIndex>,
+    health: &Arc<super::health::WatchHealth>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if args.inject_ca_bundle {
+        let ca = args.server.cert_dir.join(super::tls::CA_FILE);
+        tasks.push(crate::crds::inject::spawn(client.clone(), ca));
+    }
+    tasks.extend(super::feed::spawn(
+        client.clone(),
+        index.clone(),
+        health.clone(),
+    ));
+    tasks
+}
+
+/// Readiness from the handlers' state: ready once the index has synced, unless a watch
+/// keeps failing (listed by kind in `/readyz`). Undecodable objects and namespaces whose
+/// unlabelled Jobs the webhook configurations do not route to kuota are listed as warnings.
+pub fn index_readiness(
+    state: Arc<super::WebhookState>,
+    health: Arc<super::health::WatchHealth>,
+) -> (Readiness, Diagnostics) {
+    let index = state.index.clone();
+    let ready: Readiness = Arc::new(move || index.is_synced());
+    let diagnostics: Diagnostics = Arc::new(move || {
+        let mut warnings = health.undecodable();
+        if state.index.is_synced() {
+            warnings.extend(super::routing::unrouted_namespaces(
+                &state.index,
+                &state.policies.current(),
+                &state.config,
+            ));
+        }
+        Diagnosis {
+            failing: health.failing(Instant::now()),
+            warnings,
+        }
+    });
+    (ready, diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    #[test]
+    fn serve_flags_and_defaults() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from(["kuota"]).expect("defaults");
+        let c = &cli.serve.server;
+        assert_eq!(c.listen, SocketAddr::from(([0, 0, 0, 0], 9443)));
+        assert_eq!(c.health_listen, SocketAddr::from(([0, 0, 0, 0], 8080)));
+        assert_eq!(c.cert_dir, PathBuf::from("/certs"));
+        assert_eq!(c.max_body_bytes, 7 * 1024 * 1024);
+        assert_eq!(c.request_timeout, Duration::from_secs(2));
+        assert_eq!(c.rotate_before, Duration::from_secs(720 * 3600));
+        let cli = Cli::try_parse_from([
+            "kuota",
+            "--listen=127.0.0.1:1",
+            "--cert-dir",
+            "/x",
+            "--request-timeout=250ms",
+            "--ready-without-index",
+        ])
+        .expect("flags");
+        assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
+        assert!(cli.serve.ready_without_index);
+        assert!(Cli::try_parse_from(["kuota", "--drain-delay=5"]).is_err());
+    }
+}
