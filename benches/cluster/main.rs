@@ -9,7 +9,8 @@
 //! 3. the write floor (`floor`): kuota's own writes for each Job, made on sight by a
 //!    controller that decides nothing;
 //! 4. kuota (`kuota serve`, a separate process) on Kueue's baseline shape: create→unsuspend
-//!    latency and where it waits, admissions/s (also as a ratio to the ideal controller's),
+//!    latency and where it waits, admissions/s (also as ratios to the ideal controller and
+//!    the write floor),
 //!    kuota's writes per admitted Job by kind, CPU and peak RSS;
 //! 5. unchanged re-evaluations: blocked Jobs, then ClusterQueue touches that change
 //!    nothing; kuota's writes meanwhile should be 0.
@@ -18,6 +19,8 @@ mod audit;
 mod floor;
 mod ideal;
 mod kubelet;
+mod kuota;
+mod report;
 mod setup;
 
 use std::collections::HashMap;
@@ -28,7 +31,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -199,22 +202,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// kuota's CPU seconds (user + system) and peak RSS in MiB, from /proc.
-fn proc_stats(pid: u32) -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let hwm_kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((ticks / 100.0, hwm_kb / 1024.0))
-}
-
 async fn bench(args: Args) -> Result<(), BoxError> {
     let (admin, client) = clients().await?;
     let run = format!("kb{}", Timestamp::now().as_second() % 100_000);
@@ -223,32 +210,15 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     setup::queues(&client, &run, args.nominal_cpu).await?;
 
     // 1. Raw create rate: plain suspended Jobs, no webhook, kuota not running.
-    let raw_ns = format!("{run}-raw");
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": raw_ns}}))?;
-    nss.create(&PostParams::default(), &ns_obj).await?;
-    let raw: Vec<_> = setup::plan(args.raw_jobs)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (_, class))| {
-            (
-                raw_ns.clone(),
-                setup::job(&run, &format!("raw-{i}"), class, false),
-            )
-        })
-        .collect();
-    let t = Instant::now();
-    create_jobs(&client, raw, args.concurrency).await?;
-    let raw_rate = args.raw_jobs as f64 / t.elapsed().as_secs_f64();
+    let raw_rate = raw_rate(&client, &run, &args).await?;
     eprintln!("raw create rate: {raw_rate:.1} Jobs/s");
-    let _ = nss.delete(&raw_ns, &DeleteParams::background()).await;
 
-    // The stand-in kubelet runs the pods of both the ideal controller's and kuota's Jobs.
+    // The stand-in kubelet runs the pods of every phase's Jobs.
     let kubelet = tokio::spawn(kubelet::run(client.clone(), run.clone()));
+    let timeout = Duration::from_secs(args.timeout_s);
 
     // 2. The ceiling: the same mix admitted by a controller that only unsuspends.
-    let ceiling = if args.ideal_jobs > 0 {
-        let timeout = Duration::from_secs(args.timeout_s);
+    let ideal = if args.ideal_jobs > 0 {
         Some(ideal::run(&client, &run, args.ideal_jobs, args.concurrency, timeout).await?)
     } else {
         None
@@ -256,7 +226,6 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 
     // 3. The write floor: kuota's writes for the same mix, with no scheduling.
     let floor = if args.floor_jobs > 0 {
-        let timeout = Duration::from_secs(args.timeout_s);
         let f = floor::run(&client, &run, args.floor_jobs, args.concurrency, timeout).await?;
         // Its Events and last finishes land before kuota's phase starts.
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -266,101 +235,138 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     };
 
     // 4. kuota on the baseline.
-    let dir = std::env::temp_dir().join(&run);
-    std::fs::create_dir_all(&dir)?;
-    let certs = std::process::Command::new(&args.kuota)
-        .args(["certs", "--extra-san=127.0.0.1", "--out-dir"])
-        .arg(dir.join("certs"))
-        .output()?;
-    if !certs.status.success() {
-        return Err(format!("kuota certs: {}", String::from_utf8_lossy(&certs.stderr)).into());
+    let opts = kuota::Options {
+        binary: &args.kuota,
+        log_filter: &args.kuota_log,
+        qps: args.kuota_qps,
+        burst: args.kuota_burst,
+    };
+    let mut kuota = kuota::Kuota::start(opts, &admin, &run).await?;
+    let main = kuota_phase(&client, &run, &args).await?;
+
+    // 5. Unchanged re-evaluations.
+    let idle = idle_phase(&client, &run, &args).await?;
+    let stats = kuota.stop();
+    kubelet.abort();
+
+    let summary = report::Summary {
+        args: &args,
+        raw_rate,
+        main: &main,
+        ideal: ideal.as_ref(),
+        floor: floor.as_ref(),
+        stats,
+    };
+    summary.print();
+    if let Some(log) = &args.audit_log {
+        summary.writes(log, &kuota.marker, idle)?;
+    } else {
+        println!("\n(no --audit-log: kuota's writes were not counted)");
     }
-    std::fs::write(
-        dir.join("config.yaml"),
-        format!(
-            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nnamespace: {run}-q0\n\
-             clientConnection:\n  qps: {}\n  burst: {}\nintegrations:\n  frameworks: [batch/job]\n",
-            args.kuota_qps, args.kuota_burst
-        ),
-    )?;
-    // The admin user's name, for the audit log: its first write is this marker.
-    let marker = format!("{run}-marker");
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &setup::namespace(&run, 0));
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": marker}}))?;
-    cms.create(&PostParams::default(), &cm).await?;
+    cleanup(&client, &run).await;
+    if main.timeline.finished < args.jobs {
+        eprintln!(
+            "not every Job finished: kuota's log is kept in {}",
+            kuota.dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&kuota.dir);
+    }
+    Ok(())
+}
 
-    let log = std::fs::File::create(dir.join("kuota.log"))?;
-    let mut kuota = std::process::Command::new(&args.kuota)
-        .args([
-            "serve",
-            "--listen=127.0.0.1:0",
-            "--health-listen=127.0.0.1:0",
-            "--ready-without-index",
-        ])
-        .arg("--cert-dir")
-        .arg(dir.join("certs"))
-        .arg("--config")
-        .arg(dir.join("config.yaml"))
-        .env("RUST_LOG", &args.kuota_log)
-        .stderr(log)
-        .spawn()?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+/// Jobs per second created by the harness with no webhook and no controller.
+async fn raw_rate(client: &Client, run: &str, args: &Args) -> Result<f64, BoxError> {
+    let raw_ns = format!("{run}-raw");
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": raw_ns}}))?;
+    nss.create(&PostParams::default(), &ns_obj).await?;
+    let raw: Vec<_> = setup::plan(args.raw_jobs)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, class))| {
+            let job = setup::job(run, &format!("raw-{i}"), class, false);
+            (raw_ns.clone(), job)
+        })
+        .collect();
+    let t = Instant::now();
+    create_jobs(client, raw, args.concurrency).await?;
+    let rate = args.raw_jobs as f64 / t.elapsed().as_secs_f64();
+    let _ = nss.delete(&raw_ns, &DeleteParams::background()).await;
+    Ok(rate)
+}
 
+/// kuota's phase: its timeline, and the audit-log window of its writes.
+pub struct KuotaPhase {
+    pub timeline: Timeline,
+    pub create_s: f64,
+    pub wall_s: f64,
+    pub window: (Timestamp, Timestamp),
+}
+
+/// Creates the baseline's queued Jobs, waits until they finish, then until their
+/// Workloads' finishes and the queue status after them have landed.
+async fn kuota_phase(client: &Client, run: &str, args: &Args) -> Result<KuotaPhase, BoxError> {
     let observer = Observer::spawn(
-        &client,
+        client,
         format!(
             "{}={run},kueue.x-k8s.io/queue-name,!{}",
             setup::BENCH_LABEL,
             floor::PHASE_LABEL
         ),
     );
-
     let t0 = Timestamp::now();
     let start = Instant::now();
     let jobs: Vec<_> = setup::plan(args.jobs)
         .into_iter()
         .enumerate()
         .map(|(i, (cq, class))| {
-            (
-                setup::namespace(&run, cq),
-                setup::job(&run, &format!("{}-{i}", class.name), class, true),
-            )
+            let job = setup::job(run, &format!("{}-{i}", class.name), class, true);
+            (setup::namespace(run, cq), job)
         })
         .collect();
-    let created = create_jobs(&client, jobs, args.concurrency).await?;
+    let created = create_jobs(client, jobs, args.concurrency).await?;
     let create_s = start.elapsed().as_secs_f64();
     eprintln!("created {} queued Jobs in {create_s:.1} s", created.len());
     observer
         .wait_finished(args.jobs, Duration::from_secs(args.timeout_s))
         .await;
     let wall_s = start.elapsed().as_secs_f64();
-
     // Finishing a Job's Workload and the queue status that follows come after the Job
     // completes: let them land, so that they are not counted as re-evaluation writes.
-    let unfinished = settle(&client, &run, Duration::from_secs(60)).await?;
+    let unfinished = settle(client, run, Duration::from_secs(60)).await?;
     if unfinished > 0 {
         eprintln!("{unfinished} Workloads still not Finished after 60 s");
     }
-    let t1 = Timestamp::now();
+    Ok(KuotaPhase {
+        timeline: observer.stop(start, &created),
+        create_s,
+        wall_s,
+        window: (t0, Timestamp::now()),
+    })
+}
 
-    // 5. Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
-    // ever borrow), then ClusterQueue touches that change nothing about them.
+/// Unchanged re-evaluations: one blocked Job per queue (more cpu than the queue can
+/// ever borrow), then ClusterQueue touches that change nothing about them. Returns the
+/// audit-log window of the touches.
+async fn idle_phase(
+    client: &Client,
+    run: &str,
+    args: &Args,
+) -> Result<(Timestamp, Timestamp), BoxError> {
     let blocked: Vec<_> = (0..setup::COHORTS * setup::QUEUES_PER_COHORT)
         .map(|cq| {
             let mut big = setup::CLASSES[2];
             big.cpu = args.nominal_cpu.saturating_add(500);
-            (
-                setup::namespace(&run, cq),
-                setup::job(&run, &format!("blocked-{cq}"), big, true),
-            )
+            let job = setup::job(run, &format!("blocked-{cq}"), big, true);
+            (setup::namespace(run, cq), job)
         })
         .collect();
-    create_jobs(&client, blocked, args.concurrency).await?;
+    create_jobs(client, blocked, args.concurrency).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let t2 = Timestamp::now();
-    let cqs = kueue_api(&client, "ClusterQueue");
-    let touches = 5;
-    for round in 0..touches {
+    let cqs = kueue_api(client, "ClusterQueue");
+    for round in 0..report::TOUCHES {
         for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
             let patch =
                 json!({"metadata": {"annotations": {"bench.kuota.dev/touch": round.to_string()}}});
@@ -374,186 +380,25 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let t3 = Timestamp::now();
+    Ok((t2, Timestamp::now()))
+}
 
-    let stats = proc_stats(kuota.id());
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &kuota.id().to_string()])
-        .status();
-    let _ = kuota.wait();
-    kubelet.abort();
-
-    // Latency and throughput.
-    let kuota_run = observer.stop(start, &created);
-    let (n, overall, sustained) = (
-        kuota_run.admitted(),
-        kuota_run.overall(),
-        kuota_run.sustained(),
-    );
-    let latencies = &kuota_run.latencies;
-
-    println!(
-        "\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
-        args.jobs, args.kuota_qps, args.kuota_burst
-    );
-    println!("| measure | value |\n|---|---|");
-    println!(
-        "| raw Job-create rate (no webhook, no kuota, {} in flight) | {raw_rate:.1} Jobs/s |",
-        args.concurrency
-    );
-    println!("| queued Jobs created in | {create_s:.1} s |");
-    println!("| admitted (unsuspended) | {n} of {} |", args.jobs);
-    println!("| finished | {} |", kuota_run.finished);
-    println!("| wall time, first create to last finish | {wall_s:.1} s |");
-    println!("| admissions/s, overall | {overall:.1} |");
-    println!("| admissions/s, sustained (10th to 90th percentile) | {sustained:.1} |");
-    println!(
-        "| create→unsuspend p50 / p99 | {:.2} s / {:.2} s |",
-        percentile(latencies, 0.5),
-        percentile(latencies, 0.99)
-    );
-    if let Some(c) = &ceiling {
-        let t = &c.timeline;
-        println!(
-            "| ideal controller, same mix and run (unsuspends on sight: 1 write per Job): created in / admitted / finished | {:.1} s / {} / {} |",
-            c.create_s,
-            t.admitted(),
-            t.finished
-        );
-        println!(
-            "| ideal controller: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
-            t.sustained(),
-            percentile(&t.latencies, 0.5),
-            percentile(&t.latencies, 0.99)
-        );
-        println!(
-            "| **kuota ÷ ideal controller**, sustained admissions/s | **{:.2}** |",
-            sustained / t.sustained()
-        );
-    }
-    if let Some(f) = &floor {
-        let t = &f.timeline;
-        println!(
-            "| write floor, same mix and run (kuota's own writes for each Job on sight, no scheduling): created in / admitted / finished / failed writes | {:.1} s / {} / {} / {} |",
-            f.create_s,
-            t.admitted(),
-            t.finished,
-            f.failed
-        );
-        println!(
-            "| write floor: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
-            t.sustained(),
-            percentile(&t.latencies, 0.5),
-            percentile(&t.latencies, 0.99)
-        );
-        println!(
-            "| **kuota ÷ write floor**, sustained admissions/s | **{:.2}** |",
-            sustained / t.sustained()
-        );
-    }
-    if let Some((cpu, rss)) = stats {
-        println!("| kuota CPU | {cpu:.1} s |");
-        println!("| kuota peak RSS | {rss:.1} MiB |");
-    }
-    if let Some(log) = &args.audit_log {
-        report_writes(
-            log,
-            &marker,
-            n,
-            (t0, t1),
-            (t2, t3),
-            overall.max(sustained),
-            raw_rate,
-        )?;
-    } else {
-        println!("\n(no --audit-log: kuota's writes were not counted)");
-    }
-
-    // Clean up (best effort): namespaces take their Jobs and Workloads with them.
-    for ns in [ideal::ideal_namespace(&run), floor::floor_namespace(&run)] {
+/// Deletes the run's namespaces (their Jobs and Workloads go with them) and
+/// ClusterQueues, best effort.
+async fn cleanup(client: &Client, run: &str) {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let cqs = kueue_api(client, "ClusterQueue");
+    for ns in [ideal::ideal_namespace(run), floor::floor_namespace(run)] {
         let _ = nss.delete(&ns, &DeleteParams::background()).await;
     }
     for cq in 0..setup::COHORTS * setup::QUEUES_PER_COHORT {
         let _ = nss
-            .delete(&setup::namespace(&run, cq), &DeleteParams::background())
+            .delete(&setup::namespace(run, cq), &DeleteParams::background())
             .await;
         let _ = cqs
             .delete(&format!("{run}-cq-{cq}"), &DeleteParams::background())
             .await;
     }
-    if kuota_run.finished < args.jobs {
-        eprintln!(
-            "not every Job finished: kuota's log is kept in {}",
-            dir.display()
-        );
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    Ok(())
-}
-
-fn report_writes(
-    log: &std::path::Path,
-    marker: &str,
-    admitted: usize,
-    main: (Timestamp, Timestamp),
-    idle: (Timestamp, Timestamp),
-    admissions_per_s: f64,
-    raw_rate: f64,
-) -> Result<(), BoxError> {
-    let user = audit::user_of_marker(log, marker)?
-        .ok_or("the audit log has no write of the marker ConfigMap")?;
-    let writes = audit::count_writes(log, &user, main.0, main.1)?;
-    let jobs = admitted.max(1) as f64;
-    let total: u64 = writes.by_kind.values().sum();
-    println!("\n### kuota's API writes per admitted Job (audit log, user {user})\n");
-    println!("| write | count | per admitted Job |\n|---|---|---|");
-    for (kind, count) in &writes.by_kind {
-        println!("| {kind} | {count} | {:.2} |", *count as f64 / jobs);
-    }
-    println!("| total | {total} | {:.2} |", total as f64 / jobs);
-    let per = writes.admission_path as f64 / jobs;
-    println!(
-        "| **admission path** (Workload create, admitting status patch, unsuspending Job patch) | {} | **{per:.2}** (target ≤ 3) |",
-        writes.admission_path
-    );
-    println!(
-        "\n### Where a Job's admission waits (audit log: when the API server received each write)\n"
-    );
-    println!("| from → to | Jobs | p50 | p90 | p99 |\n|---|---|---|---|---|");
-    for (stage, gaps) in writes.stage_gaps() {
-        println!(
-            "| {stage} | {} | {:.2} s | {:.2} s | {:.2} s |",
-            gaps.len(),
-            percentile(&gaps, 0.5),
-            percentile(&gaps, 0.9),
-            percentile(&gaps, 0.99)
-        );
-    }
-    // The leader's Lease renewals go on whatever the engine does: not re-evaluations.
-    let idle = audit::count_writes(log, &user, idle.0, idle.1)?.by_kind;
-    let renewals: u64 = idle
-        .iter()
-        .filter(|(k, _)| k.ends_with(" leases"))
-        .map(|(_, n)| n)
-        .sum();
-    let idle_writes = idle.values().sum::<u64>() - renewals;
-    println!(
-        "\nkuota's writes during 150 unchanged re-evaluations (30 blocked Jobs, 5 ClusterQueue touches each): {idle_writes} (target 0; {renewals} Lease renewals besides)"
-    );
-    for (kind, count) in idle.iter().filter(|(k, _)| !k.ends_with(" leases")) {
-        println!("  {kind}: {count}");
-    }
-    let bound = 0.8 * raw_rate / (1.0 + per);
-    println!(
-        "\nadmissions/s {admissions_per_s:.1} vs target 0.8 × raw create rate ÷ (1 + writes per admission) = {bound:.1}: {}",
-        if admissions_per_s >= bound {
-            "met"
-        } else {
-            "NOT met"
-        }
-    );
-    Ok(())
 }
 
 /// All objects of a `kueue.x-k8s.io/v1beta2` kind.

@@ -1,0 +1,172 @@
+//! The run's tables, printed as Markdown: the summary (rates, latencies, the reference
+//! controllers, kuota's CPU and memory) and, from the audit log, kuota's writes by kind,
+//! where each admission waited, the writes during unchanged re-evaluations, and the rate
+//! target.
+
+use std::path::Path;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::floor::Floor;
+use crate::ideal::Ideal;
+use crate::{Args, BoxError, KuotaPhase, Timeline, audit, percentile, setup};
+
+/// ClusterQueue touches per queue in the re-evaluation phase.
+pub const TOUCHES: usize = 5;
+
+/// What the run measured.
+pub struct Summary<'a> {
+    pub args: &'a Args,
+    pub raw_rate: f64,
+    pub main: &'a KuotaPhase,
+    pub ideal: Option<&'a Ideal>,
+    pub floor: Option<&'a Floor>,
+    /// kuota's CPU seconds and peak RSS (MiB).
+    pub stats: Option<(f64, f64)>,
+}
+
+impl Summary<'_> {
+    /// The summary table.
+    pub fn print(&self) {
+        let (args, t) = (self.args, &self.main.timeline);
+        println!(
+            "\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
+            args.jobs, args.kuota_qps, args.kuota_burst
+        );
+        println!("| measure | value |\n|---|---|");
+        println!(
+            "| raw Job-create rate (no webhook, no kuota, {} in flight) | {:.1} Jobs/s |",
+            args.concurrency, self.raw_rate
+        );
+        println!("| queued Jobs created in | {:.1} s |", self.main.create_s);
+        println!(
+            "| admitted (unsuspended) | {} of {} |",
+            t.admitted(),
+            args.jobs
+        );
+        println!("| finished | {} |", t.finished);
+        println!(
+            "| wall time, first create to last finish | {:.1} s |",
+            self.main.wall_s
+        );
+        println!("| admissions/s, overall | {:.1} |", t.overall());
+        println!(
+            "| admissions/s, sustained (10th to 90th percentile) | {:.1} |",
+            t.sustained()
+        );
+        println!(
+            "| create→unsuspend p50 / p99 | {:.2} s / {:.2} s |",
+            percentile(&t.latencies, 0.5),
+            percentile(&t.latencies, 0.99)
+        );
+        if let Some(c) = self.ideal {
+            let what = "ideal controller, same mix and run (unsuspends on sight: 1 write per Job): created in / admitted / finished";
+            println!(
+                "| {what} | {:.1} s / {} / {} |",
+                c.create_s,
+                c.timeline.admitted(),
+                c.timeline.finished
+            );
+            self.reference("ideal controller", &c.timeline);
+        }
+        if let Some(f) = self.floor {
+            let what = "write floor, same mix and run (kuota's own writes for each Job on sight, no scheduling): created in / admitted / finished / failed writes";
+            println!(
+                "| {what} | {:.1} s / {} / {} / {} |",
+                f.create_s,
+                f.timeline.admitted(),
+                f.timeline.finished,
+                f.failed
+            );
+            self.reference("write floor", &f.timeline);
+        }
+        if let Some((cpu, rss)) = self.stats {
+            println!("| kuota CPU | {cpu:.1} s |");
+            println!("| kuota peak RSS | {rss:.1} MiB |");
+        }
+    }
+
+    /// A reference controller's rate and latency, and kuota's rate as a ratio to it.
+    fn reference(&self, name: &str, t: &Timeline) {
+        println!(
+            "| {name}: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
+            t.sustained(),
+            percentile(&t.latencies, 0.5),
+            percentile(&t.latencies, 0.99)
+        );
+        println!(
+            "| **kuota ÷ {name}**, sustained admissions/s | **{:.2}** |",
+            self.main.timeline.sustained() / t.sustained()
+        );
+    }
+
+    /// The audit log's tables: kuota's writes (its user is the one that wrote
+    /// `marker`), where admissions waited, the writes in the `idle` window, the target.
+    pub fn writes(
+        &self,
+        log: &Path,
+        marker: &str,
+        idle: (Timestamp, Timestamp),
+    ) -> Result<(), BoxError> {
+        let user = audit::user_of_marker(log, marker)?
+            .ok_or("the audit log has no write of the marker ConfigMap")?;
+        let (from, to) = self.main.window;
+        let writes = audit::count_writes(log, &user, from, to)?;
+        let jobs = self.main.timeline.admitted().max(1) as f64;
+        let total: u64 = writes.by_kind.values().sum();
+        println!("\n### kuota's API writes per admitted Job (audit log, user {user})\n");
+        println!("| write | count | per admitted Job |\n|---|---|---|");
+        for (kind, count) in &writes.by_kind {
+            println!("| {kind} | {count} | {:.2} |", *count as f64 / jobs);
+        }
+        println!("| total | {total} | {:.2} |", total as f64 / jobs);
+        let per = writes.admission_path as f64 / jobs;
+        println!(
+            "| **admission path** (Workload create, admitting status patch, unsuspending Job patch) | {} | **{per:.2}** (target ≤ 3) |",
+            writes.admission_path
+        );
+        println!(
+            "\n### Where a Job's admission waits (audit log: when the API server received each write)\n"
+        );
+        println!("| from → to | Jobs | p50 | p90 | p99 |\n|---|---|---|---|---|");
+        for (stage, gaps) in writes.stage_gaps() {
+            println!(
+                "| {stage} | {} | {:.2} s | {:.2} s | {:.2} s |",
+                gaps.len(),
+                percentile(&gaps, 0.5),
+                percentile(&gaps, 0.9),
+                percentile(&gaps, 0.99)
+            );
+        }
+        idle_writes(log, &user, idle)?;
+        let t = &self.main.timeline;
+        let rate = t.overall().max(t.sustained());
+        let bound = 0.8 * self.raw_rate / (1.0 + per);
+        println!(
+            "\nadmissions/s {rate:.1} vs target 0.8 × raw create rate ÷ (1 + writes per admission) = {bound:.1}: {}",
+            if rate >= bound { "met" } else { "NOT met" }
+        );
+        Ok(())
+    }
+}
+
+/// kuota's writes while nothing changed for its blocked Jobs; the leader's Lease
+/// renewals go on whatever the engine does, so they are counted apart.
+fn idle_writes(log: &Path, user: &str, idle: (Timestamp, Timestamp)) -> Result<(), BoxError> {
+    let idle = audit::count_writes(log, user, idle.0, idle.1)?.by_kind;
+    let renewals: u64 = idle
+        .iter()
+        .filter(|(k, _)| k.ends_with(" leases"))
+        .map(|(_, n)| n)
+        .sum();
+    let writes = idle.values().sum::<u64>() - renewals;
+    let queues = setup::COHORTS * setup::QUEUES_PER_COHORT;
+    println!(
+        "\nkuota's writes during {} unchanged re-evaluations ({queues} blocked Jobs, {TOUCHES} ClusterQueue touches each): {writes} (target 0; {renewals} Lease renewals besides)",
+        queues * TOUCHES
+    );
+    for (kind, count) in idle.iter().filter(|(k, _)| !k.ends_with(" leases")) {
+        println!("  {kind}: {count}");
+    }
+    Ok(())
+}
