@@ -454,107 +454,152 @@ async fn reconcile(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action,
     }
     let step = plan(&state, wl.as_ref());
     debug!(job = %name, namespace = %ns, ?step, "job reconcile");
-    if let (Step::Start, Some(wl)) = (&step, &wl) {
-        let cq = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
-            ctx.stores
-                .cluster_queues
-                .get(&ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource()))
-        });
-        let offered = cq.map(|cq| invalid_admission::offered(&cq));
-        if !invalid_admission::problems(wl, offered.as_ref()).is_empty() {
-            // Not an admission kuota can stand behind: the job stays suspended (the engine
-            // task reports the Workload). Looked at again in case the ClusterQueue was only
-            // late to arrive, or the Workload is fixed.
-            debug!(job = %name, namespace = %ns, "not started: its Workload's admission is invalid");
-            return Ok(Action::requeue(INVALID_ADMISSION_RECHECK));
-        }
+    if let (Step::Start, Some(wl)) = (&step, &wl)
+        && !admission_usable(ctx, wl)
+    {
+        // Not an admission kuota can stand behind: the job stays suspended (the engine
+        // task reports the Workload). Looked at again in case the ClusterQueue was only
+        // late to arrive, or the Workload is fixed.
+        debug!(job = %name, namespace = %ns, "not started: its Workload's admission is invalid");
+        return Ok(Action::requeue(INVALID_ADMISSION_RECHECK));
     }
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        ctx.writer.client.clone(),
-        &ns,
-        &job_api_resource(&integration.gvk()),
-    );
-    let job_kind = integration.kind();
-    let patch_job = |p: Option<json_patch::Patch>| {
-        let api = api.clone();
-        let name = name.clone();
-        let job_kind = &job_kind;
-        async move {
-            let Some(p) = p else {
-                return Ok::<(), SyncError>(());
-            };
-            api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(p))
-                .await
-                .map_err(|source| SyncError::Api { name, source })?;
-            ctx.writer.wrote(job_kind);
-            Ok(())
-        }
+    let target = Target {
+        integration,
+        ctx,
+        name,
+        ns,
+        value,
+        key,
     };
-    let wl_writer = WorkloadWriter {
-        writer: &ctx.writer,
-        stores: &ctx.stores,
-        recorder: &ctx.recorder,
-    };
-    match (step, wl) {
-        (Step::Nothing, _) => {}
-        (Step::CreateWorkload, _) if ctx.created.contains_key(&key) => {
-            // Created moments ago; the Workload watch wakes this job when it arrives.
-            return Ok(Action::requeue(Duration::from_secs(5)));
-        }
-        (Step::CreateWorkload, _) => {
-            create_workload(ctx, integration, &value, &name, &ns).await?;
-            ctx.created.insert(key.clone(), ());
-        }
-        (Step::Finish { reason, message }, _) => {
-            wl_writer
-                .write(&key, |wl, now| finish_patch(wl, reason, &message, now))
-                .await?;
-        }
-        (Step::Start, Some(wl)) => {
-            patch_job(job::start_patch(
-                integration,
-                &value,
-                &wl,
-                &ctx.stores.flavors,
-            )?)
-            .await?;
-            info!(job = %name, namespace = %ns, "job started");
-        }
-        (Step::Stop, _) => patch_job(job::stop_patch(integration, &value)).await?,
-        (Step::Resume, _) => patch_job(job::resume_patch(integration, &value)).await?,
-        (Step::ClearStartTime, _) => {
-            let body = json!({"status": {"startTime": null}});
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-                .map_err(|source| SyncError::Api {
-                    name: name.clone(),
-                    source,
-                })?;
-            ctx.writer.wrote(&job_kind);
-        }
-        (Step::Restore, Some(wl)) => {
-            match patch_job(job::restore_patch(integration, &value, &wl)?).await {
-                // Kubernetes keeps the template of a Job that has finished pods. Nothing
-                // waits on the restore (the quota is already back, and a start rebuilds
-                // the template from the Workload), so it is not retried until the job
-                // changes again.
-                Err(SyncError::Api { source, .. }) if is_invalid(&source) => {
-                    info!(job = %name, namespace = %ns, error = %source,
-                        "pod template not restored: Kubernetes refuses the change");
-                }
-                other => other?,
+    target.carry_out(step, wl).await
+}
+
+/// Whether a Workload's admission names a ClusterQueue that exists and offers what it
+/// assigned.
+fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
+    let cq = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
+        ctx.stores
+            .cluster_queues
+            .get(&ObjectRef::new_with(cq, Kind::ClusterQueue.api_resource()))
+    });
+    let offered = cq.map(|cq| invalid_admission::offered(&cq));
+    invalid_admission::problems(wl, offered.as_ref()).is_empty()
+}
+
+/// One job under reconciliation, and what writing to it and its Workload needs.
+struct Target<'a> {
+    integration: &'static dyn JobIntegration,
+    ctx: &'a Ctx,
+    name: String,
+    ns: String,
+    value: Value,
+    key: WorkloadKey,
+}
+
+impl Target<'_> {
+    fn api(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.ctx.writer.client.clone(),
+            &self.ns,
+            &job_api_resource(&self.integration.gvk()),
+        )
+    }
+
+    /// Applies a JSON patch to the job (nothing when there is none).
+    async fn patch_job(&self, p: Option<json_patch::Patch>) -> Result<(), SyncError> {
+        let Some(p) = p else {
+            return Ok(());
+        };
+        self.api()
+            .patch(&self.name, &PatchParams::default(), &Patch::<()>::Json(p))
+            .await
+            .map_err(|source| SyncError::Api {
+                name: self.name.clone(),
+                source,
+            })?;
+        self.ctx.writer.wrote(&self.integration.kind());
+        Ok(())
+    }
+
+    /// Makes the writes of one step.
+    async fn carry_out(&self, step: Step, wl: Option<Workload>) -> Result<Action, SyncError> {
+        let Target {
+            integration,
+            ctx,
+            name,
+            ns,
+            value,
+            key,
+        } = self;
+        let wl_writer = WorkloadWriter {
+            writer: &ctx.writer,
+            stores: &ctx.stores,
+            recorder: &ctx.recorder,
+        };
+        match (step, wl) {
+            (Step::Nothing, _) => {}
+            (Step::CreateWorkload, _) if ctx.created.contains_key(key) => {
+                // Created moments ago; the Workload watch wakes this job when it arrives.
+                return Ok(Action::requeue(Duration::from_secs(5)));
             }
+            (Step::CreateWorkload, _) => {
+                create_workload(ctx, *integration, value, name, ns).await?;
+                ctx.created.insert(key.clone(), ());
+            }
+            (Step::Finish { reason, message }, _) => {
+                wl_writer
+                    .write(key, |wl, now| finish_patch(wl, reason, &message, now))
+                    .await?;
+            }
+            (Step::Start, Some(wl)) => {
+                let flavors = &ctx.stores.flavors;
+                self.patch_job(job::start_patch(*integration, value, &wl, flavors)?)
+                    .await?;
+                info!(job = %name, namespace = %ns, "job started");
+            }
+            (Step::Stop, _) => self.patch_job(job::stop_patch(*integration, value)).await?,
+            (Step::Resume, _) => {
+                self.patch_job(job::resume_patch(*integration, value))
+                    .await?
+            }
+            (Step::ClearStartTime, _) => {
+                let body = json!({"status": {"startTime": null}});
+                self.api()
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                    .map_err(|source| SyncError::Api {
+                        name: name.clone(),
+                        source,
+                    })?;
+                ctx.writer.wrote(&integration.kind());
+            }
+            (Step::Restore, Some(wl)) => {
+                match self
+                    .patch_job(job::restore_patch(*integration, value, &wl)?)
+                    .await
+                {
+                    // Kubernetes keeps the template of a Job that has finished pods.
+                    // Nothing waits on the restore (the quota is already back, and a start
+                    // rebuilds the template from the Workload), so it is not retried until
+                    // the job changes again.
+                    Err(SyncError::Api { source, .. }) if is_invalid(&source) => {
+                        info!(job = %name, namespace = %ns, error = %source,
+                            "pod template not restored: Kubernetes refuses the change");
+                    }
+                    other => other?,
+                }
+            }
+            (Step::Requeue, _) => {
+                wl_writer.write(key, requeue_patch).await?;
+                let _ = ctx
+                    .engine
+                    .send(Input::event(Event::WorkloadEvicted(key.clone())))
+                    .await;
+            }
+            (Step::Start | Step::Restore, None) => {}
         }
-        (Step::Requeue, _) => {
-            wl_writer.write(&key, requeue_patch).await?;
-            let _ = ctx
-                .engine
-                .send(Input::event(Event::WorkloadEvicted(key)))
-                .await;
-        }
-        (Step::Start | Step::Restore, None) => {}
+        Ok(Action::await_change())
     }
-    Ok(Action::await_change())
 }
 
 /// Creates the job's Workload (an existing one is fine: a reconcile raced the watch).
