@@ -771,45 +771,15 @@ impl Inventory {
             node_labels: f.node_labels.clone(),
             ..Tree::default()
         };
-        let members: Vec<(u32, &NodeRec)> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|n| (i as u32, n)))
-            .filter(|(_, n)| {
-                n.schedulable
-                    && f.node_labels
-                        .iter()
-                        .all(|(k, v)| n.labels.get(k) == Some(v))
-            })
-            .collect();
-        // Histogram resources: small integer resources present on the flavor's nodes.
-        let mut max: BTreeMap<ResourceId, i64> = BTreeMap::new();
-        for (_, n) in &members {
-            for (r, v) in n.allocatable.iter().enumerate() {
-                if *v > 0 {
-                    let m = max.entry(r as ResourceId).or_default();
-                    *m = (*m).max(*v);
-                }
-            }
-        }
-        for (r, m) in max {
-            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m <= MAX_SLOTS {
-                t.hist_res.push(r);
-                t.hist_max.push(m);
-            }
-        }
-        let hist_len = |i: usize| (t.hist_max[i] + 1) as usize;
-        let empty_hists: Vec<Vec<u32>> = (0..t.hist_res.len())
-            .map(|i| vec![0; hist_len(i)])
-            .collect();
+        let members = self.flavor_members(f);
+        self.pick_histograms(&mut t, &members);
+        let empty = EmptyDom::of(&t);
         let node_level = t.node_level() as usize;
         t.by_level = vec![vec![]; node_level + 1];
-        let zero_slots = vec![0i64; t.hist_res.len()];
         t.doms.push(Dom {
             level: -1,
-            hists: empty_hists.clone(),
-            whole_free_slots: zero_slots.clone(),
+            hists: empty.hists.clone(),
+            whole_free_slots: empty.slots.clone(),
             ..Dom::default()
         });
         t.root = 0;
@@ -829,84 +799,148 @@ impl Inventory {
                 .then_with(|| a.1.name.cmp(&b.1.name))
         });
         for (idx, n) in sorted {
-            let mut path = Vec::with_capacity(levels.len() + 1);
-            let mut missing = None;
-            for l in levels {
-                match n.labels.get(l) {
-                    Some(v) => path.push(v.clone()),
-                    None => {
-                        missing = Some(l.clone());
-                        break;
-                    }
-                }
-            }
-            if let Some(l) = missing {
-                t.excluded.push(format!("node {} has no label {l}", n.name));
-                continue;
-            }
-            if !hostname_level {
-                path.push(n.name.clone());
-            }
-            let mut parent = t.root;
-            for depth in 0..path.len() {
-                let key = path[..=depth].to_vec();
-                let id = match index.get(&key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = t.doms.len() as u32;
-                        t.doms.push(Dom {
-                            parent: Some(parent),
-                            level: depth as i32,
-                            hists: empty_hists.clone(),
-                            whole_free_slots: zero_slots.clone(),
-                            ..Dom::default()
-                        });
-                        t.doms[parent as usize].children.push(id);
-                        t.by_level[depth].push(id);
-                        index.insert(key, id);
-                        id
-                    }
-                };
-                parent = id;
-            }
-            // `parent` is now the leaf for this node.
-            let leaf = parent;
-            if t.doms[leaf as usize].node.is_some() {
-                t.excluded.push(format!(
-                    "node {} duplicates the {} value of another node",
-                    n.name,
-                    levels.last().map(String::as_str).unwrap_or("")
-                ));
-                continue;
-            }
-            t.doms[leaf as usize].node = Some(idx);
-            if t.leaf_of.len() <= idx as usize {
-                t.leaf_of.resize(idx as usize + 1, u32::MAX);
-            }
-            t.leaf_of[idx as usize] = leaf;
-            let s: Vec<usize> = t
-                .hist_res
-                .iter()
-                .map(|&r| slots(n.free(r)) as usize)
-                .collect();
-            let free = n.untouched();
-            let mut cur = Some(leaf);
-            while let Some(d) = cur {
-                let dom = &mut t.doms[d as usize];
-                for (h, k) in s.iter().enumerate() {
-                    dom.hists[h][*k] += 1;
-                }
-                dom.nodes += 1;
-                dom.whole_free += u32::from(free);
-                if free {
-                    for (h, k) in s.iter().enumerate() {
-                        dom.whole_free_slots[h] += *k as i64;
-                    }
-                }
-                cur = dom.parent;
-            }
+            t.insert_node(idx, n, &mut index, &empty);
         }
         t
+    }
+
+    /// The schedulable nodes carrying all of the flavor's node labels, by node index.
+    fn flavor_members(&self, f: &FlavorTopo) -> Vec<(u32, &NodeRec)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i as u32, n)))
+            .filter(|(_, n)| {
+                n.schedulable
+                    && f.node_labels
+                        .iter()
+                        .all(|(k, v)| n.labels.get(k) == Some(v))
+            })
+            .collect()
+    }
+
+    /// Histogram resources: small integer resources present on the flavor's nodes.
+    fn pick_histograms(&self, t: &mut Tree, members: &[(u32, &NodeRec)]) {
+        let mut max: BTreeMap<ResourceId, i64> = BTreeMap::new();
+        for (_, n) in members {
+            for (r, v) in n.allocatable.iter().enumerate() {
+                if *v > 0 {
+                    let m = max.entry(r as ResourceId).or_default();
+                    *m = (*m).max(*v);
+                }
+            }
+        }
+        for (r, m) in max {
+            if t.hist_res.len() < MAX_HISTS && !self.no_hist.contains(&r) && m <= MAX_SLOTS {
+                t.hist_res.push(r);
+                t.hist_max.push(m);
+            }
+        }
+    }
+}
+
+/// The histograms and free-slot counts of a domain with no nodes yet.
+struct EmptyDom {
+    hists: Vec<Vec<u32>>,
+    slots: Vec<i64>,
+}
+
+impl EmptyDom {
+    fn of(t: &Tree) -> Self {
+        Self {
+            hists: t
+                .hist_max
+                .iter()
+                .map(|m| vec![0; (m + 1) as usize])
+                .collect(),
+            slots: vec![0i64; t.hist_res.len()],
+        }
+    }
+}
+
+impl Tree {
+    /// Adds node `idx` under the domains its labels name (creating them), and counts
+    /// its free capacity into every domain up to the root. A node missing a level's
+    /// label, or duplicating another's leaf, is excluded with the reason.
+    fn insert_node(
+        &mut self,
+        idx: u32,
+        n: &NodeRec,
+        index: &mut HashMap<Vec<String>, u32>,
+        empty: &EmptyDom,
+    ) {
+        let mut path = Vec::with_capacity(self.levels.len() + 1);
+        for l in &self.levels {
+            match n.labels.get(l) {
+                Some(v) => path.push(v.clone()),
+                None => {
+                    self.excluded
+                        .push(format!("node {} has no label {l}", n.name));
+                    return;
+                }
+            }
+        }
+        if !self.hostname_level {
+            path.push(n.name.clone());
+        }
+        let mut parent = self.root;
+        for depth in 0..path.len() {
+            let key = path[..=depth].to_vec();
+            let id = match index.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = self.doms.len() as u32;
+                    self.doms.push(Dom {
+                        parent: Some(parent),
+                        level: depth as i32,
+                        hists: empty.hists.clone(),
+                        whole_free_slots: empty.slots.clone(),
+                        ..Dom::default()
+                    });
+                    self.doms[parent as usize].children.push(id);
+                    self.by_level[depth].push(id);
+                    index.insert(key, id);
+                    id
+                }
+            };
+            parent = id;
+        }
+        // `parent` is now the leaf for this node.
+        let leaf = parent;
+        if self.doms[leaf as usize].node.is_some() {
+            self.excluded.push(format!(
+                "node {} duplicates the {} value of another node",
+                n.name,
+                self.levels.last().map(String::as_str).unwrap_or("")
+            ));
+            return;
+        }
+        self.doms[leaf as usize].node = Some(idx);
+        if self.leaf_of.len() <= idx as usize {
+            self.leaf_of.resize(idx as usize + 1, u32::MAX);
+        }
+        self.leaf_of[idx as usize] = leaf;
+        let s: Vec<usize> = self
+            .hist_res
+            .iter()
+            .map(|&r| slots(n.free(r)) as usize)
+            .collect();
+        let free = n.untouched();
+        let mut cur = Some(leaf);
+        while let Some(d) = cur {
+            let dom = &mut self.doms[d as usize];
+            for (h, k) in s.iter().enumerate() {
+                dom.hists[h][*k] += 1;
+            }
+            dom.nodes += 1;
+            dom.whole_free += u32::from(free);
+            if free {
+                for (h, k) in s.iter().enumerate() {
+                    dom.whole_free_slots[h] += *k as i64;
+                }
+            }
+            cur = dom.parent;
+        }
     }
 }
 
