@@ -255,6 +255,19 @@ impl Report {
     /// Human-readable tables.
     pub fn render_table(&self) -> String {
         let mut out = String::new();
+        self.write_totals(&mut out);
+        self.write_quota_use(&mut out);
+        self.write_admission_and_engine(&mut out);
+        self.write_cluster_queues(&mut out);
+        self.write_flavors(&mut out);
+        self.write_classes(&mut out);
+        self.write_never_admitted(&mut out);
+        self.write_anomalies(&mut out);
+        out
+    }
+
+    /// The header, the run-wide counts and the makespan against its capacity bound.
+    fn write_totals(&self, out: &mut String) {
         let t = &self.totals;
         let _ = writeln!(
             out,
@@ -290,6 +303,11 @@ impl Report {
             _ => String::new(),
         };
         let _ = writeln!(out, "makespan {}{bound}", duration(t.makespan_ms));
+    }
+
+    /// Cluster-wide use of nominal quota, work lost to preemption and GPU fragmentation.
+    fn write_quota_use(&self, out: &mut String) {
+        let t = &self.totals;
         let util: Vec<String> = t
             .utilization
             .iter()
@@ -327,6 +345,12 @@ impl Report {
                 g.stranded_gpu_hours
             );
         }
+    }
+
+    /// Time to admission, the engine's work (with its speed when measured) and
+    /// the warning for a run cut off at the batch limit.
+    fn write_admission_and_engine(&self, out: &mut String) {
+        let t = &self.totals;
         let d = &t.time_to_admission;
         let _ = writeln!(
             out,
@@ -362,7 +386,10 @@ impl Report {
                 "WARNING: stopped at the batch limit before the run drained; numbers cover the run so far"
             );
         }
+    }
 
+    /// One row per ClusterQueue: counts, waits, and per-resource utilization and borrowing.
+    fn write_cluster_queues(&self, out: &mut String) {
         let _ = writeln!(out);
         let mut cq = Table::new(&[
             "ClusterQueue",
@@ -401,22 +428,29 @@ impl Report {
             ]);
         }
         out.push_str(&cq.render());
+    }
 
-        if !self.flavors.is_empty() {
-            let _ = writeln!(out);
-            let mut fl = Table::new(&["flavor", "resource", "nominal", "utilization", "borrowed"]);
-            for f in &self.flavors {
-                fl.row(vec![
-                    f.flavor.clone(),
-                    f.resource.clone(),
-                    quantity(&f.resource, f.nominal_milli),
-                    pct(f.utilization),
-                    pct(f.borrowed_share),
-                ]);
-            }
-            out.push_str(&fl.render());
+    /// One row per (Flavor, resource), summed over ClusterQueues; nothing without flavors.
+    fn write_flavors(&self, out: &mut String) {
+        if self.flavors.is_empty() {
+            return;
         }
+        let _ = writeln!(out);
+        let mut fl = Table::new(&["flavor", "resource", "nominal", "utilization", "borrowed"]);
+        for f in &self.flavors {
+            fl.row(vec![
+                f.flavor.clone(),
+                f.resource.clone(),
+                quantity(&f.resource, f.nominal_milli),
+                pct(f.utilization),
+                pct(f.borrowed_share),
+            ]);
+        }
+        out.push_str(&fl.render());
+    }
 
+    /// One row per workload class: counts and time to admission.
+    fn write_classes(&self, out: &mut String) {
         let _ = writeln!(out);
         let mut cls = Table::new(&[
             "class",
@@ -444,31 +478,39 @@ impl Report {
             ]);
         }
         out.push_str(&cls.render());
+    }
 
-        if !self.never_admitted.is_empty() {
-            let _ = writeln!(out);
-            let _ = writeln!(out, "never admitted:");
-            for g in &self.never_admitted {
-                let cq = if g.cluster_queue.is_empty() {
-                    "(no ClusterQueue)"
-                } else {
-                    g.cluster_queue.as_str()
-                };
-                let _ = writeln!(
-                    out,
-                    "  {cq}: {} x {}, e.g. {}: {}",
-                    g.count, g.reason, g.example, g.message
-                );
-            }
+    /// Workloads still pending at the end, per ClusterQueue and reason, with an example.
+    fn write_never_admitted(&self, out: &mut String) {
+        if self.never_admitted.is_empty() {
+            return;
         }
-        if !self.anomalies.is_empty() {
-            let _ = writeln!(out);
-            let _ = writeln!(out, "engine anomalies ({}):", self.anomalies.len());
-            for a in &self.anomalies {
-                let _ = writeln!(out, "  {a}");
-            }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "never admitted:");
+        for g in &self.never_admitted {
+            let cq = if g.cluster_queue.is_empty() {
+                "(no ClusterQueue)"
+            } else {
+                g.cluster_queue.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "  {cq}: {} x {}, e.g. {}: {}",
+                g.count, g.reason, g.example, g.message
+            );
         }
-        out
+    }
+
+    /// Engine behaviour the simulator could not make sense of, one per line.
+    fn write_anomalies(&self, out: &mut String) {
+        if self.anomalies.is_empty() {
+            return;
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "engine anomalies ({}):", self.anomalies.len());
+        for a in &self.anomalies {
+            let _ = writeln!(out, "  {a}");
+        }
     }
 }
 
@@ -593,103 +635,11 @@ impl Table {
 /// Two runs side by side (`kuota simulate --compare`): the headline numbers,
 /// per-class waits and the difference B − A.
 pub fn render_comparison(a_label: &str, a: &Report, b_label: &str, b: &Report) -> String {
-    let mut rows: Vec<(String, String, String, String)> = Vec::new();
-    let ms_row = |name: &str, x: Millis, y: Millis| {
-        (
-            name.to_string(),
-            duration(x),
-            duration(y),
-            format!(
-                "{}{}",
-                if y >= x { "+" } else { "-" },
-                duration((y - x).abs())
-            ),
-        )
-    };
-    let num_row = |name: &str, x: f64, y: f64, fmt: &dyn Fn(f64) -> String| {
-        (
-            name.to_string(),
-            fmt(x),
-            fmt(y),
-            format!("{}{}", if y >= x { "+" } else { "-" }, fmt((y - x).abs())),
-        )
-    };
-    let (ta, tb) = (&a.totals, &b.totals);
-    rows.push(ms_row("makespan", ta.makespan_ms, tb.makespan_ms));
-    rows.push(ms_row(
-        "capacity bound",
-        ta.capacity_bound_ms.unwrap_or(0),
-        tb.capacity_bound_ms.unwrap_or(0),
-    ));
-    let resources: std::collections::BTreeSet<&String> =
-        ta.utilization.keys().chain(tb.utilization.keys()).collect();
-    let pct_f = |v: f64| format!("{:.1}%", v * 100.0);
-    for r in resources {
-        rows.push(num_row(
-            &format!("utilization {}", short(r)),
-            ta.utilization.get(r).copied().unwrap_or(0.0),
-            tb.utilization.get(r).copied().unwrap_or(0.0),
-            &pct_f,
-        ));
-    }
-    let mean = |d: &Distribution| d.mean_ms.round() as Millis;
-    rows.push(ms_row(
-        "wait mean",
-        mean(&ta.time_to_admission),
-        mean(&tb.time_to_admission),
-    ));
-    rows.push(ms_row(
-        "wait p50",
-        ta.time_to_admission.p50_ms,
-        tb.time_to_admission.p50_ms,
-    ));
-    rows.push(ms_row(
-        "wait p90",
-        ta.time_to_admission.p90_ms,
-        tb.time_to_admission.p90_ms,
-    ));
-    let classes: std::collections::BTreeSet<&String> = a
-        .classes
-        .iter()
-        .chain(&b.classes)
-        .map(|c| &c.class)
-        .collect();
-    for c in classes {
-        let find = |r: &Report| {
-            r.classes
-                .iter()
-                .find(|x| &x.class == c)
-                .map_or(0, |x| mean(&x.time_to_admission))
-        };
-        rows.push(ms_row(&format!("wait mean {c}"), find(a), find(b)));
-    }
-    let int = |v: f64| format!("{v:.0}");
-    rows.push(num_row(
-        "preemptions",
-        ta.preemptions as f64,
-        tb.preemptions as f64,
-        &int,
-    ));
-    let never = |r: &Report| r.never_admitted.iter().map(|g| g.count).sum::<u64>() as f64;
-    rows.push(num_row("never admitted", never(a), never(b), &int));
-    if a.gpus.is_some() || b.gpus.is_some() {
-        let st = |r: &Report| r.gpus.as_ref().map_or(0.0, |g| g.mean_stranded);
-        rows.push(num_row("GPUs stranded (mean)", st(a), st(b), &|v| {
-            format!("{v:.1}")
-        }));
-    }
-    if let (Some(x), Some(y)) = (&a.timing, &b.timing) {
-        rows.push(num_row("engine ms", x.engine_ms, y.engine_ms, &|v| {
-            format!("{v:.1}")
-        }));
-        rows.push(num_row(
-            "decisions/s",
-            x.decisions_per_second,
-            y.decisions_per_second,
-            &si,
-        ));
-    }
     let mut t = Table::new(&["", a_label, b_label, "B - A"]);
+    let mut rows = makespan_rows(a, b);
+    rows.extend(wait_rows(a, b));
+    rows.extend(outcome_rows(a, b));
+    rows.extend(engine_rows(a, b));
     for (n, x, y, d) in rows {
         t.row(vec![n, x, y, d]);
     }
@@ -708,6 +658,132 @@ pub fn render_comparison(a_label: &str, a: &Report, b_label: &str, b: &Report) -
         }
     }
     out
+}
+
+/// One line of [`render_comparison`]: name, value in A, value in B, and B − A.
+type ComparisonRow = (String, String, String, String);
+
+/// A comparison row of two durations; the difference is signed.
+fn ms_row(name: &str, x: Millis, y: Millis) -> ComparisonRow {
+    (
+        name.to_string(),
+        duration(x),
+        duration(y),
+        format!(
+            "{}{}",
+            if y >= x { "+" } else { "-" },
+            duration((y - x).abs())
+        ),
+    )
+}
+
+/// A comparison row of two numbers shown with `fmt`; the difference is signed.
+fn num_row(name: &str, x: f64, y: f64, fmt: &dyn Fn(f64) -> String) -> ComparisonRow {
+    (
+        name.to_string(),
+        fmt(x),
+        fmt(y),
+        format!("{}{}", if y >= x { "+" } else { "-" }, fmt((y - x).abs())),
+    )
+}
+
+/// Mean time to admission, rounded to whole ms as the tables show it.
+fn rounded_mean(d: &Distribution) -> Millis {
+    d.mean_ms.round() as Millis
+}
+
+/// Makespan, its capacity bound and cluster utilization per resource; a
+/// resource missing from one run counts as 0 there.
+fn makespan_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
+    let (ta, tb) = (&a.totals, &b.totals);
+    let mut rows = vec![
+        ms_row("makespan", ta.makespan_ms, tb.makespan_ms),
+        ms_row(
+            "capacity bound",
+            ta.capacity_bound_ms.unwrap_or(0),
+            tb.capacity_bound_ms.unwrap_or(0),
+        ),
+    ];
+    let resources: std::collections::BTreeSet<&String> =
+        ta.utilization.keys().chain(tb.utilization.keys()).collect();
+    let pct_f = |v: f64| format!("{:.1}%", v * 100.0);
+    for r in resources {
+        rows.push(num_row(
+            &format!("utilization {}", short(r)),
+            ta.utilization.get(r).copied().unwrap_or(0.0),
+            tb.utilization.get(r).copied().unwrap_or(0.0),
+            &pct_f,
+        ));
+    }
+    rows
+}
+
+/// Time to admission overall, then its mean per workload class (0 for a
+/// class that one run does not have).
+fn wait_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
+    let (da, db) = (&a.totals.time_to_admission, &b.totals.time_to_admission);
+    let mut rows = vec![
+        ms_row("wait mean", rounded_mean(da), rounded_mean(db)),
+        ms_row("wait p50", da.p50_ms, db.p50_ms),
+        ms_row("wait p90", da.p90_ms, db.p90_ms),
+    ];
+    let classes: std::collections::BTreeSet<&String> = a
+        .classes
+        .iter()
+        .chain(&b.classes)
+        .map(|c| &c.class)
+        .collect();
+    for c in classes {
+        let find = |r: &Report| {
+            r.classes
+                .iter()
+                .find(|x| &x.class == c)
+                .map_or(0, |x| rounded_mean(&x.time_to_admission))
+        };
+        rows.push(ms_row(&format!("wait mean {c}"), find(a), find(b)));
+    }
+    rows
+}
+
+/// Preemptions, never-admitted workloads and, when either run has GPU nodes,
+/// stranded GPUs.
+fn outcome_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
+    let int = |v: f64| format!("{v:.0}");
+    let never = |r: &Report| r.never_admitted.iter().map(|g| g.count).sum::<u64>() as f64;
+    let mut rows = vec![
+        num_row(
+            "preemptions",
+            a.totals.preemptions as f64,
+            b.totals.preemptions as f64,
+            &int,
+        ),
+        num_row("never admitted", never(a), never(b), &int),
+    ];
+    if a.gpus.is_some() || b.gpus.is_some() {
+        let st = |r: &Report| r.gpus.as_ref().map_or(0.0, |g| g.mean_stranded);
+        rows.push(num_row("GPUs stranded (mean)", st(a), st(b), &|v| {
+            format!("{v:.1}")
+        }));
+    }
+    rows
+}
+
+/// Engine time and speed, only when both runs were timed: a measurement
+/// against a missing one would be a meaningless difference.
+fn engine_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
+    let mut rows = Vec::new();
+    if let (Some(x), Some(y)) = (&a.timing, &b.timing) {
+        rows.push(num_row("engine ms", x.engine_ms, y.engine_ms, &|v| {
+            format!("{v:.1}")
+        }));
+        rows.push(num_row(
+            "decisions/s",
+            x.decisions_per_second,
+            y.decisions_per_second,
+            &si,
+        ));
+    }
+    rows
 }
 
 #[cfg(test)]

@@ -20,6 +20,14 @@ use crate::api::quantity::{QuantityError, resource_value};
 use crate::engine::{Event, Millis, WorkloadKey};
 use crate::integrations::batch_job;
 
+mod check;
+#[cfg(test)]
+mod job_tests;
+#[cfg(test)]
+mod tests;
+
+pub use self::check::{Diagnostic, check};
+
 /// The built-in demo, embedded so `kuota` works from any directory.
 const DEMO_CLUSTER: &str = include_str!("../../examples/demo/cluster.yaml");
 const DEMO_GENERATOR: &str = include_str!("../../examples/demo/generator.yaml");
@@ -267,6 +275,32 @@ impl Scenario {
     /// objects so that references resolve (flavors, classes, namespaces,
     /// cohorts, ClusterQueues, LocalQueues).
     pub fn plan(&self, seed: u64) -> Result<Plan, SimError> {
+        let (mut objs, traces) = self.load_inputs()?;
+        let existing = objs.existing();
+        let mut workloads = objs.manifest_workloads(&existing)?;
+        for (f, rows) in &traces {
+            workloads.extend(trace::workloads(&f.name, rows, &existing.local_queues)?);
+        }
+        if let Some(g) = &self.generator {
+            workloads.extend(objs.add_generated(g, &existing, seed)?);
+        }
+        // Stable: manifest workloads (arrival 0) stay ahead of generated ones at 0.
+        workloads.sort_by_key(|w| w.arrival);
+        self.add_workload_namespaces(&mut objs, &workloads)?;
+        let (cluster_queues, capacity) = objs.nominal_capacity()?;
+        Ok(Plan {
+            name: self.name.clone(),
+            setup: objs.into_events(),
+            workloads,
+            cluster_queues,
+            capacity,
+        })
+    }
+
+    /// Reads every input but the generator: node pools (topologies and nodes)
+    /// and manifests into cluster objects, traces into rows for later, since
+    /// their LocalQueues may be defined in any file.
+    fn load_inputs(&self) -> Result<(Objects, Vec<ParsedTrace<'_>>), SimError> {
         let mut objs = Objects::default();
         let mut traces = Vec::new();
         for f in &self.manifests {
@@ -295,58 +329,18 @@ impl Scenario {
                 objs.add(&f.name, m)?;
             }
         }
+        Ok((objs, traces))
+    }
 
-        let existing = ExistingObjects {
-            cluster_queues: objs
-                .cluster_queues
-                .iter()
-                .filter_map(|(_, c)| c.metadata.name.clone())
-                .collect(),
-            local_queues: objs
-                .local_queues
-                .iter()
-                .map(|(_, lq)| {
-                    (
-                        (
-                            lq.metadata.namespace.clone().unwrap_or_default(),
-                            lq.metadata.name.clone().unwrap_or_default(),
-                        ),
-                        lq.spec.cluster_queue.clone(),
-                    )
-                })
-                .collect(),
-            flavors: objs
-                .flavors
-                .iter()
-                .filter_map(|(_, f)| f.metadata.name.clone())
-                .collect(),
-        };
-        let mut workloads = objs.manifest_workloads(&existing)?;
-        for (f, rows) in &traces {
-            workloads.extend(trace::workloads(&f.name, rows, &existing.local_queues)?);
-        }
-        if let Some(g) = &self.generator {
-            let cfg = GeneratorConfig::from_yaml(&g.name, &g.text)?;
-            let generated = cfg.generate(&g.name, &existing, seed)?;
-            let src = || format!("{} (generated)", g.name);
-            objs.flavors
-                .extend(generated.flavors.into_iter().map(|o| (src(), o)));
-            objs.cluster_queues
-                .extend(generated.cluster_queues.into_iter().map(|o| (src(), o)));
-            objs.local_queues
-                .extend(generated.local_queues.into_iter().map(|o| (src(), o)));
-            objs.namespaces.extend(
-                generated
-                    .namespaces
-                    .into_iter()
-                    .map(|n| (n, BTreeMap::new())),
-            );
-            workloads.extend(generated.workloads);
-        }
-        // Stable: manifest workloads (arrival 0) stay ahead of generated ones at 0.
-        workloads.sort_by_key(|w| w.arrival);
+    /// Rejects a workload key defined twice and creates the namespace of every
+    /// workload, which Kueue's namespace selectors need to see.
+    fn add_workload_namespaces(
+        &self,
+        objs: &mut Objects,
+        workloads: &[SimWorkload],
+    ) -> Result<(), SimError> {
         let mut seen = BTreeSet::new();
-        for w in &workloads {
+        for w in workloads {
             if !seen.insert(&w.key) {
                 return Err(SimError::Scenario {
                     source_name: self.name.clone(),
@@ -357,46 +351,12 @@ impl Scenario {
                 .entry(w.key.namespace.to_string())
                 .or_default();
         }
-
-        let mut cluster_queues = BTreeMap::new();
-        let mut capacity: BTreeMap<String, i64> = BTreeMap::new();
-        for (src, cq) in &objs.cluster_queues {
-            let name = cq.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&cq.spec.resource_groups)
-                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
-            for (r, m) in &nominal {
-                *capacity.entry(r.clone()).or_default() += m;
-            }
-            // Already parsed above, so this cannot fail; keep the error path anyway.
-            let nominal_by_flavor = nominal_per_flavor(&cq.spec.resource_groups)
-                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
-            cluster_queues.insert(
-                name,
-                CqInfo {
-                    cohort: cq.spec.cohort().map(str::to_string),
-                    nominal,
-                    nominal_by_flavor,
-                },
-            );
-        }
-        for (src, c) in &objs.cohorts {
-            let name = c.metadata.name.clone().unwrap_or_default();
-            let nominal = nominal_per_resource(&c.spec.resource_groups)
-                .map_err(|e| e.into_sim_error(src, "Cohort", &name))?;
-            for (r, m) in nominal {
-                *capacity.entry(r).or_default() += m;
-            }
-        }
-
-        Ok(Plan {
-            name: self.name.clone(),
-            setup: objs.into_events(),
-            workloads,
-            cluster_queues,
-            capacity,
-        })
+        Ok(())
     }
 }
+
+/// A trace file with its parsed rows (line number, row).
+type ParsedTrace<'a> = (&'a SourceFile, Vec<(usize, trace::TraceRow)>);
 
 impl Plan {
     /// Moves the workload objects out (leaving empty ones), for
@@ -467,6 +427,9 @@ fn nominal_per_flavor(
         .map(|q| q.map(|(f, r, m)| ((f.to_string(), r.to_string()), m)))
         .collect()
 }
+
+/// Nominal quota per resource, in the engine's unit for it (see [`Plan::capacity`]).
+type Capacity = BTreeMap<String, i64>;
 
 /// Cluster objects by kind, each with the file it came from.
 #[derive(Default)]
@@ -539,6 +502,97 @@ impl Objects {
             Manifest::Node(o) => self.nodes.push((s, o)),
         }
         Ok(())
+    }
+
+    /// What the generator may refer to instead of creating: the manifests'
+    /// ClusterQueues, LocalQueues (with their ClusterQueue) and ResourceFlavors.
+    fn existing(&self) -> ExistingObjects {
+        ExistingObjects {
+            cluster_queues: self
+                .cluster_queues
+                .iter()
+                .filter_map(|(_, c)| c.metadata.name.clone())
+                .collect(),
+            local_queues: self
+                .local_queues
+                .iter()
+                .map(|(_, lq)| {
+                    (
+                        (
+                            lq.metadata.namespace.clone().unwrap_or_default(),
+                            lq.metadata.name.clone().unwrap_or_default(),
+                        ),
+                        lq.spec.cluster_queue.clone(),
+                    )
+                })
+                .collect(),
+            flavors: self
+                .flavors
+                .iter()
+                .filter_map(|(_, f)| f.metadata.name.clone())
+                .collect(),
+        }
+    }
+
+    /// Runs the generator `g`, adds the ResourceFlavors, ClusterQueues,
+    /// LocalQueues and namespaces it creates, and returns its workloads.
+    fn add_generated(
+        &mut self,
+        g: &SourceFile,
+        existing: &ExistingObjects,
+        seed: u64,
+    ) -> Result<Vec<SimWorkload>, SimError> {
+        let cfg = GeneratorConfig::from_yaml(&g.name, &g.text)?;
+        let generated = cfg.generate(&g.name, existing, seed)?;
+        let src = || format!("{} (generated)", g.name);
+        self.flavors
+            .extend(generated.flavors.into_iter().map(|o| (src(), o)));
+        self.cluster_queues
+            .extend(generated.cluster_queues.into_iter().map(|o| (src(), o)));
+        self.local_queues
+            .extend(generated.local_queues.into_iter().map(|o| (src(), o)));
+        self.namespaces.extend(
+            generated
+                .namespaces
+                .into_iter()
+                .map(|n| (n, BTreeMap::new())),
+        );
+        Ok(generated.workloads)
+    }
+
+    /// Nominal quota per ClusterQueue (with its cohort), and the cluster's
+    /// total per resource: ClusterQueues' quotas plus Cohorts' own.
+    fn nominal_capacity(&self) -> Result<(BTreeMap<String, CqInfo>, Capacity), SimError> {
+        let mut cluster_queues = BTreeMap::new();
+        let mut capacity = Capacity::new();
+        for (src, cq) in &self.cluster_queues {
+            let name = cq.metadata.name.clone().unwrap_or_default();
+            let nominal = nominal_per_resource(&cq.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
+            for (r, m) in &nominal {
+                *capacity.entry(r.clone()).or_default() += m;
+            }
+            // Already parsed above, so this cannot fail; keep the error path anyway.
+            let nominal_by_flavor = nominal_per_flavor(&cq.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "ClusterQueue", &name))?;
+            cluster_queues.insert(
+                name,
+                CqInfo {
+                    cohort: cq.spec.cohort().map(str::to_string),
+                    nominal,
+                    nominal_by_flavor,
+                },
+            );
+        }
+        for (src, c) in &self.cohorts {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let nominal = nominal_per_resource(&c.spec.resource_groups)
+                .map_err(|e| e.into_sim_error(src, "Cohort", &name))?;
+            for (r, m) in nominal {
+                *capacity.entry(r).or_default() += m;
+            }
+        }
+        Ok((cluster_queues, capacity))
     }
 
     /// Workloads written as manifests: they arrive at time 0 and run for the
@@ -685,544 +739,5 @@ impl Objects {
             ));
         }
         ev
-    }
-}
-
-/// One finding of [`check`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Diagnostic {
-    pub error: bool,
-    pub file: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let level = if self.error { "error" } else { "warning" };
-        write!(f, "{level}: {}: {}", self.file, self.message)
-    }
-}
-
-/// A warning for a Job that asks for Kueue's elastic jobs, which kuota does not run.
-fn elastic_job_diagnostic(src: &str, job: &k8s_openapi::api::batch::v1::Job) -> Option<Diagnostic> {
-    use crate::api::constants::{ELASTIC_JOB_ANNOTATION, ELASTIC_JOB_ANNOTATION_VALUE};
-    let meta = &job.metadata;
-    let value = meta.annotations.as_ref()?.get(ELASTIC_JOB_ANNOTATION)?;
-    (value == ELASTIC_JOB_ANNOTATION_VALUE).then(|| Diagnostic {
-        error: false,
-        file: src.to_string(),
-        message: crate::api::constants::elastic_job_warning(
-            "Job",
-            meta.namespace.as_deref().unwrap_or("default"),
-            meta.name.as_deref().unwrap_or_default(),
-        ),
-    })
-}
-
-/// Loads and validates manifest files (and generator configs, recognised by
-/// name). Load errors are errors; references to objects defined in none of
-/// the files are warnings, since they may exist in the cluster.
-pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let mut objs = Objects::default();
-    let mut loaded = Vec::new();
-    for f in files {
-        if f.is_nodes() || f.is_trace() {
-            let r = if f.is_nodes() {
-                NodesConfig::from_yaml(&f.name, &f.text)
-                    .and_then(|c| c.expand(&f.name))
-                    .map(|_| ())
-            } else {
-                trace::parse(&f.name, &f.text).map(|_| ())
-            };
-            match r {
-                // Trace errors carry `file:line` as their source.
-                Err(SimError::Scenario {
-                    source_name,
-                    message,
-                }) => out.push(Diagnostic {
-                    error: true,
-                    file: source_name,
-                    message,
-                }),
-                Err(SimError::Trace { location, source }) => out.push(Diagnostic {
-                    error: true,
-                    file: location,
-                    message: source.to_string(),
-                }),
-                Err(SimError::Field {
-                    source_name,
-                    at,
-                    source,
-                }) if source_name != f.name => out.push(Diagnostic {
-                    error: true,
-                    file: source_name,
-                    message: format!("{at}: {source}"),
-                }),
-                Err(e) => out.push(Diagnostic {
-                    error: true,
-                    file: f.name.clone(),
-                    message: strip_source(&e.to_string(), &f.name),
-                }),
-                Ok(()) => {}
-            }
-            continue;
-        }
-        if f.is_generator() {
-            if let Err(e) = GeneratorConfig::from_yaml(&f.name, &f.text) {
-                out.push(Diagnostic {
-                    error: true,
-                    file: f.name.clone(),
-                    message: strip_source(&e.to_string(), &f.name),
-                });
-            }
-            continue;
-        }
-        let (ms, problems) = manifest::load_partial(&f.name, &f.text);
-        loaded.extend(ms);
-        out.extend(problems.into_iter().map(problem_diagnostic));
-    }
-    out.extend(
-        manifest::duplicates(&loaded)
-            .into_iter()
-            .map(problem_diagnostic),
-    );
-    let kinds = loaded.into_iter().map(|l| (l.source_name, l.manifest));
-    for (src, m) in kinds {
-        if let Manifest::Job(job) = &m {
-            out.extend(elastic_job_diagnostic(&src, job));
-        }
-        // Only Jobs can fail here (their Workload is built from the Job).
-        if let Err(e) = objs.add(src.as_str(), m) {
-            out.push(Diagnostic {
-                error: true,
-                file: src.clone(),
-                message: strip_source(&e.to_string(), &src),
-            });
-        }
-    }
-    let flavors: BTreeSet<String> = objs
-        .flavors
-        .iter()
-        .filter_map(|(_, f)| f.metadata.name.clone())
-        .collect();
-    let cqs: BTreeSet<String> = objs
-        .cluster_queues
-        .iter()
-        .filter_map(|(_, c)| c.metadata.name.clone())
-        .collect();
-    let cohorts: BTreeSet<String> = objs
-        .cohorts
-        .iter()
-        .filter_map(|(_, c)| c.metadata.name.clone())
-        .collect();
-    let lqs: BTreeSet<(String, String)> = objs
-        .local_queues
-        .iter()
-        .map(|(_, l)| {
-            (
-                l.metadata.namespace.clone().unwrap_or_default(),
-                l.metadata.name.clone().unwrap_or_default(),
-            )
-        })
-        .collect();
-    let warn = |file: &str, message: String| Diagnostic {
-        error: false,
-        file: file.to_string(),
-        message,
-    };
-    for (src, cq) in &objs.cluster_queues {
-        let name = cq.metadata.name.as_deref().unwrap_or("");
-        for g in &cq.spec.resource_groups {
-            for f in &g.flavors {
-                if !flavors.contains(&f.name) {
-                    out.push(warn(src, format!("ClusterQueue {name}: ResourceFlavor {:?} is not defined in these files; the queue stays inactive until it exists", f.name)));
-                }
-            }
-        }
-        let checks: Vec<&str> = cq
-            .spec
-            .admission_checks_strategy
-            .iter()
-            .flat_map(|s| &s.admission_checks)
-            .map(|r| r.name.as_str())
-            .collect();
-        if !checks.is_empty() {
-            out.push(warn(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {}; kuota does not run admission checks, so the queue stays inactive and admits nothing", checks.join(", "))));
-        }
-        if let Some(c) = cq.spec.cohort()
-            && !cohorts.contains(c)
-            && !objs.cluster_queues.iter().any(|(_, o)| {
-                o.metadata.name.as_deref() != Some(name) && o.spec.cohort() == Some(c)
-            })
-        {
-            out.push(warn(src, format!("ClusterQueue {name}: cohort {c:?} has no other member or Cohort object here, so there is nothing to borrow")));
-        }
-    }
-    for (src, lq) in &objs.local_queues {
-        if !cqs.contains(&lq.spec.cluster_queue) {
-            out.push(warn(
-                src,
-                format!(
-                    "LocalQueue {}/{}: ClusterQueue {:?} is not defined in these files",
-                    lq.metadata.namespace.as_deref().unwrap_or(""),
-                    lq.metadata.name.as_deref().unwrap_or(""),
-                    lq.spec.cluster_queue
-                ),
-            ));
-        }
-    }
-    for (src, wl) in &objs.workloads {
-        let ns = wl
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string());
-        if let Some(q) = wl.spec.queue()
-            && !lqs.contains(&(ns.clone(), q.to_string()))
-        {
-            out.push(warn(
-                src,
-                format!("Workload {ns}/{}: LocalQueue {q:?} is not defined in namespace {ns} in these files", wl.metadata.name.as_deref().unwrap_or("")),
-            ));
-        }
-    }
-    out
-}
-
-/// Loader errors may already start with the file name; avoid printing it twice.
-fn strip_source(msg: &str, file: &str) -> String {
-    msg.strip_prefix(file)
-        .map(|m| m.trim_start_matches([':', ' ']).to_string())
-        .unwrap_or_else(|| msg.to_string())
-}
-
-/// A loader problem as a `kuota check` diagnostic (`file:line`, then the document and object).
-fn problem_diagnostic(p: manifest::Problem) -> Diagnostic {
-    let file = match p.line {
-        Some(l) => format!("{}:{l}", p.source_name),
-        None => p.source_name,
-    };
-    let mut message = String::new();
-    if let Some(d) = p.document {
-        message.push_str(&format!("document {d}"));
-    }
-    if let Some(o) = &p.object {
-        message.push_str(&format!(
-            "{}({o})",
-            if message.is_empty() { "" } else { " " }
-        ));
-    }
-    if !message.is_empty() {
-        message.push_str(": ");
-    }
-    message.push_str(&p.message);
-    Diagnostic {
-        error: true,
-        file,
-        message,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn demo_plans() {
-        let plan = Scenario::demo().plan(1).expect("demo is valid");
-        assert!(
-            plan.workloads.len() >= 200,
-            "{} workloads",
-            plan.workloads.len()
-        );
-        assert_eq!(plan.cluster_queues.len(), 4);
-        assert!(plan.capacity.get("nvidia.com/gpu").is_some_and(|&g| g > 0));
-        assert!(
-            plan.setup
-                .iter()
-                .any(|(_, e)| matches!(e, Event::LocalQueueUpserted(_)))
-        );
-    }
-
-    #[test]
-    fn demo_directory_matches_embedded_copy() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
-        let s = Scenario::from_dir(&dir).expect("loads");
-        assert_eq!(s.manifests.len(), 1);
-        assert_eq!(s.manifests[0].text, DEMO_CLUSTER);
-        assert_eq!(
-            s.generator.as_ref().map(|g| g.text.as_str()),
-            Some(DEMO_GENERATOR)
-        );
-    }
-
-    /// Every built-in scenario is its `examples/<name>/` directory, byte for byte.
-    #[test]
-    fn builtin_scenarios_match_their_directories() {
-        let base = |f: &SourceFile| f.base_name().to_string();
-        for name in Scenario::builtin_names() {
-            let embedded = Scenario::builtin(name).expect("listed");
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("examples")
-                .join(name);
-            let on_disk = Scenario::from_dir(&dir).expect("loads");
-            let files = |s: &Scenario| -> Vec<(String, String)> {
-                s.generator
-                    .iter()
-                    .chain(&s.manifests)
-                    .map(|f| (base(f), f.text.clone()))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect()
-            };
-            assert_eq!(files(&embedded), files(&on_disk), "{name}");
-        }
-        assert!(Scenario::builtin("nope").is_none());
-    }
-
-    #[test]
-    fn builtin_scenarios_plan() {
-        for name in Scenario::builtin_names() {
-            let plan = Scenario::builtin(name)
-                .expect("listed")
-                .plan(1)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(!plan.workloads.is_empty(), "{name}");
-        }
-        let tas = Scenario::builtin("kueue-tas")
-            .expect("listed")
-            .plan(1)
-            .expect("plans");
-        let nodes = tas
-            .setup
-            .iter()
-            .filter(|(_, e)| matches!(e, Event::NodeUpserted(_)))
-            .count();
-        assert_eq!(nodes, 640);
-        assert_eq!(tas.workloads.len(), 4500);
-    }
-
-    #[test]
-    fn check_warns_on_dangling_references() {
-        let yaml = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: q, namespace: ns}
-spec: {clusterQueue: missing}
-"#;
-        let d = check(&[SourceFile::new("a.yaml", yaml)]);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert!(!d[0].error);
-        assert!(d[0].message.contains("missing"));
-    }
-
-    #[test]
-    fn check_warns_that_kuota_does_not_run_elastic_jobs() {
-        let job = |value: &str| {
-            format!(
-                r#"
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: trainer
-  namespace: team-a
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-  annotations: {{kueue.x-k8s.io/elastic-job: "{value}"}}
-spec:
-  parallelism: 2
-  template:
-    spec:
-      restartPolicy: Never
-      containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
-"#
-            )
-        };
-        let d = check(&[SourceFile::new("job.yaml", job("true"))]);
-        let elastic: Vec<_> = d
-            .iter()
-            .filter(|d| d.message.contains("elastic-job"))
-            .collect();
-        assert_eq!(elastic.len(), 1, "{d:?}");
-        assert!(!elastic[0].error, "a warning, not an error: {d:?}");
-        assert_eq!(elastic[0].file, "job.yaml");
-        assert!(
-            elastic[0].message.starts_with(
-                "Job team-a/trainer: metadata.annotations[kueue.x-k8s.io/elastic-job]"
-            ) && elastic[0].message.contains("kuota does not support"),
-            "{}",
-            elastic[0].message
-        );
-        // Kueue turns elastic jobs on only for the value "true".
-        let d = check(&[SourceFile::new("job.yaml", job("false"))]);
-        assert!(
-            d.iter().all(|d| !d.message.contains("elastic-job")),
-            "{d:?}"
-        );
-    }
-
-    #[test]
-    fn check_warns_that_a_queue_with_admission_checks_stays_inactive() {
-        let yaml = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gated}
-spec:
-  admissionChecksStrategy:
-    admissionChecks: [{name: prov-req}]
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: old-style}
-spec:
-  admissionChecks: [multikueue]
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
-"#;
-        let d = check(&[SourceFile::new("q.yaml", yaml)]);
-        let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d.iter().all(|d| !d.error && d.file == "q.yaml"), "{d:?}");
-        for (queue, check) in [("gated", "prov-req"), ("old-style", "multikueue")] {
-            assert!(
-                msgs.iter()
-                    .any(|m| m.starts_with(&format!("ClusterQueue {queue}:"))
-                        && m.contains(&format!("AdmissionCheck(s) {check};"))
-                        && m.contains("stays inactive")),
-                "{msgs:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn check_names_cross_file_duplicates_and_reads_past_an_unsupported_kind() {
-        let rf = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: rf}\n";
-        let a = format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\n---\n{rf}---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec: {{namespaceSelector: {{}}}}\n"
-        );
-        let b = format!(
-            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: q, namespace: ns}}\nspec: {{clusterQueue: cq}}\n---\n{rf}"
-        );
-        let d = check(&[SourceFile::new("a.yaml", &a), SourceFile::new("b.yaml", &b)]);
-        let errors: Vec<String> = d
-            .iter()
-            .filter(|d| d.error)
-            .map(|d| d.to_string())
-            .collect();
-        assert_eq!(errors.len(), 2, "{d:?}");
-        assert!(
-            errors[0].contains("kind: Unsupported value: \"Deployment\""),
-            "{d:?}"
-        );
-        assert!(errors[1].contains("b.yaml:8"), "{d:?}");
-        assert!(errors[1].contains("also defined at a.yaml:7"), "{d:?}");
-        // The ClusterQueue after the unsupported document was still seen by the LocalQueue.
-        assert!(!d.iter().any(|d| d.message.contains("cq")), "{d:?}");
-    }
-
-    #[test]
-    fn check_reports_errors_with_file() {
-        let d = check(&[SourceFile::new(
-            "bad.yaml",
-            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: x}\nspec: {bogus: 1}\n",
-        )]);
-        assert!(
-            d.iter().any(|d| d.error
-                && d.file.starts_with("bad.yaml")
-                && d.message.contains("spec.bogus")),
-            "{d:?}"
-        );
-    }
-}
-
-#[cfg(test)]
-mod job_tests {
-    use super::*;
-    use crate::sim::{SimConfig, simulate};
-
-    const CLUSTER: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: rf}
-spec: {}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: rf
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ns}
-spec: {clusterQueue: cq}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: train
-  namespace: ns
-  labels:
-    kueue.x-k8s.io/queue-name: lq
-    kueue.x-k8s.io/performance-scheduler-running-ms: "1000"
-spec:
-  parallelism: 2
-  completions: 2
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: c
-        image: busybox
-        resources: {requests: {cpu: "1"}}
-"#;
-
-    #[test]
-    fn jobs_in_manifests_run_as_workloads() {
-        let s = Scenario {
-            name: "jobs".into(),
-            manifests: vec![SourceFile::new("c.yaml", CLUSTER)],
-            generator: None,
-        };
-        let r = simulate(&s, SimConfig::default()).expect("runs");
-        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
-        assert_eq!(
-            (r.totals.workloads, r.totals.finished, r.totals.makespan_ms),
-            (1, 1, 1000)
-        );
-        assert_eq!(r.totals.capacity_bound_ms, Some(1000));
-        assert_eq!(r.classes[0].class, "manifest");
-    }
-
-    #[test]
-    fn job_without_runtime_label_is_an_error() {
-        let yaml = CLUSTER.replace(
-            "    kueue.x-k8s.io/performance-scheduler-running-ms: \"1000\"\n",
-            "",
-        );
-        let s = Scenario {
-            name: "jobs".into(),
-            manifests: vec![SourceFile::new("c.yaml", yaml)],
-            generator: None,
-        };
-        let e = Scenario::plan(&s, 1).expect_err("needs a runtime");
-        assert!(
-            e.to_string().contains("performance-scheduler-running-ms"),
-            "{e}"
-        );
     }
 }
