@@ -88,7 +88,7 @@ pub(crate) struct Families {
 }
 
 /// A metric family of the engine's state, with its name and help.
-type Described<F> = (&'static str, &'static str, F);
+pub(crate) type Described<F> = (&'static str, &'static str, F);
 
 /// Gauges describing the engine's state at one moment; built whole and swapped in.
 #[derive(Debug, Default)]
@@ -225,156 +225,276 @@ macro_rules! register {
     }};
 }
 
+/// Kueue's per-ClusterQueue and per-LocalQueue workload counters: quota reserved,
+/// admitted, finished.
+type WorkloadCounters<L> = (CounterFamily<L>, CounterFamily<L>, CounterFamily<L>);
+
+/// Kueue's wait times of one queue kind: until quota reservation, until admission.
+type WaitTimes<L> = (HistogramFamily<L>, HistogramFamily<L>);
+
+impl Families {
+    /// Registers every family in `r`, in the order the exposition lists them.
+    fn register(r: &mut Registry) -> Self {
+        // The registry encodes in registration order: these calls fix the order of
+        // `/metrics`, so a new family goes where it should appear.
+        let (admission_attempts, admission_attempt_duration) = register_admission_attempts(r);
+        let (quota_reserved, admitted, finished) = register_cluster_queue_workloads(r);
+        let (lq_quota_reserved, lq_admitted, lq_finished) = register_local_queue_workloads(r);
+        let (quota_reserved_wait, admission_wait) = register_cluster_queue_wait_times(r);
+        let (lq_quota_reserved_wait, lq_admission_wait) = register_local_queue_wait_times(r);
+        let (evicted, lq_evicted, preempted) = register_evictions(r);
+        let (cycle_duration, decisions_per_cycle, decisions) = register_engine_cycles(r);
+        let (api_writes, placement_duration) = register_carrying_out(r);
+        let (webhook_duration, webhook_reviews, webhook_dry_run) = register_webhook(r);
+        let build_info = register!(
+            r,
+            "kueue_build_info",
+            "kuota build information: 1, labelled by version, commit, build date, compiler and platform (Kueue's label names; go_version holds the Rust version)",
+            GaugeFamily::default()
+        );
+        Self {
+            admission_attempts,
+            admission_attempt_duration,
+            quota_reserved,
+            admitted,
+            finished,
+            lq_quota_reserved,
+            lq_admitted,
+            lq_finished,
+            quota_reserved_wait,
+            admission_wait,
+            lq_quota_reserved_wait,
+            lq_admission_wait,
+            evicted,
+            lq_evicted,
+            preempted,
+            cycle_duration,
+            decisions_per_cycle,
+            decisions,
+            api_writes,
+            placement_duration,
+            webhook_duration,
+            webhook_reviews,
+            webhook_dry_run,
+            build_info,
+        }
+    }
+}
+
+/// Kueue's scheduling-cycle families: attempts and their duration, by result.
+fn register_admission_attempts(
+    r: &mut Registry,
+) -> (
+    CounterFamily<labels::Result_>,
+    HistogramFamily<labels::Result_>,
+) {
+    let attempts = register!(
+        r,
+        "kueue_admission_attempts",
+        "The total number of scheduling cycles (attempts to admit workloads), by result: 'success' if the cycle admitted or preempted anything, otherwise 'inadmissible'",
+        CounterFamily::default()
+    );
+    let duration = register!(
+        r,
+        "kueue_admission_attempt_duration_seconds",
+        "The latency of an admission attempt (one scheduling cycle), by result",
+        hist(default_buckets)
+    );
+    (attempts, duration)
+}
+
+/// Kueue's workload counters per ClusterQueue.
+fn register_cluster_queue_workloads(r: &mut Registry) -> WorkloadCounters<labels::CqPriority> {
+    let quota_reserved = register!(
+        r,
+        "kueue_quota_reserved_workloads",
+        "The total number of quota reserved workloads per 'cluster_queue'",
+        CounterFamily::default()
+    );
+    let admitted = register!(
+        r,
+        "kueue_admitted_workloads",
+        "The total number of admitted workloads per 'cluster_queue'",
+        CounterFamily::default()
+    );
+    let finished = register!(
+        r,
+        "kueue_finished_workloads",
+        "The total number of finished workloads per 'cluster_queue'",
+        CounterFamily::default()
+    );
+    (quota_reserved, admitted, finished)
+}
+
+/// Kueue's workload counters per LocalQueue.
+fn register_local_queue_workloads(r: &mut Registry) -> WorkloadCounters<labels::LqPriority> {
+    let quota_reserved = register!(
+        r,
+        "kueue_local_queue_quota_reserved_workloads",
+        "The total number of quota reserved workloads per 'local_queue'",
+        CounterFamily::default()
+    );
+    let admitted = register!(
+        r,
+        "kueue_local_queue_admitted_workloads",
+        "The total number of admitted workloads per 'local_queue'",
+        CounterFamily::default()
+    );
+    let finished = register!(
+        r,
+        "kueue_local_queue_finished_workloads",
+        "The total number of finished workloads per 'local_queue'",
+        CounterFamily::default()
+    );
+    (quota_reserved, admitted, finished)
+}
+
+/// Kueue's wait-time histograms per ClusterQueue.
+fn register_cluster_queue_wait_times(r: &mut Registry) -> WaitTimes<labels::CqPriority> {
+    let quota_reserved = register!(
+        r,
+        "kueue_quota_reserved_wait_time_seconds",
+        "The time between a workload was created or requeued until it got quota reservation, per 'cluster_queue'",
+        hist(wait_14)
+    );
+    // 16 buckets where the other wait times have 14, as in Kueue.
+    let admission = register!(
+        r,
+        "kueue_admission_wait_time_seconds",
+        "The time between a workload was created or requeued until admission, per 'cluster_queue'",
+        hist(wait_16)
+    );
+    (quota_reserved, admission)
+}
+
+/// Kueue's wait-time histograms per LocalQueue.
+fn register_local_queue_wait_times(r: &mut Registry) -> WaitTimes<labels::LqPriority> {
+    let quota_reserved = register!(
+        r,
+        "kueue_local_queue_quota_reserved_wait_time_seconds",
+        "The time between a workload was created or requeued until it got quota reservation, per 'local_queue'",
+        hist(wait_14)
+    );
+    let admission = register!(
+        r,
+        "kueue_local_queue_admission_wait_time_seconds",
+        "The time between a workload was created or requeued until admission, per 'local_queue'",
+        hist(wait_14)
+    );
+    (quota_reserved, admission)
+}
+
+/// Kueue's eviction counters (per ClusterQueue and LocalQueue) and preemption counter.
+fn register_evictions(
+    r: &mut Registry,
+) -> (
+    CounterFamily<labels::CqEviction>,
+    CounterFamily<labels::LqEviction>,
+    CounterFamily<labels::Preemption>,
+) {
+    let evicted = register!(
+        r,
+        "kueue_evicted_workloads",
+        "The number of evicted workloads per 'cluster_queue', by 'reason' (Preempted, ClusterQueueStopped, LocalQueueStopped, Deactivated, ...) and 'underlying_cause'",
+        CounterFamily::default()
+    );
+    let lq_evicted = register!(
+        r,
+        "kueue_local_queue_evicted_workloads",
+        "The number of evicted workloads per 'local_queue', by 'reason' and 'underlying_cause'",
+        CounterFamily::default()
+    );
+    let preempted = register!(
+        r,
+        "kueue_preempted_workloads",
+        "The number of preempted workloads per 'preempting_cluster_queue', by 'reason' (InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
+        CounterFamily::default()
+    );
+    (evicted, lq_evicted, preempted)
+}
+
+/// kuota's own scheduling-cycle families: cycle time and the decisions returned.
+fn register_engine_cycles(
+    r: &mut Registry,
+) -> (
+    HistogramFamily<labels::Role>,
+    HistogramFamily<labels::Role>,
+    CounterFamily<labels::Kind>,
+) {
+    let cycle_duration = register!(
+        r,
+        "kuota_engine_cycle_duration_seconds",
+        "Wall time of one engine scheduling cycle",
+        hist(latency_buckets)
+    );
+    let decisions_per_cycle = register!(
+        r,
+        "kuota_engine_decisions_per_cycle",
+        "Decisions (admit, preempt, evict, pending) one scheduling cycle returned",
+        hist(count_buckets)
+    );
+    let decisions = register!(
+        r,
+        "kuota_engine_decisions",
+        "Decisions returned by scheduling cycles, by kind (admit, preempt, evict, pending)",
+        CounterFamily::default()
+    );
+    (cycle_duration, decisions_per_cycle, decisions)
+}
+
+/// kuota's own families for carrying out decisions: API writes and topology placement.
+fn register_carrying_out(
+    r: &mut Registry,
+) -> (CounterFamily<labels::Kind>, HistogramFamily<labels::Role>) {
+    let api_writes = register!(
+        r,
+        "kuota_api_writes",
+        "Writes to the Kubernetes API carrying out engine decisions, by kind of object written",
+        CounterFamily::default()
+    );
+    let placement_duration = register!(
+        r,
+        "kuota_placement_duration_seconds",
+        "Time to carry out the topology placement of one admitted workload",
+        hist(latency_buckets)
+    );
+    (api_writes, placement_duration)
+}
+
+/// kuota's own admission webhook families: request latency, reviews, dry runs.
+fn register_webhook(
+    r: &mut Registry,
+) -> (
+    HistogramFamily<labels::WebhookRequest>,
+    CounterFamily<labels::Result_>,
+    CounterFamily<labels::Role>,
+) {
+    let duration = register!(
+        r,
+        "kuota_webhook_request_duration_seconds",
+        "Admission webhook request latency, by path and result",
+        hist(latency_buckets)
+    );
+    let reviews = register!(
+        r,
+        "kuota_webhook_reviews",
+        "Admission reviews answered, by result (allowed, patched, denied, bad_request)",
+        CounterFamily::default()
+    );
+    let dry_run = register!(
+        r,
+        "kuota_webhook_dry_run_reviews",
+        "Dry-run admission reviews answered (also counted in kuota_webhook_reviews_total)",
+        CounterFamily::default()
+    );
+    (duration, reviews, dry_run)
+}
+
 impl Metrics {
     /// A registry with every family registered and `kueue_build_info` set.
     pub fn new() -> Self {
         let mut r = Registry::default();
-        let families = Families {
-            admission_attempts: register!(
-                r,
-                "kueue_admission_attempts",
-                "The total number of scheduling cycles (attempts to admit workloads), by result: 'success' if the cycle admitted or preempted anything, otherwise 'inadmissible'",
-                CounterFamily::default()
-            ),
-            admission_attempt_duration: register!(
-                r,
-                "kueue_admission_attempt_duration_seconds",
-                "The latency of an admission attempt (one scheduling cycle), by result",
-                hist(default_buckets)
-            ),
-            quota_reserved: register!(
-                r,
-                "kueue_quota_reserved_workloads",
-                "The total number of quota reserved workloads per 'cluster_queue'",
-                CounterFamily::default()
-            ),
-            admitted: register!(
-                r,
-                "kueue_admitted_workloads",
-                "The total number of admitted workloads per 'cluster_queue'",
-                CounterFamily::default()
-            ),
-            finished: register!(
-                r,
-                "kueue_finished_workloads",
-                "The total number of finished workloads per 'cluster_queue'",
-                CounterFamily::default()
-            ),
-            lq_quota_reserved: register!(
-                r,
-                "kueue_local_queue_quota_reserved_workloads",
-                "The total number of quota reserved workloads per 'local_queue'",
-                CounterFamily::default()
-            ),
-            lq_admitted: register!(
-                r,
-                "kueue_local_queue_admitted_workloads",
-                "The total number of admitted workloads per 'local_queue'",
-                CounterFamily::default()
-            ),
-            lq_finished: register!(
-                r,
-                "kueue_local_queue_finished_workloads",
-                "The total number of finished workloads per 'local_queue'",
-                CounterFamily::default()
-            ),
-            quota_reserved_wait: register!(
-                r,
-                "kueue_quota_reserved_wait_time_seconds",
-                "The time between a workload was created or requeued until it got quota reservation, per 'cluster_queue'",
-                hist(wait_14)
-            ),
-            admission_wait: register!(
-                r,
-                "kueue_admission_wait_time_seconds",
-                "The time between a workload was created or requeued until admission, per 'cluster_queue'",
-                hist(wait_16)
-            ),
-            lq_quota_reserved_wait: register!(
-                r,
-                "kueue_local_queue_quota_reserved_wait_time_seconds",
-                "The time between a workload was created or requeued until it got quota reservation, per 'local_queue'",
-                hist(wait_14)
-            ),
-            lq_admission_wait: register!(
-                r,
-                "kueue_local_queue_admission_wait_time_seconds",
-                "The time between a workload was created or requeued until admission, per 'local_queue'",
-                hist(wait_14)
-            ),
-            evicted: register!(
-                r,
-                "kueue_evicted_workloads",
-                "The number of evicted workloads per 'cluster_queue', by 'reason' (Preempted, ClusterQueueStopped, LocalQueueStopped, Deactivated, ...) and 'underlying_cause'",
-                CounterFamily::default()
-            ),
-            lq_evicted: register!(
-                r,
-                "kueue_local_queue_evicted_workloads",
-                "The number of evicted workloads per 'local_queue', by 'reason' and 'underlying_cause'",
-                CounterFamily::default()
-            ),
-            preempted: register!(
-                r,
-                "kueue_preempted_workloads",
-                "The number of preempted workloads per 'preempting_cluster_queue', by 'reason' (InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
-                CounterFamily::default()
-            ),
-            cycle_duration: register!(
-                r,
-                "kuota_engine_cycle_duration_seconds",
-                "Wall time of one engine scheduling cycle",
-                hist(latency_buckets)
-            ),
-            decisions_per_cycle: register!(
-                r,
-                "kuota_engine_decisions_per_cycle",
-                "Decisions (admit, preempt, evict, pending) one scheduling cycle returned",
-                hist(count_buckets)
-            ),
-            decisions: register!(
-                r,
-                "kuota_engine_decisions",
-                "Decisions returned by scheduling cycles, by kind (admit, preempt, evict, pending)",
-                CounterFamily::default()
-            ),
-            api_writes: register!(
-                r,
-                "kuota_api_writes",
-                "Writes to the Kubernetes API carrying out engine decisions, by kind of object written",
-                CounterFamily::default()
-            ),
-            placement_duration: register!(
-                r,
-                "kuota_placement_duration_seconds",
-                "Time to carry out the topology placement of one admitted workload",
-                hist(latency_buckets)
-            ),
-            webhook_duration: register!(
-                r,
-                "kuota_webhook_request_duration_seconds",
-                "Admission webhook request latency, by path and result",
-                hist(latency_buckets)
-            ),
-            webhook_reviews: register!(
-                r,
-                "kuota_webhook_reviews",
-                "Admission reviews answered, by result (allowed, patched, denied, bad_request)",
-                CounterFamily::default()
-            ),
-            webhook_dry_run: register!(
-                r,
-                "kuota_webhook_dry_run_reviews",
-                "Dry-run admission reviews answered (also counted in kuota_webhook_reviews_total)",
-                CounterFamily::default()
-            ),
-            build_info: register!(
-                r,
-                "kueue_build_info",
-                "kuota build information: 1, labelled by version, commit, build date, compiler and platform (Kueue's label names; go_version holds the Rust version)",
-                GaugeFamily::default()
-            ),
-        };
+        let families = Families::register(&mut r);
         r.register(
             "kuota_unknown_fields",
             "Fields of objects read from the cluster that this kuota does not know (a newer Kueue's), ignored while decoding, by kind",

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::engine::report::EngineSnapshot;
+use crate::engine::report::{ClusterQueueSnapshot, CohortSnapshot, EngineSnapshot, QuotaSnapshot};
 
 use super::labels::{self, ReplicaRole, Value};
-use super::metrics::StateGauges;
+use super::metrics::{Described, GaugeFamily, StateGauges};
 use super::observer::gauge;
 
 /// One LocalQueue's counts, borrowed from the observer.
@@ -46,59 +46,107 @@ pub(crate) fn build(
     s
 }
 
+/// Kueue's ClusterQueue and Cohort gauges.
 fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole) {
-    let pending = gauge::<labels::CqStatus>(
-        "kueue_pending_workloads",
-        "The number of pending workloads, per 'cluster_queue' and 'status' ('active': the next cycle looks at them; 'inadmissible': parked until something changes)",
-    );
-    let reserving = gauge::<labels::Cq>(
-        "kueue_reserving_active_workloads",
-        "The number of workloads holding a quota reservation, per 'cluster_queue'",
-    );
-    let admitted = gauge::<labels::Cq>(
-        "kueue_admitted_active_workloads",
-        "The number of admitted workloads that are active (unsuspended and not finished), per 'cluster_queue'",
-    );
-    let status = gauge::<labels::CqStatus>(
-        "kueue_cluster_queue_status",
-        "Reports 'cluster_queue' with its 'status' (pending, active or terminating); 1 for the current one",
-    );
-    let reservation = gauge::<labels::CqResource>(
-        "kueue_cluster_queue_resource_reservation",
-        "Reports the cluster_queue's total resource reservation within all the flavors",
-    );
-    let usage = gauge::<labels::CqResource>(
-        "kueue_cluster_queue_resource_usage",
-        "Reports the cluster_queue's total resource usage within all the flavors",
-    );
-    let nominal = gauge::<labels::CqResource>(
-        "kueue_cluster_queue_nominal_quota",
-        "Reports the cluster_queue's resource nominal quota within all the flavors",
-    );
-    let borrowing = gauge::<labels::CqResource>(
-        "kueue_cluster_queue_borrowing_limit",
-        "Reports the cluster_queue's resource borrowing limit within all the flavors (only where one is set)",
-    );
-    let lending = gauge::<labels::CqResource>(
-        "kueue_cluster_queue_lending_limit",
-        "Reports the cluster_queue's resource lending limit within all the flavors (only where one is set)",
-    );
-    let share = gauge::<labels::CqCohort>(
-        "kueue_cluster_queue_weighted_share",
-        "The maximum over resources of usage above nominal quota divided by the cohort's lendable resources, divided by the weight (x1000); 0 when not borrowing",
-    );
-    let cohort_quota = gauge::<labels::CohortResource>(
-        "kueue_cohort_subtree_quota",
-        "Reports the cohort's subtree quota (own nominal quota plus what its members lend) within all the flavors",
-    );
+    let g = ClusterQueueGauges::new();
     for cq in &snap.cluster_queues {
+        g.record(cq, role);
+    }
+    s.pending = vec![g.pending];
+    s.per_cq = vec![g.reserving, g.admitted];
+    s.cq_status = vec![g.status];
+    s.cq_resources = vec![g.reservation, g.usage, g.nominal, g.borrowing, g.lending];
+    s.weighted_share = vec![g.share];
+    s.cohort_quota = vec![cohort_subtree_quota(&snap.cohorts, role)];
+}
+
+/// Kueue's per-ClusterQueue gauge families, filled one ClusterQueue at a time.
+struct ClusterQueueGauges {
+    pending: Described<GaugeFamily<labels::CqStatus>>,
+    reserving: Described<GaugeFamily<labels::Cq>>,
+    admitted: Described<GaugeFamily<labels::Cq>>,
+    status: Described<GaugeFamily<labels::CqStatus>>,
+    reservation: Described<GaugeFamily<labels::CqResource>>,
+    usage: Described<GaugeFamily<labels::CqResource>>,
+    nominal: Described<GaugeFamily<labels::CqResource>>,
+    borrowing: Described<GaugeFamily<labels::CqResource>>,
+    lending: Described<GaugeFamily<labels::CqResource>>,
+    share: Described<GaugeFamily<labels::CqCohort>>,
+}
+
+impl ClusterQueueGauges {
+    /// The families, empty, under Kueue's names and help.
+    fn new() -> Self {
+        Self {
+            pending: gauge(
+                "kueue_pending_workloads",
+                "The number of pending workloads, per 'cluster_queue' and 'status' ('active': the next cycle looks at them; 'inadmissible': parked until something changes)",
+            ),
+            reserving: gauge(
+                "kueue_reserving_active_workloads",
+                "The number of workloads holding a quota reservation, per 'cluster_queue'",
+            ),
+            admitted: gauge(
+                "kueue_admitted_active_workloads",
+                "The number of admitted workloads that are active (unsuspended and not finished), per 'cluster_queue'",
+            ),
+            status: gauge(
+                "kueue_cluster_queue_status",
+                "Reports 'cluster_queue' with its 'status' (pending, active or terminating); 1 for the current one",
+            ),
+            reservation: gauge(
+                "kueue_cluster_queue_resource_reservation",
+                "Reports the cluster_queue's total resource reservation within all the flavors",
+            ),
+            usage: gauge(
+                "kueue_cluster_queue_resource_usage",
+                "Reports the cluster_queue's total resource usage within all the flavors",
+            ),
+            nominal: gauge(
+                "kueue_cluster_queue_nominal_quota",
+                "Reports the cluster_queue's resource nominal quota within all the flavors",
+            ),
+            borrowing: gauge(
+                "kueue_cluster_queue_borrowing_limit",
+                "Reports the cluster_queue's resource borrowing limit within all the flavors (only where one is set)",
+            ),
+            lending: gauge(
+                "kueue_cluster_queue_lending_limit",
+                "Reports the cluster_queue's resource lending limit within all the flavors (only where one is set)",
+            ),
+            share: gauge(
+                "kueue_cluster_queue_weighted_share",
+                "The maximum over resources of usage above nominal quota divided by the cohort's lendable resources, divided by the weight (x1000); 0 when not borrowing",
+            ),
+        }
+    }
+
+    /// Sets every series of one ClusterQueue.
+    fn record(&self, cq: &ClusterQueueSnapshot, role: ReplicaRole) {
         let name = Value::new(&cq.name);
         let cohort = Value::new(cq.cohort.as_deref().unwrap_or(""));
+        self.record_workloads(cq, &name, role);
+        self.record_status(cq, &name, role);
+        for q in &cq.quotas {
+            self.record_flavor_quota(q, &name, &cohort, role);
+        }
+        self.share
+            .2
+            .get_or_create(&labels::CqCohort {
+                cluster_queue: name.clone(),
+                cohort: cohort.clone(),
+                replica_role: role,
+            })
+            .set(cq.weighted_share as f64);
+    }
+
+    /// A ClusterQueue's pending workloads by status, and those reserving quota.
+    fn record_workloads(&self, cq: &ClusterQueueSnapshot, name: &Value, role: ReplicaRole) {
         for (st, n) in [
             ("active", cq.pending_active),
             ("inadmissible", cq.pending_inadmissible),
         ] {
-            pending
+            self.pending
                 .2
                 .get_or_create(&labels::CqStatus {
                     cluster_queue: name.clone(),
@@ -111,11 +159,20 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
             cluster_queue: name.clone(),
             replica_role: role,
         };
-        reserving.2.get_or_create(&cql).set(cq.reserving as f64);
-        admitted.2.get_or_create(&cql).set(cq.reserving as f64);
+        // kuota has no admission checks: a workload holding quota is admitted, so both
+        // gauges read the same count.
+        self.reserving
+            .2
+            .get_or_create(&cql)
+            .set(cq.reserving as f64);
+        self.admitted.2.get_or_create(&cql).set(cq.reserving as f64);
+    }
+
+    /// A ClusterQueue's status: one series per status Kueue knows, 1 for the current one.
+    fn record_status(&self, cq: &ClusterQueueSnapshot, name: &Value, role: ReplicaRole) {
         let current = if cq.active { "active" } else { "pending" };
         for st in CQ_STATUSES {
-            status
+            self.status
                 .2
                 .get_or_create(&labels::CqStatus {
                     cluster_queue: name.clone(),
@@ -124,43 +181,58 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
                 })
                 .set(if st == current { 1.0 } else { 0.0 });
         }
-        for q in &cq.quotas {
-            let l = labels::CqResource {
-                cohort: cohort.clone(),
-                cluster_queue: name.clone(),
-                flavor: Value::new(&q.flavor),
-                resource: Value::new(&q.resource),
-                replica_role: role,
-            };
-            reservation
-                .2
-                .get_or_create(&l)
-                .set(units(&q.resource, q.reserved));
-            usage
-                .2
-                .get_or_create(&l)
-                .set(units(&q.resource, q.reserved));
-            nominal
-                .2
-                .get_or_create(&l)
-                .set(units(&q.resource, q.nominal));
-            if let Some(b) = q.borrowing_limit {
-                borrowing.2.get_or_create(&l).set(units(&q.resource, b));
-            }
-            if let Some(v) = q.lending_limit {
-                lending.2.get_or_create(&l).set(units(&q.resource, v));
-            }
-        }
-        share
-            .2
-            .get_or_create(&labels::CqCohort {
-                cluster_queue: name.clone(),
-                cohort: cohort.clone(),
-                replica_role: role,
-            })
-            .set(cq.weighted_share as f64);
     }
-    for c in &snap.cohorts {
+
+    /// One (flavor, resource) entry of a ClusterQueue: reservation, usage, quota, limits.
+    fn record_flavor_quota(
+        &self,
+        q: &QuotaSnapshot,
+        name: &Value,
+        cohort: &Value,
+        role: ReplicaRole,
+    ) {
+        let l = labels::CqResource {
+            cohort: cohort.clone(),
+            cluster_queue: name.clone(),
+            flavor: Value::new(&q.flavor),
+            resource: Value::new(&q.resource),
+            replica_role: role,
+        };
+        // Usage is what is reserved: every reservation is admitted (see record_workloads).
+        self.reservation
+            .2
+            .get_or_create(&l)
+            .set(units(&q.resource, q.reserved));
+        self.usage
+            .2
+            .get_or_create(&l)
+            .set(units(&q.resource, q.reserved));
+        self.nominal
+            .2
+            .get_or_create(&l)
+            .set(units(&q.resource, q.nominal));
+        if let Some(b) = q.borrowing_limit {
+            self.borrowing
+                .2
+                .get_or_create(&l)
+                .set(units(&q.resource, b));
+        }
+        if let Some(v) = q.lending_limit {
+            self.lending.2.get_or_create(&l).set(units(&q.resource, v));
+        }
+    }
+}
+
+/// Each Cohort's subtree quota per (flavor, resource).
+fn cohort_subtree_quota(
+    cohorts: &[CohortSnapshot],
+    role: ReplicaRole,
+) -> Described<GaugeFamily<labels::CohortResource>> {
+    let cohort_quota = gauge(
+        "kueue_cohort_subtree_quota",
+        "Reports the cohort's subtree quota (own nominal quota plus what its members lend) within all the flavors",
+    );
+    for c in cohorts {
         for ((f, r), v) in &c.subtree_quota {
             cohort_quota
                 .2
@@ -173,12 +245,7 @@ fn cluster_queues(s: &mut StateGauges, snap: &EngineSnapshot, role: ReplicaRole)
                 .set(units(r, *v));
         }
     }
-    s.pending = vec![pending];
-    s.per_cq = vec![reserving, admitted];
-    s.cq_status = vec![status];
-    s.cq_resources = vec![reservation, usage, nominal, borrowing, lending];
-    s.weighted_share = vec![share];
-    s.cohort_quota = vec![cohort_quota];
+    cohort_quota
 }
 
 fn local_queues(s: &mut StateGauges, lqs: &[LqRow<'_>], role: ReplicaRole) {

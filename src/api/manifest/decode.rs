@@ -284,34 +284,13 @@ const UNSERVED_KUEUE_KINDS: [&str; 4] = [
     "MultiKueueCluster",
 ];
 
+/// Decodes one object into its Manifest; older Kueue apiVersions are converted to v1beta2.
 fn decode(
     api_version: &str,
     kind: &str,
     value: &serde_norway::Value,
 ) -> Result<Manifest, Vec<FieldProblem>> {
-    let Some((_, versions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
-        if api_version.starts_with("kueue.x-k8s.io/") && UNSERVED_KUEUE_KINDS.contains(&kind) {
-            // A Kueue user's manifests carry these; say what kuota does instead of only
-            // listing what it serves.
-            return Err(kind_problem(format!(
-                "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
-                 admission checks or MultiKueue ({}); a ClusterQueue that references \
-                 admission checks stays inactive",
-                UNSERVED_KUEUE_KINDS.join(", ")
-            )));
-        }
-        let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
-        return Err(kind_problem(format!(
-            "kind: Unsupported value: \"{kind}\" (apiVersion {api_version}): supported kinds: {}",
-            known.join(", ")
-        )));
-    };
-    if !versions.contains(&api_version) {
-        return Err(kind_problem(format!(
-            "apiVersion: Unsupported value: \"{api_version}\": {kind} is served at {}",
-            versions.join(", ")
-        )));
-    }
+    check_served(api_version, kind)?;
     let v2 = api_version == V1BETA2;
     Ok(match kind {
         "ResourceFlavor" => {
@@ -321,86 +300,10 @@ fn decode(
                 spec: e.spec,
             })
         }
-        "ClusterQueue" if v2 => {
-            let e: Envelope<ClusterQueueSpec, ClusterQueueStatus> = strict::decode(value)?;
-            Manifest::ClusterQueue(ClusterQueue {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            })
-        }
-        "ClusterQueue" => {
-            let e: Envelope<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> =
-                strict::decode(value)?;
-            let old = v1beta1::ClusterQueue {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            };
-            Manifest::ClusterQueue(old.into())
-        }
-        "Cohort" if api_version == V1ALPHA1 => {
-            let e: SpecOnly<CohortSpecV1alpha1> = strict::decode(value)?;
-            if e.spec.parent.is_some() && e.spec.parent_name.is_some() {
-                return Err(kind_problem(
-                    "spec.parent: Forbidden: set only one of parent and parentName".into(),
-                ));
-            }
-            let spec = CohortSpec {
-                parent_name: e.spec.parent_name.or(e.spec.parent),
-                resource_groups: e.spec.resource_groups,
-                fair_sharing: e.spec.fair_sharing,
-            };
-            Manifest::Cohort(Cohort {
-                metadata: e.metadata,
-                spec,
-                status: None,
-            })
-        }
-        "Cohort" => {
-            let e: Envelope<CohortSpec, CohortStatus> = strict::decode(value)?;
-            Manifest::Cohort(Cohort {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            })
-        }
-        "LocalQueue" if v2 => {
-            let e: Envelope<LocalQueueSpec, LocalQueueStatus> = strict::decode(value)?;
-            Manifest::LocalQueue(LocalQueue {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            })
-        }
-        "LocalQueue" => {
-            let e: Envelope<v1beta1::LocalQueueSpec, v1beta1::LocalQueueStatus> =
-                strict::decode(value)?;
-            let old = v1beta1::LocalQueue {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            };
-            Manifest::LocalQueue(old.into())
-        }
-        "Workload" if v2 => {
-            let e: Envelope<WorkloadSpec, WorkloadStatus> = strict::decode(value)?;
-            Manifest::Workload(Box::new(Workload {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            }))
-        }
-        "Workload" => {
-            let e: Envelope<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> =
-                strict::decode(value)?;
-            let old = v1beta1::Workload {
-                metadata: e.metadata,
-                spec: e.spec,
-                status: e.status,
-            };
-            Manifest::Workload(Box::new(old.into()))
-        }
+        "ClusterQueue" => decode_cluster_queue(v2, value)?,
+        "Cohort" => decode_cohort(api_version, value)?,
+        "LocalQueue" => decode_local_queue(v2, value)?,
+        "Workload" => decode_workload(v2, value)?,
         "WorkloadPriorityClass" => {
             let e: WpcEnvelope = strict::decode(value)?;
             Manifest::WorkloadPriorityClass(WorkloadPriorityClass {
@@ -425,6 +328,139 @@ fn decode(
             return Err(kind_problem(format!("kind: Unsupported value: {other:?}")));
         }
     })
+}
+
+/// Checks that `kind` is one kuota serves, at `api_version`.
+fn check_served(api_version: &str, kind: &str) -> Result<(), Vec<FieldProblem>> {
+    let Some((_, versions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
+        return Err(unsupported_kind(api_version, kind));
+    };
+    if !versions.contains(&api_version) {
+        return Err(kind_problem(format!(
+            "apiVersion: Unsupported value: \"{api_version}\": {kind} is served at {}",
+            versions.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The problem with a kind kuota does not serve.
+fn unsupported_kind(api_version: &str, kind: &str) -> Vec<FieldProblem> {
+    if api_version.starts_with("kueue.x-k8s.io/") && UNSERVED_KUEUE_KINDS.contains(&kind) {
+        // A Kueue user's manifests carry these; say what kuota does instead of only
+        // listing what it serves.
+        return kind_problem(format!(
+            "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
+             admission checks or MultiKueue ({}); a ClusterQueue that references \
+             admission checks stays inactive",
+            UNSERVED_KUEUE_KINDS.join(", ")
+        ));
+    }
+    let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
+    kind_problem(format!(
+        "kind: Unsupported value: \"{kind}\" (apiVersion {api_version}): supported kinds: {}",
+        known.join(", ")
+    ))
+}
+
+/// A ClusterQueue, converted from v1beta1 unless `v2`.
+fn decode_cluster_queue(
+    v2: bool,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    if v2 {
+        let e: Envelope<ClusterQueueSpec, ClusterQueueStatus> = strict::decode(value)?;
+        return Ok(Manifest::ClusterQueue(ClusterQueue {
+            metadata: e.metadata,
+            spec: e.spec,
+            status: e.status,
+        }));
+    }
+    let e: Envelope<v1beta1::ClusterQueueSpec, v1beta1::ClusterQueueStatus> =
+        strict::decode(value)?;
+    let old = v1beta1::ClusterQueue {
+        metadata: e.metadata,
+        spec: e.spec,
+        status: e.status,
+    };
+    Ok(Manifest::ClusterQueue(old.into()))
+}
+
+/// A Cohort; v1alpha1's spec is converted, v1beta1's and v1beta2's are the same.
+fn decode_cohort(
+    api_version: &str,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    if api_version == V1ALPHA1 {
+        return decode_cohort_v1alpha1(value);
+    }
+    let e: Envelope<CohortSpec, CohortStatus> = strict::decode(value)?;
+    Ok(Manifest::Cohort(Cohort {
+        metadata: e.metadata,
+        spec: e.spec,
+        status: e.status,
+    }))
+}
+
+/// A v1alpha1 Cohort, whose `parent` became `parentName`.
+fn decode_cohort_v1alpha1(value: &serde_norway::Value) -> Result<Manifest, Vec<FieldProblem>> {
+    let e: SpecOnly<CohortSpecV1alpha1> = strict::decode(value)?;
+    if e.spec.parent.is_some() && e.spec.parent_name.is_some() {
+        return Err(kind_problem(
+            "spec.parent: Forbidden: set only one of parent and parentName".into(),
+        ));
+    }
+    let spec = CohortSpec {
+        parent_name: e.spec.parent_name.or(e.spec.parent),
+        resource_groups: e.spec.resource_groups,
+        fair_sharing: e.spec.fair_sharing,
+    };
+    Ok(Manifest::Cohort(Cohort {
+        metadata: e.metadata,
+        spec,
+        status: None,
+    }))
+}
+
+/// A LocalQueue, converted from v1beta1 unless `v2`.
+fn decode_local_queue(
+    v2: bool,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    if v2 {
+        let e: Envelope<LocalQueueSpec, LocalQueueStatus> = strict::decode(value)?;
+        return Ok(Manifest::LocalQueue(LocalQueue {
+            metadata: e.metadata,
+            spec: e.spec,
+            status: e.status,
+        }));
+    }
+    let e: Envelope<v1beta1::LocalQueueSpec, v1beta1::LocalQueueStatus> = strict::decode(value)?;
+    let old = v1beta1::LocalQueue {
+        metadata: e.metadata,
+        spec: e.spec,
+        status: e.status,
+    };
+    Ok(Manifest::LocalQueue(old.into()))
+}
+
+/// A Workload, converted from v1beta1 unless `v2`.
+fn decode_workload(v2: bool, value: &serde_norway::Value) -> Result<Manifest, Vec<FieldProblem>> {
+    if v2 {
+        let e: Envelope<WorkloadSpec, WorkloadStatus> = strict::decode(value)?;
+        return Ok(Manifest::Workload(Box::new(Workload {
+            metadata: e.metadata,
+            spec: e.spec,
+            status: e.status,
+        })));
+    }
+    let e: Envelope<v1beta1::WorkloadSpec, v1beta1::WorkloadStatus> = strict::decode(value)?;
+    let old = v1beta1::Workload {
+        metadata: e.metadata,
+        spec: e.spec,
+        status: e.status,
+    };
+    Ok(Manifest::Workload(Box::new(old.into())))
 }
 
 /// A problem with the object as a whole (its kind or version).
