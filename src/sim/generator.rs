@@ -256,120 +256,179 @@ impl GeneratorConfig {
             .as_ref()
             .map_or(DEFAULT_FLAVOR_NAME, |f| f.name.as_str())
             .to_string();
-        let mut out = Generated::default();
-        let mut seen_cqs = BTreeSet::new();
-        let mut seq: Vec<(Millis, usize)> = Vec::new();
-        let mut wls: Vec<SimWorkload> = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-
+        let mut generation = Generation::new(existing, flavor, seed, total);
         for (ci, cset) in self.cohorts.iter().enumerate() {
-            let cpath = format!("cohorts[{ci}]");
-            let cohort_names = names_of(
-                &cpath,
-                &cset.class_name,
-                cset.count,
-                cset.names.as_ref(),
-                |i| format!("{}-{i}", cset.class_name),
-            )
-            .map_err(&err)?;
-            for (cidx, cohort) in cohort_names.iter().enumerate() {
-                for (qsi, qset) in cset.queues_sets.iter().enumerate() {
-                    let qpath = format!("{cpath}.queuesSets[{qsi}]");
-                    let queue_names = names_of(
-                        &qpath,
-                        &qset.class_name,
-                        qset.count,
-                        qset.names.as_ref(),
-                        |i| format!("{}-{qsi}-{i}-{cohort}", qset.class_name),
-                    )
-                    .map_err(&err)?;
-                    for (qidx, cq) in queue_names.iter().enumerate() {
-                        if !seen_cqs.insert(cq.clone()) {
-                            return Err(err(GeneratorError::GeneratedTwice {
-                                path: qpath,
-                                cq: cq.clone(),
-                            }));
-                        }
-                        // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
-                        let (namespace, lq) = (cq.clone(), cq.clone());
-                        if let Some(nominal) = &qset.nominal_quota {
-                            if existing.cluster_queues.contains(cq) {
-                                return Err(err(GeneratorError::AlsoInManifests {
-                                    path: qpath,
-                                    cq: cq.clone(),
-                                }));
-                            }
-                            out.cluster_queues.push(
-                                kueue_cluster_queue(cq, cohort, &flavor, nominal, qset, &qpath)
-                                    .map_err(&err)?,
-                            );
-                            let mut local = api::LocalQueue::new(
-                                &lq,
-                                api::LocalQueueSpec {
-                                    cluster_queue: cq.clone(),
-                                    ..Default::default()
-                                },
-                            );
-                            local.metadata.namespace = Some(namespace.clone());
-                            out.local_queues.push(local);
-                            out.namespaces.insert(namespace.clone());
-                        } else {
-                            match existing.local_queues.get(&(namespace.clone(), lq.clone())) {
-                                Some(target) if target == cq => {}
-                                Some(target) => {
-                                    return Err(err(GeneratorError::LocalQueueElsewhere {
-                                        path: qpath,
-                                        namespace,
-                                        local_queue: lq,
-                                        target: target.clone(),
-                                        cq: cq.clone(),
-                                    }));
-                                }
-                                None => {
-                                    return Err(err(GeneratorError::NoLocalQueue {
-                                        path: qpath,
-                                        namespace,
-                                        local_queue: lq,
-                                        cq: cq.clone(),
-                                    }));
-                                }
-                            }
-                        }
-                        for (wsi, wset) in qset.workloads_sets.iter().enumerate() {
-                            let wpath = format!("{qpath}.workloadsSets[{wsi}]");
-                            let stream = derive_seed(
-                                seed,
-                                &[ci as u64, cidx as u64, qsi as u64, qidx as u64, wsi as u64],
-                            );
-                            let templates = wset
-                                .workloads
-                                .iter()
-                                .enumerate()
-                                .map(|(ti, t)| {
-                                    Template::new(
-                                        t,
-                                        &format!("{wpath}.workloads[{ti}]"),
-                                        qset.nominal_quota.is_some(),
-                                    )
-                                })
-                                .collect::<Result<Vec<_>, _>>()
-                                .map_err(&err)?;
-                            let arrivals = arrival_times(wset, stream);
-                            let mut arrivals = arrivals.into_iter();
-                            for round in 0..wset.count {
-                                for (ti, t) in templates.iter().enumerate() {
-                                    // arrival_times yields exactly count × templates values.
-                                    let at = arrivals.next().unwrap_or(0);
-                                    let name = format!("{}-{wsi}-{round}-{ti}", t.class);
-                                    seq.push((at, wls.len()));
-                                    wls.push(t.instantiate(&namespace, &name, &lq, cq, at));
-                                }
-                            }
-                        }
-                    }
+            generation.cohort_set(ci, cset).map_err(&err)?;
+        }
+        Ok(generation.finish())
+    }
+}
+
+/// One run of [`GeneratorConfig::generate`]: what it has generated so far.
+struct Generation<'e> {
+    existing: &'e ExistingObjects,
+    /// Flavor of Kueue-mode ClusterQueues.
+    flavor: String,
+    seed: u64,
+    out: Generated,
+    /// ClusterQueue names generated so far: a second one of a name is an error.
+    seen_cqs: BTreeSet<String>,
+    /// (arrival, index into `workloads`), in generation order until [`Generation::finish`].
+    seq: Vec<(Millis, usize)>,
+    workloads: Vec<SimWorkload>,
+}
+
+impl<'e> Generation<'e> {
+    /// Nothing generated yet; room for `total` workloads.
+    fn new(existing: &'e ExistingObjects, flavor: String, seed: u64, total: u64) -> Self {
+        Self {
+            existing,
+            flavor,
+            seed,
+            out: Generated::default(),
+            seen_cqs: BTreeSet::new(),
+            seq: Vec::new(),
+            workloads: Vec::with_capacity(usize::try_from(total).unwrap_or(0)),
+        }
+    }
+
+    /// Every Cohort of cohort set `ci`, with its ClusterQueues and their workloads.
+    fn cohort_set(&mut self, ci: usize, cset: &CohortSet) -> Result<(), GeneratorError> {
+        let cpath = format!("cohorts[{ci}]");
+        let cohort_names = names_of(
+            &cpath,
+            &cset.class_name,
+            cset.count,
+            cset.names.as_ref(),
+            |i| format!("{}-{i}", cset.class_name),
+        )?;
+        for (cidx, cohort) in cohort_names.iter().enumerate() {
+            for (qsi, qset) in cset.queues_sets.iter().enumerate() {
+                let qpath = format!("{cpath}.queuesSets[{qsi}]");
+                let queue_names = names_of(
+                    &qpath,
+                    &qset.class_name,
+                    qset.count,
+                    qset.names.as_ref(),
+                    |i| format!("{}-{qsi}-{i}-{cohort}", qset.class_name),
+                )?;
+                for (qidx, cq) in queue_names.iter().enumerate() {
+                    let position = [ci as u64, cidx as u64, qsi as u64, qidx as u64];
+                    self.cluster_queue(cq, cohort, qset, &qpath, position)?;
                 }
             }
         }
+        Ok(())
+    }
 
+    /// ClusterQueue `cq` and its workloads; `position`, its place in the config, seeds them.
+    fn cluster_queue(
+        &mut self,
+        cq: &str,
+        cohort: &str,
+        qset: &QueuesSet,
+        qpath: &str,
+        position: [u64; 4],
+    ) -> Result<(), GeneratorError> {
+        if !self.seen_cqs.insert(cq.to_string()) {
+            return Err(GeneratorError::GeneratedTwice {
+                path: qpath.to_string(),
+                cq: cq.to_string(),
+            });
+        }
+        match &qset.nominal_quota {
+            Some(nominal) => self.kueue_queue(cq, cohort, nominal, qset, qpath)?,
+            None => check_local_queue(self.existing, cq, qpath)?,
+        }
+        let kueue_mode = qset.nominal_quota.is_some();
+        let [ci, cidx, qsi, qidx] = position;
+        for (wsi, wset) in qset.workloads_sets.iter().enumerate() {
+            let stream = derive_seed(self.seed, &[ci, cidx, qsi, qidx, wsi as u64]);
+            self.workloads_set(cq, wsi, wset, qpath, kueue_mode, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Kueue mode: ClusterQueue `cq` in `cohort`, with its LocalQueue and namespace.
+    fn kueue_queue(
+        &mut self,
+        cq: &str,
+        cohort: &str,
+        nominal: &Quantity,
+        qset: &QueuesSet,
+        qpath: &str,
+    ) -> Result<(), GeneratorError> {
+        if self.existing.cluster_queues.contains(cq) {
+            return Err(GeneratorError::AlsoInManifests {
+                path: qpath.to_string(),
+                cq: cq.to_string(),
+            });
+        }
+        self.out.cluster_queues.push(kueue_cluster_queue(
+            cq,
+            cohort,
+            &self.flavor,
+            nominal,
+            qset,
+            qpath,
+        )?);
+        // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
+        let mut local = api::LocalQueue::new(
+            cq,
+            api::LocalQueueSpec {
+                cluster_queue: cq.to_string(),
+                ..Default::default()
+            },
+        );
+        local.metadata.namespace = Some(cq.to_string());
+        self.out.local_queues.push(local);
+        self.out.namespaces.insert(cq.to_string());
+        Ok(())
+    }
+
+    /// The `count` rounds of workload set `wset` (number `wsi`) for ClusterQueue `cq`.
+    fn workloads_set(
+        &mut self,
+        cq: &str,
+        wsi: usize,
+        wset: &WorkloadsSet,
+        qpath: &str,
+        kueue_mode: bool,
+        stream: u64,
+    ) -> Result<(), GeneratorError> {
+        let wpath = format!("{qpath}.workloadsSets[{wsi}]");
+        let templates = wset
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| Template::new(t, &format!("{wpath}.workloads[{ti}]"), kueue_mode))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
+        let (namespace, lq) = (cq, cq);
+        let mut arrivals = arrival_times(wset, stream).into_iter();
+        for round in 0..wset.count {
+            for (ti, t) in templates.iter().enumerate() {
+                // arrival_times yields exactly count × templates values.
+                let at = arrivals.next().unwrap_or(0);
+                let name = format!("{}-{wsi}-{round}-{ti}", t.class);
+                self.seq.push((at, self.workloads.len()));
+                self.workloads
+                    .push(t.instantiate(namespace, &name, lq, cq, at));
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything generated: the flavor Kueue-mode ClusterQueues use, and workloads by arrival.
+    fn finish(self) -> Generated {
+        let Self {
+            existing,
+            flavor,
+            mut out,
+            mut seq,
+            workloads,
+            ..
+        } = self;
         if !out.cluster_queues.is_empty() && !existing.flavors.contains(&flavor) {
             out.flavors.push(api::ResourceFlavor::new(
                 &flavor,
@@ -379,12 +438,41 @@ impl GeneratorConfig {
         // Stable sort by arrival: ties keep generation order, which is itself
         // fixed by the config's order, so the submission order is reproducible.
         seq.sort_by_key(|&(at, _)| at);
-        let mut slots: Vec<Option<SimWorkload>> = wls.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<SimWorkload>> = workloads.into_iter().map(Some).collect();
         out.workloads = seq
             .into_iter()
             .filter_map(|(_, i)| slots.get_mut(i).and_then(Option::take))
             .collect();
-        Ok(out)
+        out
+    }
+}
+
+/// Manifest mode: the manifests must hold LocalQueue `cq` in namespace `cq`, pointing at `cq`.
+fn check_local_queue(
+    existing: &ExistingObjects,
+    cq: &str,
+    qpath: &str,
+) -> Result<(), GeneratorError> {
+    // Kueue's convention: namespace and LocalQueue share the ClusterQueue's name.
+    let (namespace, local_queue) = (cq.to_string(), cq.to_string());
+    match existing
+        .local_queues
+        .get(&(namespace.clone(), local_queue.clone()))
+    {
+        Some(target) if target == cq => Ok(()),
+        Some(target) => Err(GeneratorError::LocalQueueElsewhere {
+            path: qpath.to_string(),
+            namespace,
+            local_queue,
+            target: target.clone(),
+            cq: cq.to_string(),
+        }),
+        None => Err(GeneratorError::NoLocalQueue {
+            path: qpath.to_string(),
+            namespace,
+            local_queue,
+            cq: cq.to_string(),
+        }),
     }
 }
 

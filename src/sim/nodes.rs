@@ -81,106 +81,101 @@ impl NodesConfig {
 
     /// Validates and expands the pools.
     pub fn expand(&self, source: &str) -> Result<ExpandedNodes, SimError> {
-        let err = |message: String| SimError::Scenario {
-            source_name: source.to_string(),
-            message,
-        };
+        let total = self.check_pools(source)?;
+        let topology = self.build_topology(source)?;
+        let nodes = self.pool_nodes(total);
+        Ok(ExpandedNodes { topology, nodes })
+    }
+
+    /// Checks every node pool; returns how many Nodes they expand to.
+    fn check_pools(&self, source: &str) -> Result<usize, SimError> {
         if self.pools.is_empty() {
-            return Err(err("pools: at least one pool is required".to_string()));
+            return Err(scenario_error(
+                source,
+                "pools: at least one pool is required".to_string(),
+            ));
         }
         let mut names = BTreeSet::new();
         let mut total: usize = 0;
         for (i, p) in self.pools.iter().enumerate() {
             let path = format!("pools[{i}]");
             if p.name.is_empty() || !names.insert(p.name.as_str()) {
-                return Err(err(format!(
-                    "{path}.name: {:?} is empty or used by another pool (node names would clash)",
-                    p.name
-                )));
+                return Err(scenario_error(
+                    source,
+                    format!(
+                        "{path}.name: {:?} is empty or used by another pool (node names would clash)",
+                        p.name
+                    ),
+                ));
             }
-            if p.nodes == 0 {
-                return Err(err(format!("{path}.nodes: must be at least 1")));
-            }
+            check_pool(source, &path, p)?;
             total = total.saturating_add(p.nodes);
-            if p.allocatable.is_empty() {
-                return Err(err(format!(
-                    "{path}.allocatable: must list at least one resource"
-                )));
-            }
-            for (r, q) in &p.allocatable {
-                let m = resource_value(r, &Quantity(q.clone()))
-                    .map_err(|e| SimError::field(source, format!("{path}.allocatable[{r}]"), e))?;
-                if m < 0 {
-                    return Err(err(format!(
-                        "{path}.allocatable[{r}]: must not be negative"
-                    )));
-                }
-            }
-            for (j, l) in p.levels.iter().enumerate() {
-                if l.count == 0 {
-                    return Err(err(format!("{path}.levels[{j}].count: must be at least 1")));
-                }
-                if l.label == HOSTNAME_LABEL {
-                    return Err(err(format!(
-                        "{path}.levels[{j}].label: {HOSTNAME_LABEL} is added for every node; list only the levels above it"
-                    )));
-                }
-            }
-            if let Some(c) = &p.clique
-                && c.count == 0
-            {
-                return Err(err(format!("{path}.clique.count: must be at least 1")));
-            }
         }
         if total > MAX_NODES {
-            return Err(err(format!(
-                "pools: {total} nodes in total, more than the limit of {MAX_NODES}"
-            )));
+            return Err(scenario_error(
+                source,
+                format!("pools: {total} nodes in total, more than the limit of {MAX_NODES}"),
+            ));
         }
+        Ok(total)
+    }
 
-        let topology = match &self.topology {
-            None => None,
-            Some(t) => {
-                if t.name.is_empty() {
-                    return Err(err("topology.name: must not be empty".to_string()));
-                }
-                let levels = match &t.levels {
-                    Some(l) => l.clone(),
-                    None => {
-                        // Every pool must be laid out over the same labels, or
-                        // the default would fit only some of them.
-                        let labels = |p: &NodePoolSpec| -> Vec<String> {
-                            p.levels.iter().map(|l| l.label.clone()).collect()
-                        };
-                        let first = labels(&self.pools[0]);
-                        if let Some((i, _)) = self
-                            .pools
-                            .iter()
-                            .enumerate()
-                            .find(|(_, p)| labels(p) != first)
-                        {
-                            return Err(err(format!(
-                                "topology.levels: pools[{i}] uses different level labels from pools[0]; list topology.levels explicitly"
-                            )));
-                        }
-                        let mut l = first;
-                        l.push(HOSTNAME_LABEL.to_string());
-                        l
-                    }
-                };
-                crate::placement::validate_levels(&t.name, &levels)
-                    .map_err(|e| SimError::field(source, "topology.levels", e))?;
-                Some(api::Topology::new(
-                    &t.name,
-                    api::TopologySpec {
-                        levels: levels
-                            .into_iter()
-                            .map(|node_label| api::TopologyLevel { node_label })
-                            .collect(),
-                    },
-                ))
-            }
+    /// The Topology object the flavors refer to, if the file asks for one.
+    fn build_topology(&self, source: &str) -> Result<Option<api::Topology>, SimError> {
+        let Some(t) = &self.topology else {
+            return Ok(None);
         };
+        if t.name.is_empty() {
+            return Err(scenario_error(
+                source,
+                "topology.name: must not be empty".to_string(),
+            ));
+        }
+        let levels = match &t.levels {
+            Some(l) => l.clone(),
+            None => self.default_levels(source)?,
+        };
+        crate::placement::validate_levels(&t.name, &levels)
+            .map_err(|e| SimError::field(source, "topology.levels", e))?;
+        Ok(Some(api::Topology::new(
+            &t.name,
+            api::TopologySpec {
+                levels: levels
+                    .into_iter()
+                    .map(|node_label| api::TopologyLevel { node_label })
+                    .collect(),
+            },
+        )))
+    }
+
+    /// Topology levels when none are listed: the pools' level labels, then the hostname.
+    fn default_levels(&self, source: &str) -> Result<Vec<String>, SimError> {
+        // Every pool must be laid out over the same labels, or the default
+        // would fit only some of them.
+        let labels = |p: &NodePoolSpec| -> Vec<String> {
+            p.levels.iter().map(|l| l.label.clone()).collect()
+        };
+        let first = labels(&self.pools[0]);
+        if let Some((i, _)) = self
+            .pools
+            .iter()
+            .enumerate()
+            .find(|(_, p)| labels(p) != first)
+        {
+            return Err(scenario_error(
+                source,
+                format!(
+                    "topology.levels: pools[{i}] uses different level labels from pools[0]; list topology.levels explicitly"
+                ),
+            ));
+        }
+        let mut levels = first;
+        levels.push(HOSTNAME_LABEL.to_string());
+        Ok(levels)
+    }
+
+    /// Expands every pool into its Nodes (`total` of them), with a default pod capacity.
+    fn pool_nodes(&self, total: usize) -> Vec<Node> {
         let mut nodes = Vec::with_capacity(total);
         for p in &self.pools {
             // Every real node has a pod capacity (kubelet's default max-pods is
@@ -191,7 +186,53 @@ impl NodesConfig {
                 .or_insert_with(|| DEFAULT_MAX_PODS.to_string());
             nodes.extend(p.nodes());
         }
-        Ok(ExpandedNodes { topology, nodes })
+        nodes
+    }
+}
+
+/// Checks one node pool (at `path`) past its name: node count, allocatable, levels, clique.
+fn check_pool(source: &str, path: &str, p: &NodePoolSpec) -> Result<(), SimError> {
+    let err = |message: String| scenario_error(source, message);
+    if p.nodes == 0 {
+        return Err(err(format!("{path}.nodes: must be at least 1")));
+    }
+    if p.allocatable.is_empty() {
+        return Err(err(format!(
+            "{path}.allocatable: must list at least one resource"
+        )));
+    }
+    for (r, q) in &p.allocatable {
+        let m = resource_value(r, &Quantity(q.clone()))
+            .map_err(|e| SimError::field(source, format!("{path}.allocatable[{r}]"), e))?;
+        if m < 0 {
+            return Err(err(format!(
+                "{path}.allocatable[{r}]: must not be negative"
+            )));
+        }
+    }
+    for (j, l) in p.levels.iter().enumerate() {
+        if l.count == 0 {
+            return Err(err(format!("{path}.levels[{j}].count: must be at least 1")));
+        }
+        if l.label == HOSTNAME_LABEL {
+            return Err(err(format!(
+                "{path}.levels[{j}].label: {HOSTNAME_LABEL} is added for every node; list only the levels above it"
+            )));
+        }
+    }
+    if let Some(c) = &p.clique
+        && c.count == 0
+    {
+        return Err(err(format!("{path}.clique.count: must be at least 1")));
+    }
+    Ok(())
+}
+
+/// A broken rule of `nodes.yaml` in file `source`.
+fn scenario_error(source: &str, message: String) -> SimError {
+    SimError::Scenario {
+        source_name: source.to_string(),
+        message,
     }
 }
 

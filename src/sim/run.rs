@@ -500,6 +500,22 @@ impl<'p> Simulation<'p> {
 
     /// One scheduling cycle; returns whether anything was admitted or evicted.
     fn cycle(&mut self, t: Millis) -> bool {
+        let decisions = self.schedule(t);
+        let mut progress = false;
+        // Every decision is carried out, whatever the ones before it did: `|=`, not `||`.
+        for d in decisions {
+            progress |= self.carry_out(t, d);
+        }
+        self.sample_usage(t);
+        if let Some(g) = &mut self.gpu {
+            g.sample(t);
+        }
+        self.record_series(t);
+        progress
+    }
+
+    /// Asks the engine for the decisions at `t` (timed) and puts its next wake-up on the clock.
+    fn schedule(&mut self, t: Millis) -> Vec<Decision> {
         let (decisions, took) = crate::telemetry::observed::schedule(
             &mut self.engine,
             self.observer.as_mut(),
@@ -516,105 +532,121 @@ impl<'p> Simulation<'p> {
         }
         self.totals.cycles += 1;
         self.totals.decisions += decisions.len() as u64;
-        let mut progress = false;
-        for d in decisions {
-            match d {
-                Decision::Admit {
-                    workload,
-                    admission,
-                } => {
-                    let Some(&i) = self.index.get(&workload) else {
-                        self.anomaly(format!("t={t}ms: admitted unknown workload {workload}"));
-                        continue;
-                    };
-                    if self.runs[i].phase != Phase::Pending {
-                        self.anomaly(format!(
-                            "t={t}ms: admitted {workload} while {:?}",
-                            self.runs[i].phase
-                        ));
-                        continue;
-                    }
-                    progress = true;
-                    self.pending_change(i, false);
-                    self.place(t, i, &admission);
-                    let cq = self.cq_index.get(&admission.cluster_queue).copied();
-                    if cq.is_none() {
-                        self.anomaly(format!(
-                            "t={t}ms: {workload} admitted to unknown ClusterQueue {}",
-                            admission.cluster_queue
-                        ));
-                    }
-                    let r = &mut self.runs[i];
-                    r.phase = Phase::Running;
-                    r.epoch += 1;
-                    r.admissions += 1;
-                    r.last_admitted = Some(t);
-                    r.holder = cq;
-                    let epoch = r.epoch;
-                    self.totals.admissions += 1;
-                    if let Some(c) = cq {
-                        self.cqs[c].admissions += 1;
-                        self.touched.insert(c);
-                    }
-                    let runtime = self.plan.workloads[i].runtime;
-                    self.queue
-                        .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
+        decisions
+    }
+
+    /// Carries out one engine decision; returns whether a workload was admitted or stopped.
+    fn carry_out(&mut self, t: Millis, d: Decision) -> bool {
+        match d {
+            Decision::Admit {
+                workload,
+                admission,
+            } => self.admit(t, &workload, &admission),
+            Decision::Preempt {
+                victim, preemptor, ..
+            } => self.preempt(t, &victim, &preemptor),
+            Decision::Evict { workload, .. } => self.evict(t, &workload),
+            Decision::Pending {
+                workload,
+                reason,
+                message,
+            } => {
+                if let Some(&i) = self.index.get(&workload) {
+                    self.runs[i].pending = Some((reason, message));
                 }
-                Decision::Preempt {
-                    victim, preemptor, ..
-                } => {
-                    if self.stop(t, &victim, "preempted") {
-                        progress = true;
-                        self.totals.preemptions += 1;
-                        if let Some(&i) = self.index.get(&victim) {
-                            self.runs[i].preempted += 1;
-                            if let Some(c) = self.runs[i].holder {
-                                self.cqs[c].preempted += 1;
-                            }
-                        }
-                        let by = self
-                            .index
-                            .get(&preemptor)
-                            .map(|&p| &self.plan.workloads[p].cluster_queue);
-                        if let Some(c) = by.and_then(|n| self.cq_index.get(n)) {
-                            self.cqs[*c].preemptions_issued += 1;
-                        }
-                    }
-                }
-                Decision::Evict { workload, .. } => {
-                    // Deactivated before any admission (its maximum execution time was
-                    // already spent): nothing runs, so nothing stops.
-                    let pending = self.index.get(&workload).map(|&i| self.runs[i].phase);
-                    if pending == Some(Phase::Pending) {
-                        continue;
-                    }
-                    if self.stop(t, &workload, "evicted") {
-                        progress = true;
-                        self.totals.evictions += 1;
-                        if let Some(c) =
-                            self.index.get(&workload).and_then(|&i| self.runs[i].holder)
-                        {
-                            self.cqs[c].evicted += 1;
-                        }
-                    }
-                }
-                Decision::Pending {
-                    workload,
-                    reason,
-                    message,
-                } => {
-                    if let Some(&i) = self.index.get(&workload) {
-                        self.runs[i].pending = Some((reason, message));
-                    }
-                }
+                false
             }
         }
-        self.sample_usage(t);
-        if let Some(g) = &mut self.gpu {
-            g.sample(t);
+    }
+
+    /// Starts a pending workload on its ClusterQueue and schedules its completion.
+    fn admit(
+        &mut self,
+        t: Millis,
+        workload: &crate::engine::WorkloadKey,
+        admission: &crate::api::Admission,
+    ) -> bool {
+        let Some(&i) = self.index.get(workload) else {
+            self.anomaly(format!("t={t}ms: admitted unknown workload {workload}"));
+            return false;
+        };
+        if self.runs[i].phase != Phase::Pending {
+            self.anomaly(format!(
+                "t={t}ms: admitted {workload} while {:?}",
+                self.runs[i].phase
+            ));
+            return false;
         }
-        self.record_series(t);
-        progress
+        self.pending_change(i, false);
+        self.place(t, i, admission);
+        let cq = self.cq_index.get(&admission.cluster_queue).copied();
+        if cq.is_none() {
+            self.anomaly(format!(
+                "t={t}ms: {workload} admitted to unknown ClusterQueue {}",
+                admission.cluster_queue
+            ));
+        }
+        let r = &mut self.runs[i];
+        r.phase = Phase::Running;
+        r.epoch += 1;
+        r.admissions += 1;
+        r.last_admitted = Some(t);
+        r.holder = cq;
+        let epoch = r.epoch;
+        self.totals.admissions += 1;
+        if let Some(c) = cq {
+            self.cqs[c].admissions += 1;
+            self.touched.insert(c);
+        }
+        let runtime = self.plan.workloads[i].runtime;
+        self.queue
+            .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
+        true
+    }
+
+    /// Stops a preemption victim and counts it for both ClusterQueues; false if already stopping.
+    fn preempt(
+        &mut self,
+        t: Millis,
+        victim: &crate::engine::WorkloadKey,
+        preemptor: &crate::engine::WorkloadKey,
+    ) -> bool {
+        if !self.stop(t, victim, "preempted") {
+            return false;
+        }
+        self.totals.preemptions += 1;
+        if let Some(&i) = self.index.get(victim) {
+            self.runs[i].preempted += 1;
+            if let Some(c) = self.runs[i].holder {
+                self.cqs[c].preempted += 1;
+            }
+        }
+        let by = self
+            .index
+            .get(preemptor)
+            .map(|&p| &self.plan.workloads[p].cluster_queue);
+        if let Some(c) = by.and_then(|n| self.cq_index.get(n)) {
+            self.cqs[*c].preemptions_issued += 1;
+        }
+        true
+    }
+
+    /// Stops a workload the engine evicts for another reason than preemption.
+    fn evict(&mut self, t: Millis, workload: &crate::engine::WorkloadKey) -> bool {
+        // Deactivated before any admission (its maximum execution time was
+        // already spent): nothing runs, so nothing stops.
+        let pending = self.index.get(workload).map(|&i| self.runs[i].phase);
+        if pending == Some(Phase::Pending) {
+            return false;
+        }
+        if !self.stop(t, workload, "evicted") {
+            return false;
+        }
+        self.totals.evictions += 1;
+        if let Some(c) = self.index.get(workload).and_then(|&i| self.runs[i].holder) {
+            self.cqs[c].evicted += 1;
+        }
+        true
     }
 
     /// Appends a time-series point (usage is read from the accumulators

@@ -310,118 +310,172 @@ pub fn workloads(
 ) -> Result<Vec<SimWorkload>, SimError> {
     let mut out = Vec::with_capacity(rows.len());
     for (line, row) in rows {
-        let location = format!("{source}:{line}");
-        let err = |message: String| SimError::Scenario {
-            source_name: location.clone(),
-            message,
-        };
-        let cq = local_queues
-            .get(&(row.namespace.clone(), row.queue.clone()))
-            .ok_or_else(|| {
-                err(format!(
-                    "queue: no LocalQueue {}/{} in the scenario",
-                    row.namespace, row.queue
-                ))
-            })?;
-        if row.pod_sets.is_empty() {
-            return Err(err("podsets: at least one pod set is required".to_string()));
-        }
-        let class = row.class.clone().unwrap_or_else(|| "trace".to_string());
-        let name = row
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("{class}-{line}"));
-        let topology_request = match &row.topology {
-            None => None,
-            Some(t) => {
-                let level = || {
-                    t.level
-                        .clone()
-                        .filter(|l| !l.is_empty())
-                        .ok_or_else(|| err(format!("topology: mode {:?} needs a level", t.mode)))
-                };
-                Some(match t.mode {
-                    TraceTopologyMode::Required => api::PodSetTopologyRequest {
-                        required: Some(level()?),
-                        ..Default::default()
-                    },
-                    TraceTopologyMode::Preferred => api::PodSetTopologyRequest {
-                        preferred: Some(level()?),
-                        ..Default::default()
-                    },
-                    TraceTopologyMode::Unconstrained => api::PodSetTopologyRequest {
-                        unconstrained: Some(true),
-                        ..Default::default()
-                    },
-                })
-            }
-        };
-        let mut total_requests: BTreeMap<String, i64> = BTreeMap::new();
-        let mut pod_sets = Vec::with_capacity(row.pod_sets.len());
-        for (i, ps) in row.pod_sets.iter().enumerate() {
-            if ps.count == 0 {
-                return Err(err(format!("podSets[{i}].count: must be at least 1")));
-            }
-            let count = i32::try_from(ps.count)
-                .map_err(|e| SimError::field(&location, format!("podSets[{i}].count"), e))?;
-            for (r, q) in &ps.requests {
-                let m = resource_value(r, q).map_err(|e| {
-                    SimError::field(&location, format!("podSets[{i}].requests[{r}]"), e)
-                })?;
-                if m < 0 {
-                    return Err(err(format!(
-                        "podSets[{i}].requests[{r}]: must not be negative"
-                    )));
-                }
-                let e = total_requests.entry(r.clone()).or_default();
-                *e = e.saturating_add(m.saturating_mul(i64::from(count)));
-            }
-            pod_sets.push(api::PodSet {
-                // Kueue needs unique pod set names; a single one is `main` like Kueue's default.
-                name: if row.pod_sets.len() == 1 {
-                    "main".to_string()
-                } else {
-                    format!("ps{i}")
-                },
-                count,
-                template: pod_template(&ps.requests),
-                topology_request: topology_request.clone(),
-                ..Default::default()
-            });
-        }
-        if let Some(ps) = pod_sets.first() {
-            crate::placement::topology_mode(ps)
-                .map_err(|e| SimError::field(&location, "topology", e))?;
-        }
-        let runtime = Millis::try_from(row.runtime_ms)
-            .map_err(|e| SimError::field(&location, "runtime_ms", e))?;
-        let arrival = Millis::try_from(row.submit_ms)
-            .map_err(|e| SimError::field(&location, "submit_ms", e))?;
-        let mut object = api::Workload::new(
-            &name,
-            api::WorkloadSpec {
-                pod_sets,
-                queue_name: Some(row.queue.clone()),
-                priority: Some(row.priority),
-                ..Default::default()
-            },
-        );
-        object.metadata.namespace = Some(row.namespace.clone());
-        object.metadata.labels = Some(BTreeMap::from([
-            (RUNNING_TIME_LABEL.to_string(), runtime.to_string()),
-            (CLASS_LABEL.to_string(), class.clone()),
-        ]));
-        out.push(SimWorkload {
-            key: WorkloadKey::new(row.namespace.as_str(), name.as_str()),
-            class,
-            cluster_queue: cq.clone(),
-            arrival,
-            runtime,
-            total_requests,
-            object,
-        });
+        out.push(row_workload(source, *line, row, local_queues)?);
     }
     Ok(out)
+}
+
+/// The workload of the row on `line` of trace file `source`.
+fn row_workload(
+    source: &str,
+    line: usize,
+    row: &TraceRow,
+    local_queues: &BTreeMap<(String, String), String>,
+) -> Result<SimWorkload, SimError> {
+    let location = format!("{source}:{line}");
+    let cq = local_queues
+        .get(&(row.namespace.clone(), row.queue.clone()))
+        .ok_or_else(|| {
+            row_error(
+                &location,
+                format!(
+                    "queue: no LocalQueue {}/{} in the scenario",
+                    row.namespace, row.queue
+                ),
+            )
+        })?;
+    if row.pod_sets.is_empty() {
+        return Err(row_error(
+            &location,
+            "podsets: at least one pod set is required".to_string(),
+        ));
+    }
+    let class = row.class.clone().unwrap_or_else(|| "trace".to_string());
+    let name = row
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{class}-{line}"));
+    let topology_request = row
+        .topology
+        .as_ref()
+        .map(|t| topology_request(&location, t))
+        .transpose()?;
+    let (pod_sets, total_requests) = row_pod_sets(&location, row, topology_request.as_ref())?;
+    if let Some(ps) = pod_sets.first() {
+        crate::placement::topology_mode(ps)
+            .map_err(|e| SimError::field(&location, "topology", e))?;
+    }
+    let runtime = Millis::try_from(row.runtime_ms)
+        .map_err(|e| SimError::field(&location, "runtime_ms", e))?;
+    let arrival =
+        Millis::try_from(row.submit_ms).map_err(|e| SimError::field(&location, "submit_ms", e))?;
+    let object = row_object(row, &name, &class, runtime, pod_sets);
+    Ok(SimWorkload {
+        key: WorkloadKey::new(row.namespace.as_str(), name.as_str()),
+        class,
+        cluster_queue: cq.clone(),
+        arrival,
+        runtime,
+        total_requests,
+        object,
+    })
+}
+
+/// The pod sets' topology request for a row's `topology` (at `location`).
+fn topology_request(
+    location: &str,
+    t: &TraceTopology,
+) -> Result<api::PodSetTopologyRequest, SimError> {
+    let level = || {
+        t.level.clone().filter(|l| !l.is_empty()).ok_or_else(|| {
+            row_error(
+                location,
+                format!("topology: mode {:?} needs a level", t.mode),
+            )
+        })
+    };
+    Ok(match t.mode {
+        TraceTopologyMode::Required => api::PodSetTopologyRequest {
+            required: Some(level()?),
+            ..Default::default()
+        },
+        TraceTopologyMode::Preferred => api::PodSetTopologyRequest {
+            preferred: Some(level()?),
+            ..Default::default()
+        },
+        TraceTopologyMode::Unconstrained => api::PodSetTopologyRequest {
+            unconstrained: Some(true),
+            ..Default::default()
+        },
+    })
+}
+
+/// A row's PodSets, each with `topology_request`, and the requests of all their pods per resource.
+fn row_pod_sets(
+    location: &str,
+    row: &TraceRow,
+    topology_request: Option<&api::PodSetTopologyRequest>,
+) -> Result<(Vec<api::PodSet>, BTreeMap<String, i64>), SimError> {
+    let mut total_requests: BTreeMap<String, i64> = BTreeMap::new();
+    let mut pod_sets = Vec::with_capacity(row.pod_sets.len());
+    for (i, ps) in row.pod_sets.iter().enumerate() {
+        if ps.count == 0 {
+            return Err(row_error(
+                location,
+                format!("podSets[{i}].count: must be at least 1"),
+            ));
+        }
+        let count = i32::try_from(ps.count)
+            .map_err(|e| SimError::field(location, format!("podSets[{i}].count"), e))?;
+        for (r, q) in &ps.requests {
+            let m = resource_value(r, q)
+                .map_err(|e| SimError::field(location, format!("podSets[{i}].requests[{r}]"), e))?;
+            if m < 0 {
+                return Err(row_error(
+                    location,
+                    format!("podSets[{i}].requests[{r}]: must not be negative"),
+                ));
+            }
+            let e = total_requests.entry(r.clone()).or_default();
+            *e = e.saturating_add(m.saturating_mul(i64::from(count)));
+        }
+        pod_sets.push(api::PodSet {
+            // Kueue needs unique pod set names; a single one is `main` like Kueue's default.
+            name: if row.pod_sets.len() == 1 {
+                "main".to_string()
+            } else {
+                format!("ps{i}")
+            },
+            count,
+            template: pod_template(&ps.requests),
+            topology_request: topology_request.cloned(),
+            ..Default::default()
+        });
+    }
+    Ok((pod_sets, total_requests))
+}
+
+/// The Workload object of a row, labelled like a generated one (runtime and class).
+fn row_object(
+    row: &TraceRow,
+    name: &str,
+    class: &str,
+    runtime: Millis,
+    pod_sets: Vec<api::PodSet>,
+) -> api::Workload {
+    let mut object = api::Workload::new(
+        name,
+        api::WorkloadSpec {
+            pod_sets,
+            queue_name: Some(row.queue.clone()),
+            priority: Some(row.priority),
+            ..Default::default()
+        },
+    );
+    object.metadata.namespace = Some(row.namespace.clone());
+    object.metadata.labels = Some(BTreeMap::from([
+        (RUNNING_TIME_LABEL.to_string(), runtime.to_string()),
+        (CLASS_LABEL.to_string(), class.to_string()),
+    ]));
+    object
+}
+
+/// A broken rule of the trace format at `location` (`file:line`).
+fn row_error(location: &str, message: String) -> SimError {
+    SimError::Scenario {
+        source_name: location.to_string(),
+        message,
+    }
 }
 
 #[cfg(test)]
