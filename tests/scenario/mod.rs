@@ -11,6 +11,7 @@ use serde_norway::Value;
 use std::collections::BTreeMap;
 
 pub mod kueue;
+pub mod runner;
 
 /// One scenario file.
 #[derive(Debug, Deserialize)]
