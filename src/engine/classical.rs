@@ -7,7 +7,7 @@
 
 use super::FastSet;
 use super::flavor::Assignment;
-use super::model::Policy;
+use super::model::{Policy, WorkloadSpec};
 use super::preempt::{Candidate, candidate_order, fits, restore, take_out, try_candidate};
 use super::queue::WlId;
 use super::quota::{NodeId, QuotaTree};
@@ -35,6 +35,21 @@ impl Variant {
                 PreemptionReason::InCohortReclamation
             }
             Variant::WhileBorrowing => PreemptionReason::InCohortReclaimWhileBorrowing,
+        }
+    }
+
+    /// How a victim of priority `p` in another ClusterQueue may be taken by a preemptor
+    /// of priority `prio`: any priority with a hierarchical advantage (`adv`), else
+    /// while borrowing only below the borrowWithinCohort `threshold`.
+    fn in_cohort(adv: bool, threshold: Option<i32>, prio: i32, p: i32) -> Variant {
+        if adv {
+            Variant::Hierarchical
+        } else {
+            match threshold {
+                None => Variant::WithoutBorrowing,
+                Some(th) if p >= prio || p > th => Variant::WithoutBorrowing,
+                Some(_) => Variant::WhileBorrowing,
+            }
         }
     }
 }
@@ -187,6 +202,8 @@ fn valid(eng: &Engine, cq: CqId, c: &Candidate, borrow: bool, frs: &[FrId]) -> b
     true
 }
 
+/// Every victim candidate for `wl` in `cq`: from its own ClusterQueue and from the
+/// ClusterQueues of its cohort tree, in Kueue's order.
 fn collect(
     eng: &Engine,
     wl: WlId,
@@ -195,118 +212,153 @@ fn collect(
     excluded: &FastSet<WlId>,
 ) -> Candidates {
     let me = &eng.wl(wl).spec;
-    let (prio, created) = (me.priority, me.created);
-    let spec = &eng.cqs[cq as usize].spec;
-    let node = eng.cqs[cq as usize].node;
-    let frs = &a.preempt_frs;
     let mut protected = None;
+    let same = cluster_queue_candidates(eng, me, cq, &a.preempt_frs, excluded, &mut protected);
+    let (hier, prio_c) = cohort_candidates(eng, me.priority, cq, a, excluded, &mut protected);
+    let no_other = hier.is_empty() && prio_c.is_empty();
+    let no_hierarchical = hier.is_empty();
+    Candidates {
+        ordered: order_candidates(eng, cq, [hier, prio_c, same]),
+        no_other,
+        no_hierarchical,
+        protected,
+    }
+}
+
+/// Victims in the preemptor's own ClusterQueue, as its withinClusterQueue policy allows.
+fn cluster_queue_candidates(
+    eng: &Engine,
+    preemptor: &WorkloadSpec,
+    cq: CqId,
+    frs: &[FrId],
+    excluded: &FastSet<WlId>,
+    protected: &mut Option<Millis>,
+) -> Vec<Candidate> {
+    let (prio, created) = (preemptor.priority, preemptor.created);
+    let queue = &eng.cqs[cq as usize];
+    let node = queue.node;
     let mut same = Vec::new();
-    let within = spec.within_cq;
-    if within != Policy::Never {
-        let allowed = |p: i32, c: Millis| match within {
-            Policy::Never => false,
-            Policy::LowerPriority => p < prio,
-            Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
-            Policy::Any => true,
+    let within = queue.spec.within_cq;
+    if within == Policy::Never {
+        return same;
+    }
+    let allowed = |p: i32, c: Millis| match within {
+        Policy::Never => false,
+        Policy::LowerPriority => p < prio,
+        Policy::LowerOrNewerEqualPriority => p < prio || (p == prio && c > created),
+        Policy::Any => true,
+    };
+    for &id in &queue.admitted {
+        same.extend(try_candidate(
+            eng,
+            id,
+            cq,
+            frs,
+            excluded,
+            &allowed,
+            protected,
+            |_| (Variant::WithinCq, node),
+        ));
+    }
+    same
+}
+
+/// Victims in the other ClusterQueues of the preemptor's cohort tree, as
+/// reclaimWithinCohort and borrowWithinCohort allow: those whose lowest common
+/// ancestor gives the preemptor a hierarchical advantage, and the others.
+fn cohort_candidates(
+    eng: &Engine,
+    prio: i32,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+    protected: &mut Option<Millis>,
+) -> (Vec<Candidate>, Vec<Candidate>) {
+    let (mut hier, mut prio_c) = (Vec::new(), Vec::new());
+    let queue = &eng.cqs[cq as usize];
+    let spec = &queue.spec;
+    let tree = &eng.tree;
+    if tree.parent(queue.node).is_none() || spec.reclaim == Policy::Never {
+        return (hier, prio_c);
+    }
+    let (path, advantage) = cohort_path(tree, queue.node, &a.usage);
+    let frs = &a.preempt_frs;
+    let reclaim = spec.reclaim;
+    let threshold = spec.borrow_within_cohort;
+    let allowed = |p: i32, _c: Millis| reclaim != Policy::LowerPriority || p < prio;
+    for &o in eng.members_of(queue.root) {
+        let other = &eng.cqs[o as usize];
+        if o == cq || other.deleted || within_nominal(tree, other.node, frs) {
+            continue;
+        }
+        let Some(k) = lca_level(tree, other.node, &path, frs) else {
+            continue;
         };
-        for &id in &eng.cqs[cq as usize].admitted {
-            same.extend(try_candidate(
+        let (lca, adv) = (path[k], advantage[k]);
+        let out = if adv { &mut hier } else { &mut prio_c };
+        for &id in &other.admitted {
+            out.extend(try_candidate(
                 eng,
                 id,
-                cq,
+                o,
                 frs,
                 excluded,
                 &allowed,
-                &mut protected,
-                |_| (Variant::WithinCq, node),
+                protected,
+                |p| (Variant::in_cohort(adv, threshold, prio, p), lca),
             ));
         }
     }
-    let (mut hier, mut prio_c) = (Vec::new(), Vec::new());
-    let tree = &eng.tree;
-    if tree.parent(node).is_some() && spec.reclaim != Policy::Never {
-        // The path from the parent to the root, and for each node whether the
-        // request has a hierarchical advantage at that level.
-        let mut path = Vec::new();
-        let mut advantage = Vec::new();
-        let (mut adv, mut rest) = fits_in_quota(tree, node, &a.usage);
-        let mut t = tree.parent(node);
-        while let Some(n) = t {
-            path.push(n);
-            advantage.push(adv);
-            let (f, r) = fits_in_quota(tree, n, &rest);
-            adv |= f;
-            rest = r;
-            t = tree.parent(n);
-        }
-        let reclaim = spec.reclaim;
-        let threshold = spec.borrow_within_cohort;
-        let allowed = |p: i32, _c: Millis| reclaim != Policy::LowerPriority || p < prio;
-        let root = eng.cqs[cq as usize].root;
-        for &o in eng.members_of(root) {
-            let other = &eng.cqs[o as usize];
-            if o == cq || other.deleted || within_nominal(tree, other.node, frs) {
-                continue;
-            }
-            // The lowest common ancestor, pruning subtrees within their quota.
-            let mut n = other.node;
-            let mut level = None;
-            while let Some(p) = tree.parent(n) {
-                if let Some(k) = path.iter().position(|&x| x == p) {
-                    level = Some(k);
-                    break;
-                }
-                if within_nominal(tree, p, frs) {
-                    break;
-                }
-                n = p;
-            }
-            let Some(k) = level else { continue };
-            let lca = path[k];
-            let adv = advantage[k];
-            let variant = |p: i32| {
-                if adv {
-                    Variant::Hierarchical
-                } else {
-                    match threshold {
-                        None => Variant::WithoutBorrowing,
-                        Some(th) if p >= prio || p > th => Variant::WithoutBorrowing,
-                        Some(_) => Variant::WhileBorrowing,
-                    }
-                }
-            };
-            let out = if adv { &mut hier } else { &mut prio_c };
-            for &id in &other.admitted {
-                out.extend(try_candidate(
-                    eng,
-                    id,
-                    o,
-                    frs,
-                    excluded,
-                    &allowed,
-                    &mut protected,
-                    |p| (variant(p), lca),
-                ));
-            }
-        }
+    (hier, prio_c)
+}
+
+/// The cohorts from the ClusterQueue's parent up to the root, and for each whether
+/// the request has a hierarchical advantage there: it fits in the quota of the
+/// ClusterQueue or of a cohort below.
+fn cohort_path(tree: &QuotaTree, node: NodeId, usage: &[(FrId, i64)]) -> (Vec<NodeId>, Vec<bool>) {
+    let mut path = Vec::new();
+    let mut advantage = Vec::new();
+    let (mut adv, mut rest) = fits_in_quota(tree, node, usage);
+    let mut t = tree.parent(node);
+    while let Some(n) = t {
+        path.push(n);
+        advantage.push(adv);
+        let (f, r) = fits_in_quota(tree, n, &rest);
+        adv |= f;
+        rest = r;
+        t = tree.parent(n);
     }
-    let no_other = hier.is_empty() && prio_c.is_empty();
-    let no_hierarchical = hier.is_empty();
-    let mut ordered = Vec::with_capacity(same.len() + hier.len() + prio_c.len());
-    let mut lists = [hier, prio_c, same];
+    (path, advantage)
+}
+
+/// Where a victim ClusterQueue's way up meets the preemptor's `path` (the lowest
+/// common ancestor's index in it); `None` when a cohort on the way stays within its
+/// nominal quota, as nothing below it is borrowed from the preemptor's side.
+fn lca_level(tree: &QuotaTree, node: NodeId, path: &[NodeId], frs: &[FrId]) -> Option<usize> {
+    let mut n = node;
+    while let Some(p) = tree.parent(n) {
+        if let Some(k) = path.iter().position(|&x| x == p) {
+            return Some(k);
+        }
+        if within_nominal(tree, p, frs) {
+            return None;
+        }
+        n = p;
+    }
+    None
+}
+
+/// Sorts each list (hierarchical, by priority, own ClusterQueue) and chains them,
+/// the already evicting candidates of every list before the rest, as Kueue does.
+fn order_candidates(eng: &Engine, cq: CqId, mut lists: [Vec<Candidate>; 3]) -> Vec<Candidate> {
+    let mut ordered = Vec::with_capacity(lists.iter().map(Vec::len).sum());
     for l in lists.iter_mut() {
         l.sort_by(|x, y| candidate_order(eng, cq, x, y));
     }
-    // Already evicting first, in the same list order, then the rest.
     for evicting in [true, false] {
         for l in &lists {
             ordered.extend(l.iter().filter(|c| c.evicting == evicting).cloned());
         }
     }
-    Candidates {
-        ordered,
-        no_other,
-        no_hierarchical,
-        protected,
-    }
+    ordered
 }

@@ -8,7 +8,7 @@ use super::PendingReason;
 use smallvec::SmallVec;
 
 use super::explain::{Explanation, Note, Notes};
-use super::model::{CqSpec, Flavor, Preference, WorkloadSpec};
+use super::model::{CqSpec, Flavor, PodSetReq, Preference, WorkloadSpec};
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FlavorId, FrAmounts, FrId, Names, ResourceId, add_amount};
 use crate::api::selector;
@@ -67,6 +67,52 @@ pub struct Assignment {
 impl Assignment {
     pub fn mode(&self) -> Mode {
         self.mode.unwrap_or(Mode::NoFit)
+    }
+
+    /// PodSet `pi` asks for resources no resource group of ClusterQueue `cq` covers:
+    /// no flavor can match.
+    fn reject_uncovered(&mut self, pi: usize, uncovered: &[String], cq: &str) {
+        self.mode = Some(Mode::NoFit);
+        self.reason = Some(PendingReason::NoMatchingFlavor);
+        self.explanation.pod_sets.push((
+            pi,
+            smallvec::smallvec![Note::Mismatch(format!(
+                "resource {} unavailable in ClusterQueue {cq} (no resource group covers it)",
+                uncovered.join(", "),
+            ))],
+        ));
+    }
+
+    /// No flavor of a group of PodSet `pi` fits: NoMatchingFlavor when every flavor
+    /// mismatched, else ExceedsMaxQuota, unless an earlier group already gave one of those.
+    fn no_flavor_fits(&mut self, pi: usize, notes: Notes) {
+        self.mode = Some(Mode::NoFit);
+        let reason = if notes.iter().all(|n| matches!(n, Note::Mismatch(_))) {
+            PendingReason::NoMatchingFlavor
+        } else {
+            PendingReason::ExceedsMaxQuota
+        };
+        self.reason = Some(match self.reason {
+            Some(r)
+                if r == PendingReason::NoMatchingFlavor || r == PendingReason::ExceedsMaxQuota =>
+            {
+                r
+            }
+            _ => reason,
+        });
+        self.explanation.pod_sets.push((pi, notes));
+    }
+
+    /// The workload's pending reason from its worst mode: none once everything fits,
+    /// WaitingForQuota for a wait or preemption unless the topology had no room.
+    fn settle_reason(&mut self) {
+        if self.mode() == Mode::Fit {
+            self.reason = None;
+        } else if self.mode() != Mode::NoFit
+            && self.reason != Some(PendingReason::TopologyPlacementFailed)
+        {
+            self.reason = Some(PendingReason::WaitingForQuota);
+        }
     }
 }
 
@@ -143,115 +189,113 @@ impl Assigner<'_> {
         };
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             let count = counts.and_then(|c| c.get(pi).copied()).unwrap_or(ps.count);
-            let mut psa = PodSetAssignment {
-                count,
-                ..PodSetAssignment::default()
-            };
-            let mut tried: Tried = smallvec::smallvec![None; self.cq.groups.len()];
-            // (group, resource, amount), grouped below; resources no group covers fail
-            // the PodSet outright. One flat vector: this runs for every head of a cycle.
-            let mut requests: SmallVec<[(usize, ResourceId, i64); 4]> = SmallVec::new();
-            let mut uncovered = Vec::new();
-            for &(r, per_pod) in &ps.per_pod {
-                match self.cq.group_of(r) {
-                    Some(g) => requests.push((g, r, per_pod.saturating_mul(i64::from(count)))),
-                    None if r == self.pods => {}
-                    None => uncovered.push(self.names.resource_name(r).to_string()),
-                }
-            }
-            if !uncovered.is_empty() {
-                out.mode = Some(Mode::NoFit);
-                out.reason = Some(PendingReason::NoMatchingFlavor);
-                out.explanation.pod_sets.push((
-                    pi,
-                    smallvec::smallvec![Note::Mismatch(format!(
-                        "resource {} unavailable in ClusterQueue {} (no resource group covers it)",
-                        uncovered.join(", "),
-                        self.cq.name
-                    ))],
-                ));
-                out.pod_sets.push(psa);
-                out.last_tried.push(tried);
-                continue;
-            }
-            requests.sort_by_key(|&(g, _, _)| g);
-            for requests in requests.chunk_by(|a, b| a.0 == b.0) {
-                let g = requests[0].0;
-                let start = resume
-                    .and_then(|r| r.get(pi))
-                    .and_then(|r| r.get(g).copied().flatten())
-                    .map(|i| i + 1)
-                    .filter(|&i| i < self.cq.groups[g].flavors.len())
-                    .unwrap_or(0);
-                let (chosen, last, notes) =
-                    self.pick_flavor(ps, count, g, requests, &out.usage, start);
-                tried[g] = last;
-                match chosen {
-                    Some(c) => {
-                        for &(_, r, v) in requests {
-                            psa.flavors.push((r, c.flavor));
-                            if let Some(fr) = self.names.frs.get(&(c.flavor, r)) {
-                                add_amount(&mut psa.usage, fr, v);
-                                add_amount(&mut out.usage, fr, v);
-                            }
-                        }
-                        out.borrows |= c.borrows;
-                        out.hard_wait |= c.hard_wait && c.mode == Mode::Wait;
-                        out.preempt_frs.extend(c.preempt_frs);
-                        if c.mode < out.mode() {
-                            out.mode = Some(c.mode);
-                        }
-                        if c.mode != Mode::Fit {
-                            out.explanation.pod_sets.push((pi, notes));
-                            let r = if c.topology_failed {
-                                PendingReason::TopologyPlacementFailed
-                            } else {
-                                PendingReason::WaitingForQuota
-                            };
-                            out.reason = out.reason.or(Some(r));
-                        }
-                    }
-                    None => {
-                        out.mode = Some(Mode::NoFit);
-                        let reason = if notes.iter().all(|n| matches!(n, Note::Mismatch(_))) {
-                            PendingReason::NoMatchingFlavor
-                        } else {
-                            PendingReason::ExceedsMaxQuota
-                        };
-                        out.reason = Some(match out.reason {
-                            Some(r)
-                                if r == PendingReason::NoMatchingFlavor
-                                    || r == PendingReason::ExceedsMaxQuota =>
-                            {
-                                r
-                            }
-                            _ => reason,
-                        });
-                        out.explanation.pod_sets.push((pi, notes));
-                    }
-                }
-            }
-            psa.flavors.sort_unstable();
-            out.pod_sets.push(psa);
-            out.last_tried.push(tried);
+            let resume = resume.and_then(|r| r.get(pi));
+            self.assign_pod_set(&mut out, pi, ps, count, resume);
         }
         out.preempt_frs.sort_unstable();
         out.preempt_frs.dedup();
-        if out.mode() == Mode::Fit {
-            out.reason = None;
-        } else if out.mode() != Mode::NoFit
-            && out.reason != Some(PendingReason::TopologyPlacementFailed)
-        {
-            out.reason = Some(PendingReason::WaitingForQuota);
-        }
+        out.settle_reason();
         out
+    }
+
+    /// Picks a flavor in every resource group PodSet `pi` asks for, and adds the
+    /// choices, their usage and their notes to `out`.
+    fn assign_pod_set(
+        &self,
+        out: &mut Assignment,
+        pi: usize,
+        ps: &PodSetReq,
+        count: i32,
+        resume: Option<&Tried>,
+    ) {
+        let mut psa = PodSetAssignment {
+            count,
+            ..PodSetAssignment::default()
+        };
+        let mut tried: Tried = smallvec::smallvec![None; self.cq.groups.len()];
+        // (group, resource, amount), grouped below; resources no group covers fail
+        // the PodSet outright. One flat vector: this runs for every head of a cycle.
+        let mut requests: SmallVec<[(usize, ResourceId, i64); 4]> = SmallVec::new();
+        let mut uncovered = Vec::new();
+        for &(r, per_pod) in &ps.per_pod {
+            match self.cq.group_of(r) {
+                Some(g) => requests.push((g, r, per_pod.saturating_mul(i64::from(count)))),
+                None if r == self.pods => {}
+                None => uncovered.push(self.names.resource_name(r).to_string()),
+            }
+        }
+        if !uncovered.is_empty() {
+            out.reject_uncovered(pi, &uncovered, &self.cq.name);
+            out.pod_sets.push(psa);
+            out.last_tried.push(tried);
+            return;
+        }
+        requests.sort_by_key(|&(g, _, _)| g);
+        for requests in requests.chunk_by(|a, b| a.0 == b.0) {
+            let g = requests[0].0;
+            let start = self.resume_start(resume, g);
+            let (chosen, last, notes) = self.pick_flavor(ps, count, g, requests, &out.usage, start);
+            tried[g] = last;
+            match chosen {
+                Some(c) => self.take_flavor(out, &mut psa, pi, requests, c, notes),
+                None => out.no_flavor_fits(pi, notes),
+            }
+        }
+        psa.flavors.sort_unstable();
+        out.pod_sets.push(psa);
+        out.last_tried.push(tried);
+    }
+
+    /// Where group `g`'s flavor search starts: after the flavor tried last time, or
+    /// from the first when that was the group's last flavor (or there is none).
+    fn resume_start(&self, resume: Option<&Tried>, g: usize) -> usize {
+        resume
+            .and_then(|r| r.get(g).copied().flatten())
+            .map(|i| i + 1)
+            .filter(|&i| i < self.cq.groups[g].flavors.len())
+            .unwrap_or(0)
+    }
+
+    /// Records flavor candidate `c` as the choice for one group's `requests` of PodSet
+    /// `pi`: its resources, usage, borrowing and preemptions, and why it does not fit.
+    fn take_flavor(
+        &self,
+        out: &mut Assignment,
+        psa: &mut PodSetAssignment,
+        pi: usize,
+        requests: &[(usize, ResourceId, i64)],
+        c: Candidate,
+        notes: Notes,
+    ) {
+        for &(_, r, v) in requests {
+            psa.flavors.push((r, c.flavor));
+            if let Some(fr) = self.names.frs.get(&(c.flavor, r)) {
+                add_amount(&mut psa.usage, fr, v);
+                add_amount(&mut out.usage, fr, v);
+            }
+        }
+        out.borrows |= c.borrows;
+        out.hard_wait |= c.hard_wait && c.mode == Mode::Wait;
+        out.preempt_frs.extend(c.preempt_frs);
+        if c.mode < out.mode() {
+            out.mode = Some(c.mode);
+        }
+        if c.mode != Mode::Fit {
+            out.explanation.pod_sets.push((pi, notes));
+            let r = if c.topology_failed {
+                PendingReason::TopologyPlacementFailed
+            } else {
+                PendingReason::WaitingForQuota
+            };
+            out.reason = out.reason.or(Some(r));
+        }
     }
 
     /// Walks one group's flavors from `start`; returns the choice, the last index tried,
     /// and a note per rejected or non-fitting flavor.
     fn pick_flavor(
         &self,
-        ps: &super::model::PodSetReq,
+        ps: &PodSetReq,
         count: i32,
         g: usize,
         requests: &[(usize, ResourceId, i64)],
@@ -266,74 +310,20 @@ impl Assigner<'_> {
             last = Some(idx);
             let f = group.flavors[idx];
             let fname = self.names.flavor_name(f);
-            let Some(flavor) = self.flavors.get(&f) else {
-                notes.push(Note::Text(format!("flavor {fname} not found")));
-                continue;
+            let tas = match self.match_flavor(ps, f, fname) {
+                Ok(tas) => tas,
+                Err(note) => {
+                    notes.push(note);
+                    continue;
+                }
             };
-            let tas = self.inventory.is_tas(fname);
-            if ps.topology.is_some() && !tas {
-                notes.push(Note::Mismatch(format!("flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)")));
-                continue;
-            }
-            // Kueue matches each flavor against the selector terms on its own label keys
-            // only: a term on another flavor's key says nothing about this one.
-            let own_keys = |k: &str| flavor.node_labels.contains_key(k);
-            if !(flavor.node_labels.is_empty()
-                || selector::flavor_matches_with(&ps.constraints, &flavor.node_labels, own_keys))
-            {
-                notes.push(Note::Mismatch(format!(
-                    "flavor {fname} doesn't match node affinity"
-                )));
-                continue;
-            }
-            // The pod's tolerations and the flavor's own both count against the flavor's taints.
-            let untolerated = if flavor.taints.is_empty() {
-                None
-            } else {
-                let mut tolerations = ps.constraints.tolerations.clone().unwrap_or_default();
-                tolerations.extend(flavor.tolerations.iter().cloned());
-                selector::tolerates_all(&flavor.taints, &tolerations).cloned()
-            };
-            if let Some(t) = untolerated {
-                notes.push(Note::Mismatch(format!(
-                    "untolerated taint {}={}:{} in flavor {fname}",
-                    t.key,
-                    t.value.clone().unwrap_or_default(),
-                    t.effect
-                )));
-                continue;
-            }
             let searchable = group.flavors.len() > 1 && !self.cq.stop_on_preempt;
             let mut cand =
                 self.quota_candidate(f, fname, requests, earlier, searchable, &mut notes);
-            if cand.mode == Mode::Fit
-                && tas
-                && let Err(why) = self.place_alone(ps, count, fname)
-            {
-                notes.push(Note::Text(format!("flavor {fname}: {why}")));
-                // Kueue's reason: TopologyPlacementFailed only when the pods would not
-                // fit even with every placed workload gone; when only other workloads
-                // are in the way it is WaitingForQuota (the message still says why).
-                cand.topology_failed = !self.fits_when_empty(ps, count, fname);
-                if self.can_preempt {
-                    cand.mode = Mode::Preempt;
-                    // Quota fits and only the nodes are short: Kueue chooses the flavor
-                    // by quota (a fit), so it ranks just below a fit, as reclaiming does.
-                    cand.simulated = Some(Simulated::Reclaim);
-                    cand.preempt_frs = requests
-                        .iter()
-                        .filter_map(|&(_, r, _)| self.names.frs.get(&(f, r)))
-                        .collect();
-                } else {
-                    cand.mode = Mode::Wait;
-                    cand.hard_wait = true;
-                }
+            if cand.mode == Mode::Fit && tas {
+                self.check_topology_room(&mut cand, ps, count, fname, requests, &mut notes);
             }
-            let stop = match cand.mode {
-                Mode::Fit => !cand.borrows || self.cq.stop_on_borrow,
-                Mode::Preempt => self.cq.stop_on_preempt,
-                _ => false,
-            };
+            let stop = self.ends_search(&cand);
             let wins = cand.mode != Mode::NoFit
                 && match best.as_mut() {
                     None => true,
@@ -351,6 +341,92 @@ impl Assigner<'_> {
             last = None;
         }
         (best, last, notes)
+    }
+
+    /// Whether flavor `f` can serve the PodSet at all: it exists, supports the
+    /// topology the PodSet asks for, matches its node affinity and has no taint it
+    /// does not tolerate. `Ok` says whether it is topology-aware; `Err` why not.
+    fn match_flavor(&self, ps: &PodSetReq, f: FlavorId, fname: &str) -> Result<bool, Note> {
+        let Some(flavor) = self.flavors.get(&f) else {
+            return Err(Note::Text(format!("flavor {fname} not found")));
+        };
+        let tas = self.inventory.is_tas(fname);
+        if ps.topology.is_some() && !tas {
+            return Err(Note::Mismatch(format!(
+                "flavor {fname} doesn't match: it does not support topology-aware scheduling (no topologyName)"
+            )));
+        }
+        // Kueue matches each flavor against the selector terms on its own label keys
+        // only: a term on another flavor's key says nothing about this one.
+        let own_keys = |k: &str| flavor.node_labels.contains_key(k);
+        if !(flavor.node_labels.is_empty()
+            || selector::flavor_matches_with(&ps.constraints, &flavor.node_labels, own_keys))
+        {
+            return Err(Note::Mismatch(format!(
+                "flavor {fname} doesn't match node affinity"
+            )));
+        }
+        // The pod's tolerations and the flavor's own both count against the flavor's taints.
+        let untolerated = if flavor.taints.is_empty() {
+            None
+        } else {
+            let mut tolerations = ps.constraints.tolerations.clone().unwrap_or_default();
+            tolerations.extend(flavor.tolerations.iter().cloned());
+            selector::tolerates_all(&flavor.taints, &tolerations).cloned()
+        };
+        if let Some(t) = untolerated {
+            return Err(Note::Mismatch(format!(
+                "untolerated taint {}={}:{} in flavor {fname}",
+                t.key,
+                t.value.clone().unwrap_or_default(),
+                t.effect
+            )));
+        }
+        Ok(tas)
+    }
+
+    /// A quota fit on a topology-aware flavor whose nodes have no room for the PodSet
+    /// right now becomes a preemption (when some policy could free nodes) or a wait.
+    fn check_topology_room(
+        &self,
+        cand: &mut Candidate,
+        ps: &PodSetReq,
+        count: i32,
+        fname: &str,
+        requests: &[(usize, ResourceId, i64)],
+        notes: &mut Notes,
+    ) {
+        let Err(why) = self.place_alone(ps, count, fname) else {
+            return;
+        };
+        notes.push(Note::Text(format!("flavor {fname}: {why}")));
+        // Kueue's reason: TopologyPlacementFailed only when the pods would not
+        // fit even with every placed workload gone; when only other workloads
+        // are in the way it is WaitingForQuota (the message still says why).
+        cand.topology_failed = !self.fits_when_empty(ps, count, fname);
+        if self.can_preempt {
+            cand.mode = Mode::Preempt;
+            // Quota fits and only the nodes are short: Kueue chooses the flavor
+            // by quota (a fit), so it ranks just below a fit, as reclaiming does.
+            cand.simulated = Some(Simulated::Reclaim);
+            cand.preempt_frs = requests
+                .iter()
+                .filter_map(|&(_, r, _)| self.names.frs.get(&(cand.flavor, r)))
+                .collect();
+        } else {
+            cand.mode = Mode::Wait;
+            cand.hard_wait = true;
+        }
+    }
+
+    /// flavorFungibility: whether the flavor search stops at this candidate rather
+    /// than trying the group's next flavor.
+    fn ends_search(&self, cand: &Candidate) -> bool {
+        match cand.mode {
+            Mode::Fit => !cand.borrows || self.cq.stop_on_borrow,
+            Mode::Preempt => self.cq.stop_on_preempt,
+            _ => false,
+        }
     }
 
     /// Flavor `f` judged on quota alone for one group's `requests` (on top of what
@@ -429,7 +505,7 @@ impl Assigner<'_> {
     /// Whether this PodSet alone has room in the flavor's topology right now.
     fn place_alone(
         &self,
-        ps: &super::model::PodSetReq,
+        ps: &PodSetReq,
         count: i32,
         flavor: &str,
     ) -> Result<(), crate::placement::PlacementFailure> {
@@ -440,7 +516,7 @@ impl Assigner<'_> {
     }
 
     /// Whether the pod set would fit on `flavor`'s nodes if nothing placed held them.
-    fn fits_when_empty(&self, ps: &super::model::PodSetReq, count: i32, flavor: &str) -> bool {
+    fn fits_when_empty(&self, ps: &PodSetReq, count: i32, flavor: &str) -> bool {
         let req = placement_request(ps, count);
         self.inventory
             .fits_when_empty(self.names, flavor, &req, self.strategy)
@@ -519,7 +595,7 @@ impl Assigner<'_> {
 /// The placement request of `count` pods of a pod set (unconstrained when it asks for
 /// no topology).
 pub(super) fn placement_request(
-    ps: &super::model::PodSetReq,
+    ps: &PodSetReq,
     count: i32,
 ) -> crate::placement::PodSetPlacementRequest {
     let (mode, slice) = ps
