@@ -155,53 +155,88 @@ fn resources_label(resources: &[String]) -> String {
     resources.join("+")
 }
 
+/// The rules of `p` that `job` breaks; with `old` (an update) only the GPU limits.
 fn check(p: &Policy, job: &JobFacts, old: Option<&JobFacts>) -> Vec<Violation> {
     let mut out = Vec::new();
-    let spec = &p.spec;
-    let res = &spec.gpu_resources;
     let what = format!("{} {:?}", job.kind, job.name);
-    if let Some(max) = spec.max_gpus_per_job {
-        let total = job.total_gpus(res);
-        let grew = old.is_none_or(|o| total > o.total_gpus(res));
-        if total > i64::from(max) && grew {
-            let parts: Vec<String> = job
-                .pod_sets
-                .iter()
-                .filter(|ps| ps.gpus_per_pod(res) > 0)
-                .map(|ps| format!("{} × {} ({})", ps.count, ps.gpus_per_pod(res), ps.name))
-                .collect();
+    check_max_gpus_per_job(p, job, old, &what, &mut out);
+    check_max_gpus_per_pod(p, job, old, &what, &mut out);
+    // An update is judged on GPU growth alone: the other rules held when the job was
+    // created, and re-checking them could stop a running job after a policy changed.
+    if old.is_some() {
+        return out;
+    }
+    check_allowed_flavors(p, job, &what, &mut out);
+    check_allowed_gpu_products(p, job, &what, &mut out);
+    check_required_labels(p, job, &what, &mut out);
+    out
+}
+
+/// `maxGPUsPerJob`: the job's GPUs over all pods, when new or grown since `old`.
+fn check_max_gpus_per_job(
+    p: &Policy,
+    job: &JobFacts,
+    old: Option<&JobFacts>,
+    what: &str,
+    out: &mut Vec<Violation>,
+) {
+    let Some(max) = p.spec.max_gpus_per_job else {
+        return;
+    };
+    let res = &p.spec.gpu_resources;
+    let total = job.total_gpus(res);
+    let grew = old.is_none_or(|o| total > o.total_gpus(res));
+    if total > i64::from(max) && grew {
+        let parts: Vec<String> = job
+            .pod_sets
+            .iter()
+            .filter(|ps| ps.gpus_per_pod(res) > 0)
+            .map(|ps| format!("{} × {} ({})", ps.count, ps.gpus_per_pod(res), ps.name))
+            .collect();
+        out.push(violation(
+            p,
+            "maxGPUsPerJob",
+            format!(
+                "{what} requests {total} {} ({}), more than the {max} allowed per job",
+                resources_label(res),
+                parts.join(" + ")
+            ),
+        ));
+    }
+}
+
+/// `maxGPUsPerPod`: each pod set's per-pod GPUs, when new or above `old`'s largest pod.
+fn check_max_gpus_per_pod(
+    p: &Policy,
+    job: &JobFacts,
+    old: Option<&JobFacts>,
+    what: &str,
+    out: &mut Vec<Violation>,
+) {
+    let Some(max) = p.spec.max_gpus_per_pod else {
+        return;
+    };
+    let res = &p.spec.gpu_resources;
+    for ps in &job.pod_sets {
+        let per_pod = ps.gpus_per_pod(res);
+        let grew = old.is_none_or(|o| per_pod > o.max_gpus_per_pod(res));
+        if per_pod > i64::from(max) && grew {
             out.push(violation(
                 p,
-                "maxGPUsPerJob",
+                "maxGPUsPerPod",
                 format!(
-                    "{what} requests {total} {} ({}), more than the {max} allowed per job",
-                    resources_label(res),
-                    parts.join(" + ")
+                    "{what} pod set {:?} requests {per_pod} {} per pod, more than the {max} allowed per pod",
+                    ps.name,
+                    resources_label(res)
                 ),
             ));
         }
     }
-    if let Some(max) = spec.max_gpus_per_pod {
-        for ps in &job.pod_sets {
-            let per_pod = ps.gpus_per_pod(res);
-            let grew = old.is_none_or(|o| per_pod > o.max_gpus_per_pod(res));
-            if per_pod > i64::from(max) && grew {
-                out.push(violation(
-                    p,
-                    "maxGPUsPerPod",
-                    format!(
-                        "{what} pod set {:?} requests {per_pod} {} per pod, more than the {max} allowed per pod",
-                        ps.name,
-                        resources_label(res)
-                    ),
-                ));
-            }
-        }
-    }
-    if old.is_some() {
-        return out;
-    }
-    if let (Some(allowed), Some(flavor)) = (&spec.allowed_flavors, &job.flavor)
+}
+
+/// `allowedFlavors`: the flavor the job's annotation asks for, if any.
+fn check_allowed_flavors(p: &Policy, job: &JobFacts, what: &str, out: &mut Vec<Violation>) {
+    if let (Some(allowed), Some(flavor)) = (&p.spec.allowed_flavors, &job.flavor)
         && !allowed.contains(flavor)
     {
         out.push(violation(
@@ -213,41 +248,49 @@ fn check(p: &Policy, job: &JobFacts, old: Option<&JobFacts>) -> Vec<Violation> {
             ),
         ));
     }
-    if let Some(allowed) = &spec.allowed_gpu_products {
-        let mut asked: Vec<(&str, String)> = Vec::new();
-        if let Some(g) = &job.gpu_product {
-            asked.push((g, format!("annotation {GPU_PRODUCT_ANNOTATION}")));
-        }
-        for ps in &job.pod_sets {
-            for v in ps
-                .node_label_values
-                .get(&spec.gpu_product_label)
-                .into_iter()
-                .flatten()
-            {
-                asked.push((
-                    v,
-                    format!(
-                        "pod set {:?} node selector/affinity on {}",
-                        ps.name, spec.gpu_product_label
-                    ),
-                ));
-            }
-        }
-        for (product, from) in asked {
-            if !allowed.iter().any(|a| a == product) {
-                out.push(violation(
-                    p,
-                    "allowedGPUProducts",
-                    format!(
-                        "{what} selects GPU product {product:?} ({from}); allowed: {}",
-                        allowed.join(", ")
-                    ),
-                ));
-            }
+}
+
+/// `allowedGPUProducts`: every GPU model the job selects, wherever it selects it.
+fn check_allowed_gpu_products(p: &Policy, job: &JobFacts, what: &str, out: &mut Vec<Violation>) {
+    let Some(allowed) = &p.spec.allowed_gpu_products else {
+        return;
+    };
+    for (product, from) in requested_gpu_products(p, job) {
+        if !allowed.iter().any(|a| a == product) {
+            out.push(violation(
+                p,
+                "allowedGPUProducts",
+                format!(
+                    "{what} selects GPU product {product:?} ({from}); allowed: {}",
+                    allowed.join(", ")
+                ),
+            ));
         }
     }
-    for r in &spec.required_labels {
+}
+
+/// The GPU models a job selects, each with where it said so: the annotation first,
+/// then each pod set's node selector or required affinity on the policy's product label.
+fn requested_gpu_products<'a>(p: &Policy, job: &'a JobFacts) -> Vec<(&'a str, String)> {
+    let label = &p.spec.gpu_product_label;
+    let mut asked: Vec<(&str, String)> = Vec::new();
+    if let Some(g) = &job.gpu_product {
+        asked.push((g, format!("annotation {GPU_PRODUCT_ANNOTATION}")));
+    }
+    for ps in &job.pod_sets {
+        for v in ps.node_label_values.get(label).into_iter().flatten() {
+            asked.push((
+                v,
+                format!("pod set {:?} node selector/affinity on {label}", ps.name),
+            ));
+        }
+    }
+    asked
+}
+
+/// `requiredLabels`: each label present, and with an allowed value when values are listed.
+fn check_required_labels(p: &Policy, job: &JobFacts, what: &str, out: &mut Vec<Violation>) {
+    for r in &p.spec.required_labels {
         match (job.labels.get(&r.key), &r.values) {
             (None, _) => out.push(violation(
                 p,
@@ -266,7 +309,6 @@ fn check(p: &Policy, job: &JobFacts, old: Option<&JobFacts>) -> Vec<Violation> {
             _ => {}
         }
     }
-    out
 }
 
 #[cfg(test)]

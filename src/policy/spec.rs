@@ -314,6 +314,19 @@ pub fn parse_file(file: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyFileE
 
 /// Semantic checks serde cannot express.
 fn check(doc: &PolicyDoc) -> Vec<FieldError> {
+    let mut errs = check_type_and_name(doc);
+    let spec = &doc.spec;
+    let sp = Path::new("spec");
+    check_targeting(spec, &sp, &mut errs);
+    check_gpu_counting(spec, &sp, &mut errs);
+    check_gpu_limits(spec, &sp, &mut errs);
+    check_allowed_lists(spec, &sp, &mut errs);
+    check_required_labels(spec, &sp, &mut errs);
+    errs
+}
+
+/// `apiVersion`, `kind` and `metadata.name`.
+fn check_type_and_name(doc: &PolicyDoc) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if doc.api_version != POLICY_API_VERSION {
         errs.push(FieldError::not_supported(
@@ -333,8 +346,11 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
     for m in dns1123_subdomain_errors(&doc.metadata.name) {
         errs.push(FieldError::invalid(&name_path, &doc.metadata.name, m));
     }
-    let spec = &doc.spec;
-    let sp = Path::new("spec");
+    errs
+}
+
+/// Which namespaces the policy applies to, and the queue it gives their jobs.
+fn check_targeting(spec: &PolicySpec, sp: &Path, errs: &mut Vec<FieldError>) {
     match &spec.namespace_selector {
         None => errs.push(FieldError::required(
             &sp.child("namespaceSelector"),
@@ -347,6 +363,10 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
             errs.push(FieldError::invalid(&sp.child("defaultLocalQueue"), q, m));
         }
     }
+}
+
+/// `gpuResources` and `gpuProductLabel`: what counts as a GPU and names its model.
+fn check_gpu_counting(spec: &PolicySpec, sp: &Path, errs: &mut Vec<FieldError>) {
     if spec.gpu_resources.is_empty() {
         errs.push(FieldError::required(&sp.child("gpuResources"), ""));
     }
@@ -366,6 +386,10 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
             m,
         ));
     }
+}
+
+/// `maxGPUsPerJob` and `maxGPUsPerPod`: positive, and a pod no larger than a job.
+fn check_gpu_limits(spec: &PolicySpec, sp: &Path, errs: &mut Vec<FieldError>) {
     for (field, v) in [
         ("maxGPUsPerJob", spec.max_gpus_per_job),
         ("maxGPUsPerPod", spec.max_gpus_per_pod),
@@ -387,6 +411,10 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
             format!("must not exceed maxGPUsPerJob ({job})"),
         ));
     }
+}
+
+/// `allowedFlavors` and `allowedGPUProducts`: non-empty lists of label values.
+fn check_allowed_lists(spec: &PolicySpec, sp: &Path, errs: &mut Vec<FieldError>) {
     for (field, list) in [
         ("allowedFlavors", &spec.allowed_flavors),
         ("allowedGPUProducts", &spec.allowed_gpu_products),
@@ -406,6 +434,10 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
             None => {}
         }
     }
+}
+
+/// `requiredLabels`: label keys and the values they may take.
+fn check_required_labels(spec: &PolicySpec, sp: &Path, errs: &mut Vec<FieldError>) {
     for (i, r) in spec.required_labels.iter().enumerate() {
         let rp = sp.child("requiredLabels").index(i);
         for m in qualified_name_errors(&r.key) {
@@ -417,7 +449,6 @@ fn check(doc: &PolicyDoc) -> Vec<FieldError> {
             }
         }
     }
-    errs
 }
 
 /// 1-based line where each document begins (after each `---` separator).

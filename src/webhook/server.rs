@@ -45,7 +45,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder};
@@ -266,26 +266,8 @@ impl WebhookServer {
         let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(certs.clone())?));
         let service = TowerToHyperService::new(harden_counting(app, &config, oversize));
         let builders = Arc::new(ConnBuilders::new());
-
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let health = tokio::spawn(serve_health(
-            health_listener,
-            shared.clone(),
-            stop_rx.clone(),
-        ));
-        let reloader = tokio::spawn(reload_loop(
-            shared.clone(),
-            config.cert_reload_interval,
-            stop_rx,
-        ));
-
-        let info = certs.info();
-        info!(
-            addr = %listener.local_addr().unwrap_or(config.listen),
-            serial = %info.serial,
-            not_after = tls::unix_seconds(info.not_after),
-            "webhook listening (TLS 1.2/1.3, h2 + http/1.1)"
-        );
+        let background = Background::spawn(health_listener, &shared, config.cert_reload_interval);
+        log_listening(&listener, &certs, config.listen);
 
         let graceful = GracefulShutdown::new();
         let mut conns = JoinSet::new();
@@ -297,51 +279,95 @@ impl WebhookServer {
             shared: &shared,
             handshake_timeout: config.handshake_timeout,
         };
-
-        accept.until(shutdown, &graceful, &mut conns).await;
-        shared.draining.store(true, Ordering::SeqCst);
-        if !config.drain_delay.is_zero() {
-            info!(delay = ?config.drain_delay, "shutdown requested: not ready, still accepting");
-            accept
-                .until(
-                    tokio::time::sleep(config.drain_delay),
-                    &graceful,
-                    &mut conns,
-                )
-                .await;
-        }
+        accept
+            .until_drain_delay_passed(shutdown, config.drain_delay, &graceful, &mut conns)
+            .await;
+        // Closing the listener refuses new connections while the open ones drain.
         drop(listener);
-        let open = shared.open_connections.load(Ordering::SeqCst);
-        info!(
-            open_connections = open,
-            "stopped accepting; draining connections"
-        );
-
-        let started = Instant::now();
-        let drained = async {
-            graceful.shutdown().await;
-            while conns.join_next().await.is_some() {}
-        };
-        if tokio::time::timeout(config.shutdown_timeout, drained)
-            .await
-            .is_err()
-        {
-            warn!(
-                remaining = shared.open_connections.load(Ordering::SeqCst),
-                timeout = ?config.shutdown_timeout,
-                "shutdown deadline passed; closing remaining connections"
-            );
-            conns.abort_all();
-            while conns.join_next().await.is_some() {}
-        } else {
-            info!(elapsed = ?started.elapsed(), "all connections drained");
-        }
-
-        // The receivers may already be gone if those tasks ended; nothing to do then.
-        let _ = stop_tx.send(true);
-        let _ = reloader.await;
-        let _ = health.await;
+        drain_connections(graceful, &mut conns, &shared, config.shutdown_timeout).await;
+        background.stop().await;
         Ok(())
+    }
+}
+
+/// Logs the TLS listener's address and the certificate it starts with.
+fn log_listening(listener: &TcpListener, certs: &CertStore, configured: SocketAddr) {
+    let info = certs.info();
+    info!(
+        addr = %listener.local_addr().unwrap_or(configured),
+        serial = %info.serial,
+        not_after = tls::unix_seconds(info.not_after),
+        "webhook listening (TLS 1.2/1.3, h2 + http/1.1)"
+    );
+}
+
+/// Waits for open connections to finish after accepting stopped: idle ones close,
+/// in-flight requests complete, and whatever is left at `timeout` is aborted.
+async fn drain_connections(
+    graceful: GracefulShutdown,
+    conns: &mut JoinSet<()>,
+    shared: &Shared,
+    timeout: Duration,
+) {
+    let open = shared.open_connections.load(Ordering::SeqCst);
+    info!(
+        open_connections = open,
+        "stopped accepting; draining connections"
+    );
+
+    let started = Instant::now();
+    let drained = async {
+        graceful.shutdown().await;
+        while conns.join_next().await.is_some() {}
+    };
+    if tokio::time::timeout(timeout, drained).await.is_err() {
+        warn!(
+            remaining = shared.open_connections.load(Ordering::SeqCst),
+            timeout = ?timeout,
+            "shutdown deadline passed; closing remaining connections"
+        );
+        conns.abort_all();
+        while conns.join_next().await.is_some() {}
+    } else {
+        info!(elapsed = ?started.elapsed(), "all connections drained");
+    }
+}
+
+/// The tasks serving beside the TLS listener: the probe listener and the certificate
+/// reloader, stopped together once the connections are drained.
+struct Background {
+    stop: watch::Sender<bool>,
+    reloader: JoinHandle<()>,
+    health: JoinHandle<()>,
+}
+
+impl Background {
+    /// Starts the probe listener and the certificate reloader.
+    fn spawn(
+        health_listener: TcpListener,
+        shared: &Arc<Shared>,
+        reload_interval: Duration,
+    ) -> Self {
+        let (stop, stop_rx) = watch::channel(false);
+        let health = tokio::spawn(serve_health(
+            health_listener,
+            shared.clone(),
+            stop_rx.clone(),
+        ));
+        let reloader = tokio::spawn(reload_loop(shared.clone(), reload_interval, stop_rx));
+        Self {
+            stop,
+            reloader,
+            health,
+        }
+    }
+
+    /// Tells both tasks to stop and waits until they have.
+    async fn stop(self) {
+        // The receivers may already be gone if those tasks ended; nothing to do then.
+        let _ = self.stop.send(true);
+        let _ = self.reloader.await;
+        let _ = self.health.await;
     }
 }
 
@@ -570,6 +596,24 @@ struct Acceptor<'a> {
 }
 
 impl Acceptor<'_> {
+    /// Accepts connections until `shutdown` resolves, then, reporting not ready, for
+    /// `drain_delay` more: endpoints take a moment to stop sending new requests here.
+    async fn until_drain_delay_passed(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        drain_delay: Duration,
+        graceful: &GracefulShutdown,
+        conns: &mut JoinSet<()>,
+    ) {
+        self.until(shutdown, graceful, conns).await;
+        self.shared.draining.store(true, Ordering::SeqCst);
+        if !drain_delay.is_zero() {
+            info!(delay = ?drain_delay, "shutdown requested: not ready, still accepting");
+            self.until(tokio::time::sleep(drain_delay), graceful, conns)
+                .await;
+        }
+    }
+
     /// Accepts connections until `stop` resolves.
     async fn until(
         &self,

@@ -5,8 +5,9 @@ use super::{FieldError, Path, quantity, validate_object_meta};
 use crate::api::constants::{MAX_POD_SETS, WORKLOAD_QUOTA_RESERVED};
 use crate::api::workload::{
     POD_PRIORITY_CLASS_GROUP, POD_PRIORITY_CLASS_KIND, PodSet, PriorityClassRef,
-    WORKLOAD_PRIORITY_CLASS_GROUP, WORKLOAD_PRIORITY_CLASS_KIND, Workload,
+    WORKLOAD_PRIORITY_CLASS_GROUP, WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadSpec,
 };
+use crate::api::workload_status::WorkloadStatus;
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use std::collections::BTreeSet;
 
@@ -15,52 +16,8 @@ pub fn validate_workload(wl: &Workload) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&wl.metadata, true);
     let spec = &wl.spec;
     let path = Path::new("spec");
-    let ps_path = path.child("podSets");
-    if spec.pod_sets.is_empty() {
-        errs.push(FieldError::invalid_num(
-            &ps_path,
-            0,
-            "spec.podSets in body should have at least 1 items",
-        ));
-    } else if spec.pod_sets.len() > MAX_POD_SETS {
-        errs.push(FieldError::too_many(
-            &ps_path,
-            spec.pod_sets.len(),
-            MAX_POD_SETS,
-        ));
-    }
-    let mut names = BTreeSet::new();
-    for (i, ps) in spec.pod_sets.iter().enumerate() {
-        let p = ps_path.index(i);
-        pod_set(&mut errs, ps, &p);
-        if !names.insert(ps.name.as_str()) {
-            errs.push(FieldError::duplicate(&p.child("name"), &ps.name));
-        }
-    }
-    let with_min = spec
-        .pod_sets
-        .iter()
-        .filter(|p| p.min_count.is_some())
-        .count();
-    if with_min > 1 {
-        errs.push(FieldError::invalid_num(
-            &ps_path,
-            with_min,
-            "at most one podSet can use minCount",
-        ));
-    }
-    if let Some(q) = spec.queue_name.as_deref().filter(|q| !q.is_empty()) {
-        name_ref(&mut errs, &path.child("queueName"), q);
-    }
-    if let Some(r) = &spec.priority_class_ref {
-        priority_class_ref(&mut errs, r, &path.child("priorityClassRef"));
-        if spec.priority.is_none() {
-            errs.push(FieldError::invalid_omit(
-                &path,
-                "priority should not be nil when priorityClassRef is set",
-            ));
-        }
-    }
+    let names = pod_sets(&mut errs, &spec.pod_sets, &path.child("podSets"));
+    queue_and_priority(&mut errs, spec, &path);
     if let Some(t) = spec.maximum_execution_time_seconds
         && t < 1
     {
@@ -72,46 +29,116 @@ pub fn validate_workload(wl: &Workload) -> Vec<FieldError> {
     }
     if let Some(status) = &wl.status {
         let sp = Path::new("status");
-        if status.is_condition_true(WORKLOAD_QUOTA_RESERVED)
-            && let Some(adm) = &status.admission
-        {
-            let ap = sp.child("admission").child("podSetAssignments");
-            for (i, psa) in adm.pod_set_assignments.iter().enumerate() {
-                if !names.contains(psa.name.as_str()) {
-                    errs.push(FieldError::not_found(&ap.index(i).child("name"), &psa.name));
-                }
-            }
+        admitted_pod_sets(&mut errs, status, &names, &sp);
+        reclaimable_pods(&mut errs, status, &spec.pod_sets, &sp);
+    }
+    errs
+}
+
+/// `spec.podSets`: how many, each one, unique names and at most one `minCount`.
+/// Returns the pod set names, which the status must refer to.
+fn pod_sets<'a>(
+    errs: &mut Vec<FieldError>,
+    pod_sets: &'a [PodSet],
+    ps_path: &Path,
+) -> BTreeSet<&'a str> {
+    if pod_sets.is_empty() {
+        errs.push(FieldError::invalid_num(
+            ps_path,
+            0,
+            "spec.podSets in body should have at least 1 items",
+        ));
+    } else if pod_sets.len() > MAX_POD_SETS {
+        errs.push(FieldError::too_many(ps_path, pod_sets.len(), MAX_POD_SETS));
+    }
+    let mut names = BTreeSet::new();
+    for (i, ps) in pod_sets.iter().enumerate() {
+        let p = ps_path.index(i);
+        pod_set(errs, ps, &p);
+        if !names.insert(ps.name.as_str()) {
+            errs.push(FieldError::duplicate(&p.child("name"), &ps.name));
         }
-        for rp in &status.reclaimable_pods {
-            let p = sp.child("reclaimablePods").key(&rp.name);
-            match spec.pod_sets.iter().find(|ps| ps.name == rp.name) {
-                None => {
-                    // Each valid pod set name once: malformed names are reported at their
-                    // own path and cannot be referenced.
-                    let known: BTreeSet<&str> = spec
-                        .pod_sets
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .filter(|n| dns1123_label_errors(n).is_empty())
-                        .collect();
-                    let known: Vec<&str> = known.into_iter().collect();
-                    errs.push(FieldError::not_supported_or(
-                        &p.child("name"),
-                        &rp.name,
-                        &known,
-                        "spec.podSets has no pod set to reclaim pods from",
-                    ));
-                }
-                Some(ps) if rp.count > ps.count => errs.push(FieldError::invalid_num(
-                    &p.child("count"),
-                    rp.count,
-                    format!("should be less or equal to {}", ps.count),
-                )),
-                Some(_) => {}
+    }
+    let with_min = pod_sets.iter().filter(|p| p.min_count.is_some()).count();
+    if with_min > 1 {
+        errs.push(FieldError::invalid_num(
+            ps_path,
+            with_min,
+            "at most one podSet can use minCount",
+        ));
+    }
+    names
+}
+
+/// `spec.queueName` and `spec.priorityClassRef`, which needs `spec.priority` beside it.
+fn queue_and_priority(errs: &mut Vec<FieldError>, spec: &WorkloadSpec, path: &Path) {
+    if let Some(q) = spec.queue_name.as_deref().filter(|q| !q.is_empty()) {
+        name_ref(errs, &path.child("queueName"), q);
+    }
+    if let Some(r) = &spec.priority_class_ref {
+        priority_class_ref(errs, r, &path.child("priorityClassRef"));
+        if spec.priority.is_none() {
+            errs.push(FieldError::invalid_omit(
+                path,
+                "priority should not be nil when priorityClassRef is set",
+            ));
+        }
+    }
+}
+
+/// `status.admission.podSetAssignments`: once quota is reserved, each names a pod set.
+fn admitted_pod_sets(
+    errs: &mut Vec<FieldError>,
+    status: &WorkloadStatus,
+    names: &BTreeSet<&str>,
+    sp: &Path,
+) {
+    if status.is_condition_true(WORKLOAD_QUOTA_RESERVED)
+        && let Some(adm) = &status.admission
+    {
+        let ap = sp.child("admission").child("podSetAssignments");
+        for (i, psa) in adm.pod_set_assignments.iter().enumerate() {
+            if !names.contains(psa.name.as_str()) {
+                errs.push(FieldError::not_found(&ap.index(i).child("name"), &psa.name));
             }
         }
     }
-    errs
+}
+
+/// `status.reclaimablePods`: each names a pod set and reclaims no more than its count.
+fn reclaimable_pods(
+    errs: &mut Vec<FieldError>,
+    status: &WorkloadStatus,
+    pod_sets: &[PodSet],
+    sp: &Path,
+) {
+    for rp in &status.reclaimable_pods {
+        let p = sp.child("reclaimablePods").key(&rp.name);
+        match pod_sets.iter().find(|ps| ps.name == rp.name) {
+            None => {
+                // Each valid pod set name once: malformed names are reported at their
+                // own path and cannot be referenced.
+                let known: BTreeSet<&str> = pod_sets
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .filter(|n| dns1123_label_errors(n).is_empty())
+                    .collect();
+                let known: Vec<&str> = known.into_iter().collect();
+                errs.push(FieldError::not_supported_or(
+                    &p.child("name"),
+                    &rp.name,
+                    &known,
+                    "spec.podSets has no pod set to reclaim pods from",
+                ));
+            }
+            Some(ps) if rp.count > ps.count => errs.push(FieldError::invalid_num(
+                &p.child("count"),
+                rp.count,
+                format!("should be less or equal to {}", ps.count),
+            )),
+            Some(_) => {}
+        }
+    }
 }
 
 fn pod_set(errs: &mut Vec<FieldError>, ps: &PodSet, path: &Path) {
