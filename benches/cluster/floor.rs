@@ -15,16 +15,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store::Writer as StoreWriter;
-use kube::runtime::{WatchStreamExt, watcher};
 use kuota::api::{Admission, Workload};
 use kuota::controller::actuate::events::Recorder;
 use kuota::controller::actuate::job::start_patch;
@@ -36,16 +34,14 @@ use kuota::integrations::JobIntegration;
 use serde_json::{Value, json};
 
 use crate::setup::{self, BENCH_LABEL};
-use crate::{BoxError, Observer, Timeline, create_jobs};
+use crate::{BoxError, Reference, applied, reference_phase};
 
 /// Label that keeps this phase's Jobs out of kuota's phase's observer.
 pub const PHASE_LABEL: &str = "bench.kuota.dev/phase";
 
 /// What the write-floor controller achieved.
 pub struct Floor {
-    /// Seconds to create the Jobs (the arrival rate under this phase's load).
-    pub create_s: f64,
-    pub timeline: Timeline,
+    pub reference: Reference,
     /// Writes that failed (each one is a Job this phase could not admit or finish).
     pub failed: usize,
 }
@@ -61,18 +57,14 @@ pub async fn run(
     timeout: Duration,
 ) -> Result<Floor, BoxError> {
     let ns = floor_namespace(run);
-    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns_obj)
-        .await?;
+    setup::create_namespace(client, &ns).await?;
     let selector = format!("{BENCH_LABEL}={run},{PHASE_LABEL}=floor");
-    let observer = Observer::spawn(client, selector.clone());
     let failed = Arc::new(Mutex::new(0));
     let controller = tokio::spawn(write_on_sight(
         client.clone(),
         ns.clone(),
         run.to_string(),
-        selector,
+        selector.clone(),
         failed.clone(),
     ));
     let plan: Vec<_> = setup::plan(jobs)
@@ -87,21 +79,11 @@ pub async fn run(
             (ns.clone(), job)
         })
         .collect();
-    let start = Instant::now();
-    let created = create_jobs(client, plan, concurrency).await?;
-    let create_s = start.elapsed().as_secs_f64();
-    eprintln!(
-        "write floor: created {} Jobs in {create_s:.1} s",
-        created.len()
-    );
-    observer.wait_finished(jobs, timeout).await;
+    let phase = reference_phase(client, "write floor", selector, plan, concurrency, timeout).await;
     controller.abort();
+    let reference = phase?;
     let failed = *failed.lock().expect("lock");
-    Ok(Floor {
-        create_s,
-        timeline: observer.stop(start, &created),
-        failed,
-    })
+    Ok(Floor { reference, failed })
 }
 
 /// The write-floor phase's namespace.
@@ -149,20 +131,16 @@ async fn write_on_sight(
         failed,
     });
     let (mut admitted, mut finished) = (HashSet::new(), HashSet::new());
-    let cfg = watcher::Config::default().labels(&selector);
-    let mut stream = watcher(jobs, cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(job) = event else { continue };
+    let mut stream = applied(jobs, &selector);
+    while let Some(job) = stream.next().await {
         let name = job.metadata.name.clone().unwrap_or_default();
         let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
-        let Ok(value) = serde_json::to_value(&job) else {
-            continue;
-        };
-        let ctx = ctx.clone();
+        // Only a Job that needs a write is turned into the JSON kuota's functions take.
         if suspended && admitted.insert(name.clone()) {
+            let Ok(value) = serde_json::to_value(&job) else {
+                continue;
+            };
+            let ctx = ctx.clone();
             tokio::spawn(async move {
                 if let Err(e) = admit(&ctx, &name, &value).await {
                     eprintln!("write floor: admitting {name}: {e}");
@@ -170,14 +148,16 @@ async fn write_on_sight(
                 }
             });
         } else if !suspended && !finished.contains(&name) {
-            let state = job_state(&ctx.integration.kind(), &value, false);
             let wl = ctx.workloads.lock().expect("lock").get(&name).cloned();
-            let Some(Step::Finish { reason, message }) = wl.as_ref().map(|w| plan(&state, Some(w)))
-            else {
+            let (Some(wl), Ok(value)) = (wl, serde_json::to_value(&job)) else {
+                continue;
+            };
+            let state = job_state(&ctx.integration.kind(), &value, false);
+            let Step::Finish { reason, message } = plan(&state, Some(&wl)) else {
                 continue;
             };
             finished.insert(name.clone());
-            let wl = wl.expect("planned with it");
+            let ctx = ctx.clone();
             tokio::spawn(async move {
                 if let Err(e) = finish(&ctx, &wl, reason, &message).await {
                     eprintln!("write floor: finishing {name}: {e}");

@@ -6,25 +6,16 @@
 //! this one, measured in the same run.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::setup::{self, BENCH_LABEL};
-use crate::{BoxError, Observer, Timeline, create_jobs};
-
-/// What the ideal controller achieved.
-pub struct Ideal {
-    /// Seconds to create the Jobs (the arrival rate under this phase's load).
-    pub create_s: f64,
-    pub timeline: Timeline,
-}
+use crate::{BoxError, Reference, applied, reference_phase};
 
 /// Creates `jobs` Jobs of the baseline mix in namespace `{run}-ideal` (no queue label),
 /// unsuspends each as soon as it is seen, and waits (up to `timeout`) until all finish.
@@ -36,17 +27,13 @@ pub async fn run(
     jobs: usize,
     concurrency: usize,
     timeout: Duration,
-) -> Result<Ideal, BoxError> {
+) -> Result<Reference, BoxError> {
     let ns = ideal_namespace(run);
-    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns_obj)
-        .await?;
+    setup::create_namespace(client, &ns).await?;
     let selector = format!("{BENCH_LABEL}={run},!kueue.x-k8s.io/queue-name");
-    let observer = Observer::spawn(client, selector.clone());
     let controller = tokio::spawn(unsuspend_on_sight(
         Api::namespaced(client.clone(), &ns),
-        selector,
+        selector.clone(),
     ));
     let plan: Vec<_> = setup::plan(jobs)
         .into_iter()
@@ -56,19 +43,17 @@ pub async fn run(
             (ns.clone(), job)
         })
         .collect();
-    let start = Instant::now();
-    let created = create_jobs(client, plan, concurrency).await?;
-    let create_s = start.elapsed().as_secs_f64();
-    eprintln!(
-        "ideal controller: created {} Jobs in {create_s:.1} s",
-        created.len()
-    );
-    observer.wait_finished(jobs, timeout).await;
+    let phase = reference_phase(
+        client,
+        "ideal controller",
+        selector,
+        plan,
+        concurrency,
+        timeout,
+    )
+    .await;
     controller.abort();
-    Ok(Ideal {
-        create_s,
-        timeline: observer.stop(start, &created),
-    })
+    phase
 }
 
 /// The ideal phase's namespace.
@@ -79,13 +64,8 @@ pub fn ideal_namespace(run: &str) -> String {
 /// Patches `suspend: false` onto every suspended Job the watch shows, once each.
 async fn unsuspend_on_sight(jobs: Api<Job>, selector: String) {
     let mut patched = HashSet::new();
-    let cfg = watcher::Config::default().labels(&selector);
-    let mut stream = watcher(jobs.clone(), cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(job) = event else { continue };
+    let mut stream = applied(jobs.clone(), &selector);
+    while let Some(job) = stream.next().await {
         let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
         let name = job.metadata.name.unwrap_or_default();
         if !suspended || !patched.insert(name.clone()) {

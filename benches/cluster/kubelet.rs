@@ -8,7 +8,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use crate::setup::{BENCH_LABEL, RUNTIME_LABEL};
@@ -16,14 +15,9 @@ use crate::setup::{BENCH_LABEL, RUNTIME_LABEL};
 /// Runs until aborted.
 pub async fn run(client: Client, run: String) {
     let pods: Api<Pod> = Api::all(client.clone());
-    let cfg = watcher::Config::default().labels(&format!("{BENCH_LABEL}={run}"));
     let mut seen = HashSet::new();
-    let mut stream = watcher(pods, cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(pod) = event else { continue };
+    let mut stream = crate::applied(pods, &format!("{BENCH_LABEL}={run}"));
+    while let Some(pod) = stream.next().await {
         let phase = pod
             .status
             .as_ref()

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -278,9 +279,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
 /// Jobs per second created by the harness with no webhook and no controller.
 async fn raw_rate(client: &Client, run: &str, args: &Args) -> Result<f64, BoxError> {
     let raw_ns = format!("{run}-raw");
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": raw_ns}}))?;
-    nss.create(&PostParams::default(), &ns_obj).await?;
+    setup::create_namespace(client, &raw_ns).await?;
     let raw: Vec<_> = setup::plan(args.raw_jobs)
         .into_iter()
         .enumerate()
@@ -292,6 +291,7 @@ async fn raw_rate(client: &Client, run: &str, args: &Args) -> Result<f64, BoxErr
     let t = Instant::now();
     create_jobs(client, raw, args.concurrency).await?;
     let rate = args.raw_jobs as f64 / t.elapsed().as_secs_f64();
+    let nss: Api<Namespace> = Api::all(client.clone());
     let _ = nss.delete(&raw_ns, &DeleteParams::background()).await;
     Ok(rate)
 }
@@ -503,14 +503,8 @@ async fn observe(
     unsuspended: Arc<Mutex<HashMap<String, Instant>>>,
     finished: Arc<Mutex<HashMap<String, Instant>>>,
 ) {
-    let jobs: Api<Job> = Api::all(client);
-    let cfg = watcher::Config::default().labels(&selector);
-    let mut stream = watcher(jobs, cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(job) = event else { continue };
+    let mut stream = applied(Api::<Job>::all(client), &selector);
+    while let Some(job) = stream.next().await {
         let key = format!(
             "{}/{}",
             job.metadata.namespace.clone().unwrap_or_default(),
@@ -536,4 +530,49 @@ async fn observe(
             finished.lock().expect("lock").entry(key).or_insert(now);
         }
     }
+}
+
+/// The objects matching a label selector, each time the watch applies one (a failed
+/// watch backs off and resumes; its errors are skipped).
+pub fn applied<K>(api: Api<K>, selector: &str) -> BoxStream<'static, K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let cfg = watcher::Config::default().labels(selector);
+    watcher(api, cfg)
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|r| futures::future::ready(r.ok()))
+        .boxed()
+}
+
+/// A reference controller's phase, its controller already watching: creates `jobs`,
+/// waits (up to `timeout`) until those matching `selector` have finished, and returns
+/// how long the creates took and the timeline.
+pub async fn reference_phase(
+    client: &Client,
+    name: &str,
+    selector: String,
+    jobs: Vec<(String, Job)>,
+    concurrency: usize,
+    timeout: Duration,
+) -> Result<Reference, BoxError> {
+    let n = jobs.len();
+    let observer = Observer::spawn(client, selector);
+    let start = Instant::now();
+    let created = create_jobs(client, jobs, concurrency).await?;
+    let create_s = start.elapsed().as_secs_f64();
+    eprintln!("{name}: created {} Jobs in {create_s:.1} s", created.len());
+    observer.wait_finished(n, timeout).await;
+    Ok(Reference {
+        create_s,
+        timeline: observer.stop(start, &created),
+    })
+}
+
+/// What a reference controller (the ideal one, the write floor) achieved.
+pub struct Reference {
+    /// Seconds to create the Jobs (the arrival rate under the phase's load).
+    pub create_s: f64,
+    pub timeline: Timeline,
 }

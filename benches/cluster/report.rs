@@ -8,8 +8,7 @@ use std::path::Path;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::floor::Floor;
-use crate::ideal::Ideal;
-use crate::{Args, BoxError, KuotaPhase, Timeline, audit, percentile, setup};
+use crate::{Args, BoxError, KuotaPhase, Reference, audit, percentile, setup};
 
 /// ClusterQueue touches per queue in the re-evaluation phase.
 pub const TOUCHES: usize = 5;
@@ -19,7 +18,7 @@ pub struct Summary<'a> {
     pub args: &'a Args,
     pub raw_rate: f64,
     pub main: &'a KuotaPhase,
-    pub ideal: Option<&'a Ideal>,
+    pub ideal: Option<&'a Reference>,
     pub floor: Option<&'a Floor>,
     /// kuota's CPU seconds and peak RSS (MiB).
     pub stats: Option<(f64, f64)>,
@@ -59,26 +58,13 @@ impl Summary<'_> {
             percentile(&t.latencies, 0.5),
             percentile(&t.latencies, 0.99)
         );
-        if let Some(c) = self.ideal {
-            let what = "ideal controller, same mix and run (unsuspends on sight: 1 write per Job): created in / admitted / finished";
-            println!(
-                "| {what} | {:.1} s / {} / {} |",
-                c.create_s,
-                c.timeline.admitted(),
-                c.timeline.finished
-            );
-            self.reference("ideal controller", &c.timeline);
+        if let Some(r) = self.ideal {
+            let how = "unsuspends on sight: 1 write per Job";
+            self.reference("ideal controller", how, r, None);
         }
         if let Some(f) = self.floor {
-            let what = "write floor, same mix and run (kuota's own writes for each Job on sight, no scheduling): created in / admitted / finished / failed writes";
-            println!(
-                "| {what} | {:.1} s / {} / {} / {} |",
-                f.create_s,
-                f.timeline.admitted(),
-                f.timeline.finished,
-                f.failed
-            );
-            self.reference("write floor", &f.timeline);
+            let how = "kuota's own writes for each Job on sight, no scheduling";
+            self.reference("write floor", how, &f.reference, Some(f.failed));
         }
         if let Some((cpu, rss)) = self.stats {
             println!("| kuota CPU | {cpu:.1} s |");
@@ -86,8 +72,20 @@ impl Summary<'_> {
         }
     }
 
-    /// A reference controller's rate and latency, and kuota's rate as a ratio to it.
-    fn reference(&self, name: &str, t: &Timeline) {
+    /// A reference controller's run (with its failed writes, if it counts them), its
+    /// rate and latency, and kuota's rate as a ratio to it.
+    fn reference(&self, name: &str, how: &str, r: &Reference, failed: Option<usize>) {
+        let t = &r.timeline;
+        let (failed_head, failed_value) = match failed {
+            Some(n) => (" / failed writes", format!(" / {n}")),
+            None => ("", String::new()),
+        };
+        println!(
+            "| {name}, same mix and run ({how}): created in / admitted / finished{failed_head} | {:.1} s / {} / {}{failed_value} |",
+            r.create_s,
+            t.admitted(),
+            t.finished
+        );
         println!(
             "| {name}: admissions/s sustained, create→unsuspend p50 / p99 | {:.1}, {:.2} s / {:.2} s |",
             t.sustained(),

@@ -135,6 +135,16 @@ async fn apply(client: &Client, obj: serde_json::Value) -> Result<(), kube::Erro
     Ok(())
 }
 
+/// Creates a namespace of the run (each phase's Jobs get one of their own).
+pub async fn create_namespace(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("valid Namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &ns)
+        .await?;
+    Ok(())
+}
+
 /// The baseline's queues: one flavor, 5 cohorts x 6 ClusterQueues, a LocalQueue each,
 /// and the classes' PriorityClasses. `nominal_cpu` is each ClusterQueue's nominal quota
 /// (20 in Kueue's baseline; far more makes admission, not quota, the limit).

@@ -510,13 +510,22 @@ impl Target<'_> {
         let Some(p) = p else {
             return Ok(());
         };
-        self.api()
-            .patch(&self.name, &PatchParams::default(), &Patch::<()>::Json(p))
+        let pp = PatchParams::default();
+        let api = self.api();
+        self.landed(api.patch(&self.name, &pp, &Patch::<()>::Json(p)))
             .await
-            .map_err(|source| SyncError::Api {
-                name: self.name.clone(),
-                source,
-            })?;
+    }
+
+    /// Makes a write to the job: counted when it lands, named with the job when it
+    /// fails.
+    async fn landed(
+        &self,
+        write: impl Future<Output = Result<DynamicObject, kube::Error>>,
+    ) -> Result<(), SyncError> {
+        write.await.map_err(|source| SyncError::Api {
+            name: self.name.clone(),
+            source,
+        })?;
         self.ctx.writer.wrote(&self.integration.kind());
         Ok(())
     }
@@ -564,14 +573,10 @@ impl Target<'_> {
             }
             (Step::ClearStartTime, _) => {
                 let body = json!({"status": {"startTime": null}});
-                self.api()
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await
-                    .map_err(|source| SyncError::Api {
-                        name: name.clone(),
-                        source,
-                    })?;
-                ctx.writer.wrote(&integration.kind());
+                let pp = PatchParams::default();
+                let api = self.api();
+                self.landed(api.patch_status(name, &pp, &Patch::Merge(&body)))
+                    .await?;
             }
             (Step::Restore, Some(wl)) => {
                 match self
