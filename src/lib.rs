@@ -14,6 +14,7 @@ pub mod memory;
 pub mod names;
 pub mod placement;
 pub mod policy;
+pub mod serve;
 pub mod sim;
 pub mod telemetry;
 pub mod webhook;

@@ -13,10 +13,11 @@
 //! LocalQueue must not take the webhook out of every Service endpoint.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::IndexKind;
+use super::server::{Diagnosis, Diagnostics, Readiness};
+use super::{IndexKind, WebhookState};
 
 /// Consecutive watch errors that count as "keeps failing".
 pub const FAILING_AFTER: u32 = 3;
@@ -121,6 +122,32 @@ impl WatchHealth {
             })
             .collect()
     }
+}
+
+/// Readiness from the handlers' state: ready once the index has synced, unless a watch
+/// keeps failing (listed by kind in `/readyz`). Undecodable objects and namespaces whose
+/// unlabelled Jobs the webhook configurations do not route to kuota are listed as warnings.
+pub fn index_readiness(
+    state: Arc<WebhookState>,
+    health: Arc<WatchHealth>,
+) -> (Readiness, Diagnostics) {
+    let index = state.index.clone();
+    let ready: Readiness = Arc::new(move || index.is_synced());
+    let diagnostics: Diagnostics = Arc::new(move || {
+        let mut warnings = health.undecodable();
+        if state.index.is_synced() {
+            warnings.extend(super::routing::unrouted_namespaces(
+                &state.index,
+                &state.policies.current(),
+                &state.config,
+            ));
+        }
+        Diagnosis {
+            failing: health.failing(Instant::now()),
+            warnings,
+        }
+    });
+    (ready, diagnostics)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //!
 //! `server`, `tls` and `certs` are the serving half: listeners, TLS with certificate hot
 //! reload, graceful shutdown, limits, and cert tooling. See docs/webhook-server.md.
+//! `kuota serve` wires this server to the rest of the process in `crate::serve`.
 
 pub mod certs;
 pub mod convert;
@@ -22,10 +23,10 @@ pub mod jobs;
 pub mod review;
 pub mod routes;
 pub mod routing;
-pub mod serve;
 pub mod server;
 pub mod tls;
 
+pub use health::index_readiness;
 pub use index::{ClusterIndex, IndexConfig, IndexEvent, IndexKind};
 pub use routes::{Route, handle, router, routes};
 

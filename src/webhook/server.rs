@@ -135,12 +135,6 @@ impl ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("--config: {0}")]
-    Config(#[from] crate::config::ConfigError),
-    #[error("policies: {0}")]
-    Policies(#[from] crate::policy::PolicyLoadError),
-    #[error("cannot start the async runtime: {0}")]
-    Runtime(std::io::Error),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
@@ -148,9 +142,6 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    /// The process stopped because it must not go on (an engine panic).
-    #[error("{0}")]
-    Fatal(String),
 }
 
 /// A bound, not yet running server. Binding first lets callers (tests, the

@@ -33,7 +33,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use kuota::policy::{PolicyHandle, PolicySet};
 use kuota::webhook::health::WatchHealth;
-use kuota::webhook::serve::index_readiness;
+use kuota::webhook::index_readiness;
 use kuota::webhook::server::{ServerConfig, WebhookServer};
 use kuota::webhook::{ClusterIndex, WebhookConfig, WebhookState, feed, router};
 use tokio::sync::oneshot;

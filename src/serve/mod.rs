@@ -1,16 +1,34 @@
-//! `kuota serve`: its flags, and the wiring of the webhook server, the cluster index
-//! and its watches, the admission policies and the leader-elected queue controller.
+//! `kuota serve`, the composition root: its flags, and the wiring of the webhook server,
+//! the cluster index and its watches, the admission policies, CA injection, the metrics
+//! registry and the leader-elected queue controller. Nothing below imports it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use super::server::{
-    Diagnosis, Diagnostics, Readiness, ServerConfig, ServerError, WebhookServer, parse_duration,
-    shutdown_signal,
+use crate::webhook::health::{WatchHealth, index_readiness};
+use crate::webhook::server::{
+    Readiness, ServerConfig, ServerError, WebhookServer, parse_duration, shutdown_signal,
 };
+use crate::webhook::{ClusterIndex, IndexConfig, WebhookConfig, WebhookMetrics, WebhookState};
+
+/// Why `kuota serve` could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("--config: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("policies: {0}")]
+    Policies(#[from] crate::policy::PolicyLoadError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The process stopped because it must not go on (an engine panic).
+    #[error("{0}")]
+    Fatal(String),
+}
 
 /// Arguments of `kuota serve`: the server settings plus what the handlers need.
 #[derive(Debug, Clone, clap::Args)]
@@ -56,7 +74,7 @@ pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(ServerError::Runtime)
+        .map_err(ServeError::Runtime)
         .and_then(|rt| {
             rt.block_on(async {
                 crate::memory::spawn_trimmer();
@@ -74,8 +92,7 @@ pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
 }
 
 /// Builds the handlers' state and router and serves them until a signal.
-pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
-    use super::{ClusterIndex, WebhookConfig, WebhookState};
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     use crate::policy::PolicyHandle;
 
     let policies = match &args.policies {
@@ -88,10 +105,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
     let settings = crate::config::Settings::load(&args.config.files)?;
     settings.report();
-    let index = Arc::new(ClusterIndex::new(super::IndexConfig {
+    let index = Arc::new(ClusterIndex::new(IndexConfig {
         managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
     }));
-    let health = Arc::new(super::health::WatchHealth::default());
+    let health = Arc::new(WatchHealth::default());
     // In a cluster (service account) or with a kubeconfig, watches feed the index; without
     // either the index stays cold and /readyz says so, unless --ready-without-index.
     let client = match crate::config::client::client(settings.client).await {
@@ -123,7 +140,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
             ..WebhookConfig::default()
         },
     );
-    state.metrics = super::WebhookMetrics::new(metrics.clone());
+    state.metrics = WebhookMetrics::new(metrics.clone());
     let state = Arc::new(state);
     let (ready, diagnostics) = index_readiness(state.clone(), health);
     let ready: Readiness = if args.ready_without_index {
@@ -132,7 +149,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
     } else {
         ready
     };
-    let server = WebhookServer::bind(args.server, super::router(state), ready)
+    let server = WebhookServer::bind(args.server, crate::webhook::router(state), ready)
         .await?
         .with_metrics(metrics)
         .with_diagnostics(diagnostics);
@@ -166,8 +183,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServerError> {
         warn!(error = %e, "stopping the scheduler failed");
     }
     match fatal.reason() {
-        Some(why) => Err(ServerError::Fatal(why)),
-        None => result,
+        Some(why) => Err(ServeError::Fatal(why)),
+        None => Ok(result?),
     }
 }
 
@@ -216,46 +233,20 @@ async fn start_scheduling(
 fn start_feed(
     client: &kube::Client,
     args: &ServeArgs,
-    index: &Arc<super::ClusterIndex>,
-    health: &Arc<super::health::WatchHealth>,
+    index: &Arc<ClusterIndex>,
+    health: &Arc<WatchHealth>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     if args.inject_ca_bundle {
-        let ca = args.server.cert_dir.join(super::tls::CA_FILE);
+        let ca = args.server.cert_dir.join(crate::webhook::tls::CA_FILE);
         tasks.push(crate::crds::inject::spawn(client.clone(), ca));
     }
-    tasks.extend(super::feed::spawn(
+    tasks.extend(crate::webhook::feed::spawn(
         client.clone(),
         index.clone(),
         health.clone(),
     ));
     tasks
-}
-
-/// Readiness from the handlers' state: ready once the index has synced, unless a watch
-/// keeps failing (listed by kind in `/readyz`). Undecodable objects and namespaces whose
-/// unlabelled Jobs the webhook configurations do not route to kuota are listed as warnings.
-pub fn index_readiness(
-    state: Arc<super::WebhookState>,
-    health: Arc<super::health::WatchHealth>,
-) -> (Readiness, Diagnostics) {
-    let index = state.index.clone();
-    let ready: Readiness = Arc::new(move || index.is_synced());
-    let diagnostics: Diagnostics = Arc::new(move || {
-        let mut warnings = health.undecodable();
-        if state.index.is_synced() {
-            warnings.extend(super::routing::unrouted_namespaces(
-                &state.index,
-                &state.policies.current(),
-                &state.config,
-            ));
-        }
-        Diagnosis {
-            failing: health.failing(Instant::now()),
-            warnings,
-        }
-    });
-    (ready, diagnostics)
 }
 
 #[cfg(test)]
