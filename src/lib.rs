@@ -7,6 +7,7 @@ pub mod api;
 pub mod config;
 pub mod controller;
 pub mod crds;
+pub mod duration;
 pub mod engine;
 pub mod integrations;
 pub mod lease;

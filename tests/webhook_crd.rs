@@ -98,7 +98,7 @@ async fn invalid_cluster_queue_lists_every_problem() {
     // A field kuota does not know comes from a newer Kueue's CRDs (the API server has
     // already pruned or refused what the installed CRD lacks): ignored and counted, and
     // the object is judged on what kuota knows.
-    let before = kuota::telemetry::unknown_fields::count("ClusterQueue");
+    let before = kuota::api::lenient::unknown_fields("ClusterQueue");
     let newer = cq(
         "kueue.x-k8s.io/v1beta2",
         json!({"resourceGroups": [], "aFieldFromANewerKueue": {"on": true}}),
@@ -111,7 +111,7 @@ async fn invalid_cluster_queue_lists_every_problem() {
     .await;
     assert_eq!(resp["allowed"], true, "{resp}");
     assert_eq!(
-        kuota::telemetry::unknown_fields::count("ClusterQueue") - before,
+        kuota::api::lenient::unknown_fields("ClusterQueue") - before,
         1
     );
     // A known field of the wrong type is still refused by name.

@@ -3,7 +3,46 @@
 //! an error that would stall a watch or deny a status write. What users write is checked
 //! strictly by the manifest loader instead.
 
+use std::collections::BTreeMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
 use serde::de::DeserializeOwned;
+
+/// Fields ignored so far in this process, by kind. Decoding happens deep in watches and
+/// reviews that hold no metrics handle, so the count is kept here, and telemetry reads it
+/// when it serves `kuota_unknown_fields_total{kind}` (it is above this module).
+static UNKNOWN_FIELDS: LazyLock<Mutex<BTreeMap<String, u64>>> = LazyLock::new(Default::default);
+
+fn record(kind: &str, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let mut counts = UNKNOWN_FIELDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    match counts.get_mut(kind) {
+        Some(total) => *total += n,
+        None => {
+            counts.insert(kind.to_string(), n);
+        }
+    }
+}
+
+/// Fields of objects of `kind` ignored so far in this process.
+pub fn unknown_fields(kind: &str) -> u64 {
+    let counts = UNKNOWN_FIELDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    counts.get(kind).copied().unwrap_or(0)
+}
+
+/// Every kind with ignored fields, and how many, in kind order.
+pub fn unknown_fields_by_kind() -> Vec<(String, u64)> {
+    let counts = UNKNOWN_FIELDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    counts.iter().map(|(k, n)| (k.clone(), *n)).collect()
+}
 
 /// Decodes `value` as an object of `kind`, ignoring and counting fields unknown to `T`.
 /// A known field with the wrong type is still an error, naming its path.
@@ -21,7 +60,7 @@ pub fn from_value<T: DeserializeOwned>(
     };
     let decoded =
         serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note));
-    crate::telemetry::unknown_fields::record(kind, ignored);
+    record(kind, ignored);
     decoded
 }
 
@@ -35,12 +74,11 @@ pub(crate) fn is_type_meta(path: &serde_ignored::Path<'_>) -> bool {
 mod tests {
     use super::*;
     use crate::api::LocalQueue;
-    use crate::telemetry::unknown_fields::count;
 
     #[test]
     fn a_field_from_a_newer_kueue_is_ignored_and_counted() {
         let kind = "LocalQueueLenientTest";
-        let before = count(kind);
+        let before = unknown_fields(kind);
         let lq: LocalQueue = from_value(
             kind,
             &serde_json::json!({
@@ -52,7 +90,7 @@ mod tests {
         )
         .expect("unknown fields do not fail a cluster decode");
         assert_eq!(lq.spec.cluster_queue, "cq");
-        assert_eq!(count(kind) - before, 2);
+        assert_eq!(unknown_fields(kind) - before, 2);
     }
 
     #[test]

@@ -25,9 +25,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use serde::de::DeserializeOwned;
 
 use crate::api::validate::{FieldError, IS_NEGATIVE_MSG, Path};
+use crate::duration::parse_go;
 use crate::engine::{AdmissionFairSharing, EngineConfig, FairPreemptionStrategy};
 use crate::placement::Strategy;
-use crate::webhook::server::parse_duration;
 
 /// Namespace kuota runs in when the Configuration names none (its install's namespace).
 pub const DEFAULT_NAMESPACE: &str = "kuota-system";
@@ -477,15 +477,16 @@ fn min_runtime(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<FieldErro
     d.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Parses an optional Go-style duration (`15s`, `1m30s`), recording an error at `path`.
+/// Parses an optional duration as Go's `time.ParseDuration` does (`15s`, `1.5h`, `1h30m`),
+/// recording an error at `path` for text Go refuses or a negative length.
 fn duration(text: Option<&str>, path: &Path, errs: &mut Vec<FieldError>) -> Option<Duration> {
     let text = text?;
-    if text.trim_start().starts_with('-') {
-        errs.push(FieldError::invalid(path, text, IS_NEGATIVE_MSG));
-        return None;
-    }
-    match parse_duration(text) {
-        Ok(d) => Some(d),
+    match parse_go(text) {
+        Ok(nanos) if nanos < 0 => {
+            errs.push(FieldError::invalid(path, text, IS_NEGATIVE_MSG));
+            None
+        }
+        Ok(nanos) => Some(Duration::from_nanos(nanos.unsigned_abs())),
         Err(reason) => {
             errs.push(FieldError::invalid(path, text, reason.to_string()));
             None

@@ -28,24 +28,7 @@ use crate::telemetry::{Metrics, Observer, observed};
 /// cluster runs far more cycles than anyone scrapes.
 const GAUGE_REFRESH: Duration = Duration::from_millis(250);
 
-/// What the engine task receives.
-#[derive(Debug)]
-pub enum Input {
-    /// A cluster change (boxed: a Workload or Node event is large, and most inputs
-    /// that queue up in the channel are small).
-    Event(Box<Event>),
-    /// A watch delivered its first complete list.
-    Synced(Kind),
-    /// An admission whose status write did not land: release what was granted.
-    AdmissionFailed(WorkloadKey),
-}
-
-impl Input {
-    /// A cluster change as an input.
-    pub fn event(event: Event) -> Self {
-        Self::Event(Box::new(event))
-    }
-}
+pub use super::watch::Input;
 
 /// The engine's owner.
 pub struct EngineTask {

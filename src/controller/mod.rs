@@ -1,6 +1,7 @@
 //! The queue controller: watches the cluster, feeds one [`Engine`](crate::engine::Engine),
 //! and carries its decisions back to the API server with as few writes as possible.
 //!
+//! - `kind`: the kinds of object the engine reads, and their API resources;
 //! - `watch`: kube-rs watchers (with reflector stores) that turn cluster objects into inputs;
 //! - `compact`: the small form in which Jobs and Workloads are kept in reflector stores;
 //! - `translate`: pure conversion of watched objects into engine events;
@@ -20,6 +21,7 @@ pub mod actuate;
 pub mod compact;
 pub mod engine_task;
 pub mod invalid_admission;
+pub mod kind;
 pub mod translate;
 pub mod ungate;
 pub mod watch;
@@ -206,6 +208,32 @@ pub fn resolve_integrations(names: &[String]) -> (Vec<&'static dyn JobIntegratio
     (found, unknown)
 }
 
+/// What the watches report besides engine inputs goes to the job reconcilers (a changed
+/// Workload's owner, a TAS admission's ungater) and to the Event recorder.
+struct ControllerHooks {
+    triggers: workload_sync::Triggers,
+    recorder: actuate::events::Recorder,
+}
+
+impl watch::WatchHooks for ControllerHooks {
+    fn workload_changed(&self, meta: &kube::api::ObjectMeta) {
+        self.triggers.trigger_owner(meta);
+    }
+
+    fn workload_upserted(&self, workload: &crate::api::Workload) {
+        self.triggers.trigger_ungater(workload);
+    }
+
+    fn unreadable(
+        &self,
+        resource: &kube::core::ApiResource,
+        meta: &kube::api::ObjectMeta,
+        why: &str,
+    ) {
+        self.recorder.invalid_object(resource, meta, why);
+    }
+}
+
 /// Runs the controller until `shutdown` resolves: watches, the engine task, one job
 /// controller per enabled integration whose CRD exists, and the actuators.
 pub async fn run(
@@ -245,13 +273,11 @@ pub async fn run(
         .with_metrics(config.metrics.clone()),
     );
     let (job_triggers, ungate_triggers) = workload_sync::Triggers::new(&enabled).with_ungater();
-    let mut tasks = watch::spawn(
-        client.clone(),
-        writers,
-        tx.clone(),
-        job_triggers.clone(),
-        recorder.clone(),
-    );
+    let hooks = Arc::new(ControllerHooks {
+        triggers: job_triggers.clone(),
+        recorder: recorder.clone(),
+    });
+    let mut tasks = watch::spawn(client.clone(), writers, tx.clone(), hooks);
     tasks.push((
         "topology-ungater",
         tokio::spawn(ungate::run(

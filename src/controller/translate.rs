@@ -4,7 +4,7 @@ use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::watch::Kind;
+use super::kind::Kind;
 use crate::api;
 use crate::api::constants::WORKLOAD_FINISHED;
 use crate::engine::{Event, WorkloadKey};

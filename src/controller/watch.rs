@@ -1,6 +1,10 @@
 //! The controller's watches: one kube-rs watcher per kind the engine reads, with
 //! reflector stores for the objects the actuators need fresh, turning every change into
 //! engine inputs (a re-list's vanished objects become deletes).
+//!
+//! The bottom of the controller: the watches send [`Input`]s and tell [`WatchHooks`] what
+//! else they saw; the engine task, the job reconcilers and the Event recorder above
+//! implement those, so nothing here depends on them.
 
 use std::collections::BTreeSet;
 
@@ -16,93 +20,53 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
 
-use super::actuate::events::Recorder;
 use super::compact::CompactObject;
-use super::engine_task::Input;
 use super::translate;
-use super::workload_sync::Triggers;
 use crate::api;
+use crate::engine::{Event, WorkloadKey};
 use crate::integrations::JobIntegration;
 
-/// A kind of object the engine reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    ResourceFlavor,
-    Cohort,
-    ClusterQueue,
-    LocalQueue,
-    Workload,
-    WorkloadPriorityClass,
-    PriorityClass,
-    Topology,
-    Namespace,
-    Node,
-    /// Pods bound to a node, for non-TAS usage (the engine skips TAS and finished pods).
-    Pod,
+/// What the engine task receives: from the watches, and from the writers above them.
+#[derive(Debug)]
+pub enum Input {
+    /// A cluster change (boxed: a Workload or Node event is large, and most inputs
+    /// that queue up in the channel are small).
+    Event(Box<Event>),
+    /// A watch delivered its first complete list.
+    Synced(Kind),
+    /// An admission whose status write did not land: release what was granted.
+    AdmissionFailed(WorkloadKey),
 }
 
-/// Every kind the engine must have listed before its first cycle: admitted Workloads
-/// are the truth, so nothing is admitted before all of them (and their queues) are known.
-pub const ENGINE_KINDS: &[Kind] = &[
-    Kind::ResourceFlavor,
-    Kind::Cohort,
-    Kind::ClusterQueue,
-    Kind::LocalQueue,
-    Kind::Workload,
-    Kind::WorkloadPriorityClass,
-    Kind::PriorityClass,
-    Kind::Topology,
-    Kind::Namespace,
-    Kind::Node,
-    Kind::Pod,
-];
-
-impl Kind {
-    /// The API resource watched for this kind.
-    pub fn api_resource(self) -> ApiResource {
-        match self {
-            Kind::ResourceFlavor => ApiResource::erase::<api::ResourceFlavor>(&()),
-            Kind::Cohort => ApiResource::erase::<api::Cohort>(&()),
-            Kind::ClusterQueue => ApiResource::erase::<api::ClusterQueue>(&()),
-            Kind::LocalQueue => ApiResource::erase::<api::LocalQueue>(&()),
-            Kind::Workload => ApiResource::erase::<api::Workload>(&()),
-            Kind::WorkloadPriorityClass => ApiResource::erase::<api::WorkloadPriorityClass>(&()),
-            Kind::PriorityClass => {
-                ApiResource::erase::<k8s_openapi::api::scheduling::v1::PriorityClass>(&())
-            }
-            Kind::Topology => ApiResource::erase::<api::Topology>(&()),
-            Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
-            Kind::Node => ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
-            Kind::Pod => ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
-        }
-    }
-
-    /// What the watch asks for: every object, except for Pods, where only those bound to
-    /// a node can take room on it (pending pods, the bulk of a busy cluster, are left out).
-    pub fn watch_config(self) -> watcher::Config {
-        match self {
-            Kind::Pod => watcher::Config::default().fields("spec.nodeName!="),
-            _ => watcher::Config::default(),
-        }
-    }
-
-    /// The kind's name, for logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::ResourceFlavor => "ResourceFlavor",
-            Kind::Cohort => "Cohort",
-            Kind::ClusterQueue => "ClusterQueue",
-            Kind::LocalQueue => "LocalQueue",
-            Kind::Workload => "Workload",
-            Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
-            Kind::PriorityClass => "PriorityClass",
-            Kind::Topology => "Topology",
-            Kind::Namespace => "Namespace",
-            Kind::Node => "Node",
-            Kind::Pod => "Pod",
-        }
+impl Input {
+    /// A cluster change as an input.
+    pub fn event(event: Event) -> Self {
+        Self::Event(Box::new(event))
     }
 }
+
+/// What a watch reports besides engine inputs. The controller implements it with the job
+/// reconcilers' triggers and its Event recorder.
+pub trait WatchHooks: Send + Sync + 'static {
+    /// A Workload object changed (whether or not it decodes): its owner job may need
+    /// another look.
+    fn workload_changed(&self, meta: &kube::api::ObjectMeta);
+    /// A Workload decoded and goes to the engine.
+    fn workload_upserted(&self, workload: &api::Workload);
+    /// An object that does not decode: logged by the watch, reported on the object.
+    fn unreadable(&self, resource: &ApiResource, meta: &kube::api::ObjectMeta, why: &str);
+}
+
+/// Hooks that do nothing (tests, and watches nobody else listens to).
+pub struct NoHooks;
+
+impl WatchHooks for NoHooks {
+    fn workload_changed(&self, _: &kube::api::ObjectMeta) {}
+    fn workload_upserted(&self, _: &api::Workload) {}
+    fn unreadable(&self, _: &ApiResource, _: &kube::api::ObjectMeta, _: &str) {}
+}
+
+pub use super::kind::{ENGINE_KINDS, Kind};
 
 /// Reflector stores the actuators read: always the latest object the watch delivered.
 #[derive(Clone)]
@@ -162,8 +126,7 @@ pub fn spawn(
     client: Client,
     writers: Writers,
     tx: Sender<Input>,
-    triggers: Triggers,
-    recorder: Recorder,
+    hooks: std::sync::Arc<dyn WatchHooks>,
 ) -> Vec<Task> {
     let Writers {
         workloads,
@@ -189,8 +152,7 @@ pub fn spawn(
             let watch = Watch {
                 kind,
                 tx: tx.clone(),
-                triggers: triggers.clone(),
-                recorder: recorder.clone(),
+                hooks: hooks.clone(),
             };
             let task = if kind == Kind::Workload {
                 tokio::spawn(watch.run(client.clone(), workloads.take()))
@@ -230,8 +192,7 @@ pub fn job_api_resource(gvk: &GroupVersionKind) -> ApiResource {
 struct Watch {
     kind: Kind,
     tx: Sender<Input>,
-    triggers: Triggers,
-    recorder: Recorder,
+    hooks: std::sync::Arc<dyn WatchHooks>,
 }
 
 impl Watch {
@@ -272,13 +233,13 @@ impl Watch {
     /// Event on it, and sends nothing (what the engine knew of it stays as it was).
     fn upsert<K: Resource + Serialize>(&self, obj: &K) -> Vec<Input> {
         if self.kind == Kind::Workload {
-            self.triggers.trigger_owner(obj.meta());
+            self.hooks.workload_changed(obj.meta());
         }
         match translate::upsert(self.kind, obj) {
             Ok(events) => {
                 for event in &events {
-                    if let crate::engine::Event::WorkloadUpserted(wl) = event {
-                        self.triggers.trigger_ungater(wl);
+                    if let Event::WorkloadUpserted(wl) = event {
+                        self.hooks.workload_upserted(wl);
                     }
                 }
                 events.into_iter().map(Input::event).collect()
@@ -286,8 +247,7 @@ impl Watch {
             Err(e) => {
                 warn!(error = %e, "ignoring an object kuota cannot read");
                 let ar = self.kind.api_resource();
-                self.recorder
-                    .invalid_object(&ar, obj.meta(), &e.to_string());
+                self.hooks.unreadable(&ar, obj.meta(), &e.to_string());
                 Vec::new()
             }
         }
@@ -367,7 +327,6 @@ fn key_of(o: &impl Resource) -> (Option<String>, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Event;
 
     fn flavor(name: &str) -> DynamicObject {
         DynamicObject::new(name, &Kind::ResourceFlavor.api_resource())
@@ -473,8 +432,7 @@ mod tests {
         let watch = Watch {
             kind: Kind::ResourceFlavor,
             tx,
-            triggers: Triggers::default(),
-            recorder: Recorder::disabled(),
+            hooks: std::sync::Arc::new(NoHooks),
         };
         let task = tokio::spawn(watch.run::<DynamicObject>(Client::new(service, "default"), None));
         let list = |items: Vec<serde_json::Value>, rv: &str| {

@@ -25,9 +25,9 @@ use super::actuate::job::{self, JobPatchError};
 use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
 use super::actuate::{WriteError, Writer, is_invalid};
 use super::compact::CompactObject;
-use super::engine_task::Input;
 use super::invalid_admission;
 use super::translate::{TranslateError, decode};
+use super::watch::Input;
 use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::constants::{
     QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,

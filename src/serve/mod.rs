@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
+use crate::duration::parse_flag;
 use crate::webhook::health::{WatchHealth, index_readiness};
 use crate::webhook::server::{
-    Readiness, ServerConfig, ServerError, WebhookServer, parse_duration, shutdown_signal,
+    Readiness, ServerConfig, ServerError, WebhookServer, shutdown_signal,
 };
 use crate::webhook::{ClusterIndex, IndexConfig, WebhookConfig, WebhookMetrics, WebhookState};
 
@@ -39,7 +40,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub policies: Option<PathBuf>,
     /// How often to re-read --policies.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_flag)]
     pub policy_reload_interval: Duration,
     /// Report ready without a synced cluster index (local runs and load tests,
     /// where no watch feeds the index).

@@ -495,11 +495,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::default();
         let families = Families::register(&mut r);
-        r.register(
-            "kuota_unknown_fields",
-            "Fields of objects read from the cluster that this kuota does not know (a newer Kueue's), ignored while decoding, by kind",
-            super::unknown_fields::family(),
-        );
+        r.register_collector(Box::new(super::unknown_fields::UnknownFieldsCollector));
         let state = Arc::new(Mutex::new(Arc::new(StateGauges::default())));
         r.register_collector(Box::new(StateCollector(state.clone())));
         let m = Self(Arc::new(Inner {

@@ -33,8 +33,8 @@ use rcgen::{
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use super::server::parse_duration;
 use super::tls::{self, CA_FILE, CERT_FILE, CertInfo, CertParseError, KEY_FILE};
+use crate::duration::parse_flag;
 
 mod error;
 pub use error::{CertsError, CheckFailure, PatchError};
@@ -64,13 +64,13 @@ pub struct CertsArgs {
     #[arg(long = "extra-san")]
     pub extra_sans: Vec<String>,
     /// Lifetime of a new serving certificate.
-    #[arg(long, default_value = "365d", value_parser = parse_duration)]
+    #[arg(long, default_value = "365d", value_parser = parse_flag)]
     pub validity: Duration,
     /// Lifetime of a new CA.
-    #[arg(long, default_value = "3650d", value_parser = parse_duration)]
+    #[arg(long, default_value = "3650d", value_parser = parse_flag)]
     pub ca_validity: Duration,
     /// Renew a certificate that expires within this window.
-    #[arg(long, default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, default_value = "720h", value_parser = parse_flag)]
     pub rotate_before: Duration,
     /// Regenerate the CA and the serving certificate even if they are still good.
     #[arg(long)]

@@ -52,6 +52,7 @@ use tower::{BoxError, ServiceBuilder};
 use tracing::{debug, error, info, warn};
 
 use super::tls::{self, CertStore, PollOutcome};
+use crate::duration::parse_flag;
 
 /// An UPDATE review carries the object twice (new and old), each up to the API server's
 /// 3 MiB request limit, plus the envelope: 7 MiB, as controller-runtime allows. A 3 MiB
@@ -87,14 +88,14 @@ pub struct ServerConfig {
     #[arg(long, default_value = "/certs")]
     pub cert_dir: PathBuf,
     /// How often to look for a renewed certificate.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = parse_flag)]
     pub cert_reload_interval: Duration,
     /// Report rotation as due (log + metric) when the certificate expires within this window.
-    #[arg(long, default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, default_value = "720h", value_parser = parse_flag)]
     pub rotate_before: Duration,
     /// Per-request deadline, including the wait for a concurrency permit.
     /// Keep it below the webhook configurations' timeoutSeconds (3 s in manifests/).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_flag)]
     pub request_timeout: Duration,
     /// Largest accepted request body; larger ones are denied with a 413 Status.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
@@ -103,13 +104,13 @@ pub struct ServerConfig {
     #[arg(long, default_value_t = 128)]
     pub max_concurrency: usize,
     /// Deadline for a client to finish the TLS handshake.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_flag)]
     pub handshake_timeout: Duration,
     /// After SIGTERM, keep accepting (while /readyz reports 503) for this long.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = parse_flag)]
     pub drain_delay: Duration,
     /// After accepting stops, how long in-flight requests get to finish.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_flag)]
     pub shutdown_timeout: Duration,
 }
 
@@ -856,87 +857,4 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderM
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let (content_type, text) = crate::telemetry::metrics::negotiate(accept, text);
     ([(header::CONTENT_TYPE, content_type)], Body::from(text)).into_response()
-}
-
-/// Why a duration flag does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
-    #[error("empty duration")]
-    Empty,
-    #[error("invalid duration {0:?}: expected a number")]
-    ExpectedNumber(String),
-    #[error("invalid duration {0:?}: number too large")]
-    TooLarge(String),
-    #[error("invalid duration {0:?}: missing unit (ms, s, m, h, d)")]
-    MissingUnit(String),
-    #[error("invalid duration {input:?}: unknown unit {unit:?}")]
-    UnknownUnit { input: String, unit: String },
-}
-
-/// Parses durations like `720h`, `30m`, `5s`, `250ms`, `90d`, or sums such
-/// as `1h30m` (a subset of Go's syntax, which Kubernetes users know).
-pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err(DurationError::Empty);
-    }
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(DurationError::ExpectedNumber(s.to_string()));
-        }
-        let value: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| DurationError::TooLarge(s.to_string()))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(value),
-            "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value.saturating_mul(60)),
-            "h" => Duration::from_secs(value.saturating_mul(3600)),
-            "d" => Duration::from_secs(value.saturating_mul(86_400)),
-            "" => return Err(DurationError::MissingUnit(s.to_string())),
-            other => {
-                return Err(DurationError::UnknownUnit {
-                    input: s.to_string(),
-                    unit: other.to_string(),
-                });
-            }
-        };
-        total = total.saturating_add(part);
-    }
-    Ok(total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("720h"), Ok(Duration::from_secs(720 * 3600)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(
-            parse_duration("365d"),
-            Ok(Duration::from_secs(365 * 86_400))
-        );
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("h").is_err());
-        assert!(parse_duration("5y").is_err());
-    }
 }

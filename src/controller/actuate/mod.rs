@@ -31,7 +31,7 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
 
-use super::engine_task::Input;
+use super::watch::Input;
 use super::watch::Stores;
 use crate::engine::Decision;
 

@@ -229,7 +229,7 @@ fn a_relist_failing_halfway_keeps_the_old_set_and_turns_unhealthy() {
 
 #[test]
 fn a_field_from_a_newer_kueue_is_ignored_and_counted() {
-    let before = crate::telemetry::unknown_fields::count("LocalQueue");
+    let before = crate::api::lenient::unknown_fields("LocalQueue");
     let obj = dynamic(serde_json::json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
         "metadata": {"namespace": "ns", "name": "q"},
@@ -239,7 +239,7 @@ fn a_field_from_a_newer_kueue_is_ignored_and_counted() {
     let lq: LocalQueue = decode(IndexKind::LocalQueue, obj).expect("decodes leniently");
     assert_eq!(lq.spec.cluster_queue, "cq");
     assert_eq!(
-        crate::telemetry::unknown_fields::count("LocalQueue") - before,
+        crate::api::lenient::unknown_fields("LocalQueue") - before,
         2
     );
     // A known field of the wrong type still names the object and the field.
