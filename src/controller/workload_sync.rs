@@ -253,6 +253,14 @@ type GvkKey = (String, String);
 type JobRef = ObjectRef<CompactObject>;
 
 /// Routes Workload changes to the reconciler of the job that owns them.
+///
+/// The channels are unbounded on purpose. They are fed from the watches' synchronous
+/// hooks, where a full bounded channel would leave two bad choices: block the watch (and
+/// with it every engine input behind it) or drop the trigger (and miss the reconcile of a
+/// job whose Workload just changed). They do not grow without bound in practice: each
+/// message is one job reference, and the receiving end is kube's controller scheduler,
+/// which drains its trigger streams whenever it is polled, independently of reconciles in
+/// flight, into a map keyed by object, so what is queued is at most one entry per job.
 #[derive(Clone, Default)]
 pub struct Triggers {
     senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
@@ -378,6 +386,51 @@ pub fn created_cache() -> moka::sync::Cache<WorkloadKey, ()> {
 struct JobCtx {
     integration: &'static dyn JobIntegration,
     ctx: Ctx,
+    retries: RetryBackoff,
+}
+
+/// Per-job delays before reconciling again after a failure, in the shape of kube's
+/// `default_backoff` (800 ms, doubling, at most 30 s), reset by a clean reconcile: a job
+/// that fails every time (a 403, a webhook that refuses the write) is retried ever more
+/// slowly rather than every second, while one blip costs under a second.
+#[derive(Default)]
+struct RetryBackoff(Mutex<HashMap<(Option<String>, String), u32>>);
+
+impl RetryBackoff {
+    /// Records one more failure of `meta`'s job; the delay before its next attempt.
+    fn failed(&self, meta: &ObjectMeta) -> Duration {
+        let mut failures = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = failures.entry(job_key(meta)).or_insert(0);
+        *n = n.saturating_add(1);
+        retry_delay(*n)
+    }
+
+    /// The job reconciled cleanly: its next failure starts from the shortest delay.
+    fn succeeded(&self, meta: &ObjectMeta) {
+        let mut failures = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        failures.remove(&job_key(meta));
+    }
+}
+
+fn job_key(meta: &ObjectMeta) -> (Option<String>, String) {
+    (
+        meta.namespace.clone(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// 800 ms after the first failure, doubling with each one after, at most 30 s.
+fn retry_delay(failures: u32) -> Duration {
+    const FIRST: Duration = Duration::from_millis(800);
+    const MAX: Duration = Duration::from_secs(30);
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST.saturating_mul(1 << doublings).min(MAX)
 }
 
 /// Runs the job controller of one integration until aborted.
@@ -394,7 +447,11 @@ pub async fn run(
         // Only queue-labelled jobs are managed: the cache holds nothing else.
         wc = wc.labels(QUEUE_NAME_LABEL);
     }
-    let jctx = Arc::new(JobCtx { integration, ctx });
+    let jctx = Arc::new(JobCtx {
+        integration,
+        ctx,
+        retries: RetryBackoff::default(),
+    });
     // Every managed job is kept in memory: compact, and without its managedFields.
     let writer = reflector::store::Writer::new(ar.clone());
     let jobs = writer.as_reader();
@@ -414,13 +471,25 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(job: Arc<CompactObject>, e: &SyncError, _: Arc<JobCtx>) -> Action {
-    warn!(job = %job.meta().name.clone().unwrap_or_default(), error = %e, "job reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(1))
+fn error_policy(job: Arc<CompactObject>, e: &SyncError, jctx: Arc<JobCtx>) -> Action {
+    let delay = jctx.retries.failed(job.meta());
+    warn!(job = %job.meta().name.clone().unwrap_or_default(), error = %e, ?delay, "job reconcile failed; retrying");
+    Action::requeue(delay)
 }
 
 async fn reconcile(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
-    let JobCtx { integration, ctx } = &*jctx;
+    let meta = job.meta().clone();
+    let result = reconcile_job(job, jctx.clone()).await;
+    if result.is_ok() {
+        jctx.retries.succeeded(&meta);
+    }
+    result
+}
+
+async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
+    let JobCtx {
+        integration, ctx, ..
+    } = &*jctx;
     let integration = *integration;
     let name = job.meta().name.clone().unwrap_or_default();
     let ns = job.meta().namespace.clone().unwrap_or_default();

@@ -2,7 +2,7 @@
 //! written only when they changed, and at most once per queue per publishing interval.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -306,9 +306,40 @@ impl QueueStatus {
         }
     }
 
+    /// Forgets what was written for queues that are gone: a busy cluster creates and
+    /// deletes queues all day, and a queue created again under the same name gets its
+    /// status written afresh.
+    fn forget_gone(
+        &mut self,
+        cluster_queues: &[Arc<DynamicObject>],
+        local_queues: &[Arc<DynamicObject>],
+    ) {
+        let names: HashSet<&str> = cluster_queues
+            .iter()
+            .filter_map(|cq| cq.metadata.name.as_deref())
+            .collect();
+        self.written_cq
+            .retain(|name, _| names.contains(name.as_str()));
+        let keys: HashSet<(&str, &str)> = local_queues
+            .iter()
+            .map(|lq| {
+                let m = &lq.metadata;
+                (
+                    m.namespace.as_deref().unwrap_or_default(),
+                    m.name.as_deref().unwrap_or_default(),
+                )
+            })
+            .collect();
+        self.written_lq
+            .retain(|(ns, name), _| keys.contains(&(ns.as_str(), name.as_str())));
+    }
+
     /// Writes the status of every queue whose view changed since its last write.
     pub fn publish(&mut self, engine: &Engine) {
-        for cq in self.stores.cluster_queues.state() {
+        let cluster_queues = self.stores.cluster_queues.state();
+        let local_queues = self.stores.local_queues.state();
+        self.forget_gone(&cluster_queues, &local_queues);
+        for cq in cluster_queues {
             let name = cq.metadata.name.clone().unwrap_or_default();
             let Some(report) = engine.cluster_queue_report(&name) else {
                 continue;
@@ -325,7 +356,7 @@ impl QueueStatus {
                 .offer((Kind::ClusterQueue, None, name), (view, cq));
         }
         let mut views = local_queue_views(&self.stores.workloads.state());
-        for lq in self.stores.local_queues.state() {
+        for lq in local_queues {
             let ns = lq.metadata.namespace.clone().unwrap_or_default();
             let name = lq.metadata.name.clone().unwrap_or_default();
             let mut view = views
@@ -424,6 +455,41 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deleted queue's last written view is dropped; the queues still there keep theirs.
+    #[tokio::test]
+    async fn what_was_written_for_deleted_queues_is_forgotten() {
+        use kube::client::Body;
+        let (service, _handle) =
+            tower_test::mock::pair::<http::Request<Body>, http::Response<Body>>();
+        let writer = Writer::new(kube::Client::new(service, "default"), 1, 2);
+        let (stores, _writers) = crate::controller::watch::stores();
+        let mut status = QueueStatus::new(&writer, stores);
+        for name in ["kept", "gone"] {
+            status.written_cq.insert(name.into(), QueueView::default());
+            status
+                .written_lq
+                .insert(("team".into(), name.into()), QueueView::default());
+        }
+        // A LocalQueue of the same name in another namespace is another queue.
+        status
+            .written_lq
+            .insert(("other".into(), "kept".into()), QueueView::default());
+        let queue = |kind: Kind, ns: Option<&str>, name: &str| {
+            let mut obj = DynamicObject::new(name, &kind.api_resource());
+            obj.metadata.namespace = ns.map(String::from);
+            Arc::new(obj)
+        };
+        status.forget_gone(
+            &[queue(Kind::ClusterQueue, None, "kept")],
+            &[queue(Kind::LocalQueue, Some("team"), "kept")],
+        );
+        assert_eq!(status.written_cq.keys().collect::<Vec<_>>(), ["kept"]);
+        assert_eq!(
+            status.written_lq.keys().collect::<Vec<_>>(),
+            [&("team".to_string(), "kept".to_string())]
+        );
+    }
 
     fn stored(value: Value) -> Arc<CompactObject> {
         Arc::new(CompactObject::from_value(value).expect("a Workload object"))

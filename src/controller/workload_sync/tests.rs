@@ -243,3 +243,28 @@ async fn a_watched_priority_class_is_read_from_the_store_and_an_unseen_one_from_
         "/apis/scheduling.k8s.io/v1/priorityclasses/fresh"
     );
 }
+
+#[test]
+fn a_failing_job_is_retried_ever_more_slowly_until_it_reconciles() {
+    assert_eq!(retry_delay(1), Duration::from_millis(800));
+    assert_eq!(retry_delay(2), Duration::from_millis(1600));
+    assert_eq!(retry_delay(4), Duration::from_millis(6400));
+    assert_eq!(
+        retry_delay(6),
+        Duration::from_secs(25) + Duration::from_millis(600)
+    );
+    assert_eq!(retry_delay(7), Duration::from_secs(30));
+    assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
+    let retries = RetryBackoff::default();
+    let job = |name: &str| ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some("team".to_string()),
+        ..ObjectMeta::default()
+    };
+    assert_eq!(retries.failed(&job("a")), Duration::from_millis(800));
+    assert_eq!(retries.failed(&job("a")), Duration::from_millis(1600));
+    // Another job keeps its own count.
+    assert_eq!(retries.failed(&job("b")), Duration::from_millis(800));
+    retries.succeeded(&job("a"));
+    assert_eq!(retries.failed(&job("a")), Duration::from_millis(800));
+}
