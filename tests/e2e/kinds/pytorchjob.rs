@@ -19,7 +19,7 @@ fn pytorchjob(ns: &str, name: &str, class: &str) -> Value {
 /// The training operator's status: per replica type pod counts and a condition.
 fn status(active: i64, condition: &str) -> Value {
     json!({"status": {
-        "replicaStatuses": {"Master": {"active": active.min(1)}, "Worker": {"active": active.saturating_sub(1)}},
+        "replicaStatuses": {"Master": {"active": active.min(1)}, "Worker": {"active": (active - 1).max(0)}},
         "conditions": [{"type": condition, "status": "True", "reason": "PyTorchJob", "message": format!("PyTorchJob is {condition}")}]
     }})
 }
