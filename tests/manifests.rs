@@ -368,8 +368,6 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
     for path in [
         "/mutate-batch-v1-job",
         "/validate-batch-v1-job",
-        "/mutate--v1-pod",
-        "/validate--v1-pod",
         "/mutate-kueue-x-k8s-io-v1beta2-workload",
         "/validate-kueue-x-k8s-io-v1beta2-workload",
         "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
@@ -561,10 +559,108 @@ fn registered_paths_are_exactly_the_served_v1beta2_and_job_routes() {
     }
     // v1beta1 paths are served for old configurations; the API server converts
     // v1beta1 requests to v1beta2 (matchPolicy: Equivalent), so they need no entry.
-    for path in served.iter().filter(|p| !p.contains("-v1beta1-")) {
+    // A kind kuota does not run (plain pods) is served (as a no-op) but never registered.
+    let not_run: BTreeSet<String> = kuota::webhook::routes()
+        .into_iter()
+        .filter(|r| match r.target {
+            kuota::webhook::Target::Job(i) => !i.controller_runs(),
+            kuota::webhook::Target::Crd(_) => false,
+        })
+        .map(|r| r.path)
+        .collect();
+    assert!(!not_run.is_empty(), "plain pods are served but not run");
+    for path in &not_run {
+        assert!(
+            !registered.contains(path),
+            "{path} is registered but not run"
+        );
+    }
+    for path in served
+        .iter()
+        .filter(|p| !p.contains("-v1beta1-") && !not_run.contains(*p))
+    {
         assert!(
             registered.contains(path),
             "{path} is served but not registered"
+        );
+    }
+}
+
+/// The shipped configuration enables exactly the frameworks kuota runs, each has its
+/// webhooks registered, and the controller may read and suspend each one's kind.
+#[test]
+fn configuration_webhooks_and_rbac_follow_the_one_list_of_frameworks() {
+    let run = kuota::integrations::run_frameworks();
+    let config_map: ConfigMap = documents(&root().join("manifests").join("base"))
+        .into_iter()
+        .find(|(_, d)| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "kuota-config")
+        .map(|(f, d)| typed(&f, &d))
+        .expect("the kuota-config ConfigMap");
+    let text = config_map
+        .data
+        .and_then(|d| d.get("controller_manager_config.yaml").cloned())
+        .expect("the Configuration");
+    let config: Value = serde_norway::from_str(&text).expect("Configuration YAML");
+    let enabled: Vec<&str> = config["integrations"]["frameworks"]
+        .as_array()
+        .expect("frameworks")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(enabled, run, "configuration.yaml's frameworks");
+
+    let values: Value = serde_norway::from_str(
+        &std::fs::read_to_string(root().join("manifests/helm/kuota/values.yaml"))
+            .expect("values.yaml"),
+    )
+    .expect("values YAML");
+    let helm: Vec<&str> = values["integrations"]["frameworks"]
+        .as_array()
+        .expect("helm frameworks")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(helm, run, "the Helm values' frameworks");
+
+    let p = parse_all();
+    let role = p
+        .cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("kuota-controller"))
+        .expect("the controller's ClusterRole");
+    let rules = role.rules.clone().unwrap_or_default();
+    let grants = |group: &str, resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    let registered: BTreeSet<String> = p
+        .mutating
+        .iter()
+        .flat_map(|m| m.webhooks.clone().unwrap_or_default())
+        .filter_map(|w| w.client_config.service.and_then(|s| s.path))
+        .collect();
+    for framework in run {
+        let integration = kuota::integrations::for_framework(framework).expect("known");
+        let gvk = integration.gvk();
+        let plural = kube::core::ApiResource::from_gvk(&gvk).plural;
+        for verb in ["get", "list", "watch", "update", "patch"] {
+            assert!(
+                grants(&gvk.group, &plural, verb),
+                "{framework}: {verb} {plural} not granted"
+            );
+        }
+        let path = kuota::webhook::webhook_path(
+            kuota::webhook::Op::Mutate,
+            &gvk.group,
+            &gvk.version,
+            &gvk.kind,
+        );
+        assert!(
+            registered.contains(&path),
+            "{framework}: {path} not registered"
         );
     }
 }

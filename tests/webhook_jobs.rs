@@ -207,9 +207,56 @@ async fn other_job_kinds_suspend_their_own_way() {
     }
 }
 
+/// Plain pods are not run by kuota's controller, so `pod` is never among the frameworks
+/// a configuration enables: a queue-labelled Pod is then left exactly as it was (no gate,
+/// no finalizer that nothing would ever remove).
+#[tokio::test]
+async fn a_kind_whose_framework_is_not_enabled_is_never_mutated_or_validated() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q",
+            "kueue.x-k8s.io/pod-group-name": "g"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let state = synced_state();
+    let resp = post(
+        &state,
+        "/mutate--v1-pod",
+        &review(POD, "CREATE", Some(&pod), None),
+    )
+    .await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(patch_of(&resp).0.is_empty(), "{resp}");
+    let resp = post(
+        &state,
+        "/validate--v1-pod",
+        &review(POD, "CREATE", Some(&pod), None),
+    )
+    .await;
+    assert_eq!(
+        resp["allowed"], true,
+        "an incomplete group is not judged: {resp}"
+    );
+    // The same for a job kind left out of the configuration.
+    let only_jobsets = WebhookConfig {
+        frameworks: vec!["jobset.x-k8s.io/jobset".into()],
+        ..WebhookConfig::default()
+    };
+    let state = state_with(only_jobsets, PolicyHandle::empty());
+    let job = small_job("team-a", json!({"kueue.x-k8s.io/queue-name": "q"}), 1, 0);
+    let resp = post(&state, MUTATE_JOB, &review(JOB, "CREATE", Some(&job), None)).await;
+    assert!(
+        patch_of(&resp).0.is_empty(),
+        "batch/job is not enabled: {resp}"
+    );
+}
+
 #[tokio::test]
 async fn pods_are_gated_labelled_and_finalized() {
-    let state = synced_state();
+    // The pod webhook's rules, for when `pod` can be enabled.
+    let with_pods = WebhookConfig {
+        frameworks: vec!["pod".into()],
+        ..WebhookConfig::default()
+    };
+    let state = state_with(with_pods, PolicyHandle::empty());
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "p", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
         "spec": {"schedulingGates": [{"name": "other"}], "containers": [{"name": "c", "image": "i"}]}});

@@ -152,7 +152,10 @@ async fn write_on_sight(
             let (Some(wl), Ok(value)) = (wl, serde_json::to_value(&job)) else {
                 continue;
             };
-            let state = job_state(&ctx.integration.kind(), &value, false);
+            let Ok(view) = kuota::integrations::JobObject::from_value(&value) else {
+                continue;
+            };
+            let state = job_state(ctx.integration, &view);
             let Step::Finish { reason, message } = plan(&state, Some(&wl)) else {
                 continue;
             };

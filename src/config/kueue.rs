@@ -197,12 +197,3 @@ pub const KUEUE_FRAMEWORKS: &[&str] = &[
     "leaderworkerset.x-k8s.io/leaderworkerset",
     "sparkoperator.k8s.io/sparkapplication",
 ];
-
-/// The frameworks kuota's controller runs (a subset of [`KUEUE_FRAMEWORKS`]).
-pub const KUOTA_FRAMEWORKS: &[&str] = &[
-    "batch/job",
-    "jobset.x-k8s.io/jobset",
-    "kubeflow.org/pytorchjob",
-    "ray.io/rayjob",
-    "ray.io/raycluster",
-];

@@ -362,7 +362,7 @@ fn frameworks(
             ));
         } else if names[..i].contains(name) {
             errs.push(FieldError::duplicate(&path.index(i), name));
-        } else if kueue::KUOTA_FRAMEWORKS.contains(&name.as_str()) {
+        } else if crate::integrations::runs_framework(name) {
             supported.push(name.clone());
         } else {
             unsupported.push(name.clone());

@@ -179,28 +179,12 @@ pub async fn supervise(
     }
 }
 
-/// Kueue's framework name for each integration the controller can run.
-pub fn framework_name(integration: &dyn JobIntegration) -> Option<&'static str> {
-    match integration.kind().as_str() {
-        "Job" => Some("batch/job"),
-        "JobSet" => Some("jobset.x-k8s.io/jobset"),
-        "PyTorchJob" => Some("kubeflow.org/pytorchjob"),
-        "RayJob" => Some("ray.io/rayjob"),
-        "RayCluster" => Some("ray.io/raycluster"),
-        // Plain Pods need the pod-group gate machinery; not run by the controller yet.
-        _ => None,
-    }
-}
-
 /// The integrations named in `names`, and the names that matched none (to be logged).
 pub fn resolve_integrations(names: &[String]) -> (Vec<&'static dyn JobIntegration>, Vec<String>) {
     let mut found = Vec::new();
     let mut unknown = Vec::new();
     for name in names {
-        match crate::integrations::all()
-            .into_iter()
-            .find(|i| framework_name(*i) == Some(name.as_str()))
-        {
+        match crate::integrations::for_framework(name).filter(|i| i.controller_runs()) {
             Some(i) => found.push(i),
             None => unknown.push(name.clone()),
         }

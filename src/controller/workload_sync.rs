@@ -16,7 +16,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, info, warn};
 
@@ -34,7 +34,9 @@ use crate::api::constants::{
 };
 use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
-use crate::integrations::{IntegrationError, JobIntegration, JobObject, RuleOptions};
+use crate::integrations::{
+    IntegrationError, JobIntegration, JobObject, Outcome, RuleOptions, is_managed_owner_kind,
+};
 
 /// How soon a job held back by an invalid admission is looked at again.
 const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
@@ -76,12 +78,12 @@ pub enum SyncError {
     },
 }
 
-/// What the job's state says, as far as admission cares.
+/// What the job's state says, as far as admission cares (read through its integration).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobState {
     pub suspended: bool,
-    /// `Some((succeeded, message))` once the job completed or failed.
-    pub finished: Option<(bool, String)>,
+    /// How the job ended, once its operator says it finished.
+    pub finished: Option<Outcome>,
     /// The job's outcome is decided but not yet final: a batch Job with
     /// `SuccessCriteriaMet` or `FailureTarget` whose pods are still terminating. It is
     /// neither stopped nor restored then: it is about to finish.
@@ -89,10 +91,10 @@ pub struct JobState {
     /// Suspended after its outcome was decided (preempted in the window above): the Job
     /// controller never completes a suspended Job, so it stays incomplete until resumed.
     pub decided_while_suspended: bool,
-    /// Pods still running or terminating.
-    pub active: i64,
-    /// `status.startTime` is set (the template cannot change until it is cleared).
-    pub started: bool,
+    /// Some of its pods may still run (Kueue's `IsActive`): its quota stays held.
+    pub active: bool,
+    /// The status write a stopped job needs before its templates may change.
+    pub status_reset: Option<Value>,
     /// The pod templates differ from what the Workload recorded.
     pub needs_restore: bool,
 }
@@ -111,7 +113,8 @@ pub enum Step {
     /// decided, so that the Job controller completes it (it creates no pods then).
     Resume,
     Stop,
-    ClearStartTime,
+    /// The stopped job's status write (a batch Job's `startTime` cleared).
+    ResetStatus(Value),
     Restore,
     /// Evicted and stopped, with no pods left: release the admission and requeue.
     Requeue,
@@ -134,11 +137,15 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
             Step::Nothing
         };
     }
-    if let Some((ok, message)) = &job.finished {
-        let reason = if *ok { REASON_SUCCEEDED } else { REASON_FAILED };
+    if let Some(outcome) = &job.finished {
+        let reason = if outcome.succeeded {
+            REASON_SUCCEEDED
+        } else {
+            REASON_FAILED
+        };
         return Step::Finish {
             reason,
-            message: message.clone(),
+            message: outcome.message.clone(),
         };
     }
     if job.finishing {
@@ -157,14 +164,15 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
         };
     }
     // Evicted, or never admitted: the job must not run, and must look as submitted.
-    // Its quota goes back as soon as its pods are gone, before the template is restored:
+    // Its quota goes back as soon as its operator reports no pod running (Kueue's
+    // reconciler waits until the job is inactive), before the template is restored:
     // Kubernetes refuses a template change on a Job that has finished pods, and a start
     // rebuilds the template from the Workload's copy anyway.
     if !job.suspended {
         Step::Stop
-    } else if job.started {
-        Step::ClearStartTime
-    } else if admitted && job.active == 0 {
+    } else if let Some(reset) = &job.status_reset {
+        Step::ResetStatus(reset.clone())
+    } else if admitted && !job.active {
         Step::Requeue
     } else if job.needs_restore {
         Step::Restore
@@ -173,76 +181,29 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     }
 }
 
-/// Reads the admission-relevant state of a job of `kind` (finished conditions differ).
-pub fn job_state(kind: &str, job: &Value, suspended: bool) -> JobState {
-    let status = job.get("status");
-    let conditions = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let cond = |t: &str| {
-        conditions.iter().find(|c| {
-            c.get("type").and_then(Value::as_str) == Some(t)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-    };
-    let message = |c: &Value| {
-        c.get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let (ok_type, failed_type) = match kind {
-        "JobSet" => ("Completed", "Failed"),
-        "PyTorchJob" => ("Succeeded", "Failed"),
-        _ => ("Complete", "Failed"),
-    };
-    let mut finished = if cond(ok_type).is_some() {
-        Some((true, "Job finished successfully".to_string()))
-    } else {
-        cond(failed_type).map(|c| (false, message(c)))
-    };
-    if kind == "RayJob" {
-        finished = match status
-            .and_then(|s| s.get("jobStatus"))
-            .and_then(Value::as_str)
-        {
-            Some("SUCCEEDED") => Some((true, "Job finished successfully".to_string())),
-            Some("FAILED") => Some((false, "Job failed".to_string())),
-            _ => None,
-        };
-    }
-    // Kubernetes sets these before Complete / Failed, while pods still terminate. A Job
-    // suspended in that window (its workload preempted at that moment) keeps its
-    // outcome but is never completed by the Job controller: it is finished then.
-    let decided = if kind == "Job" && finished.is_none() {
-        cond("SuccessCriteriaMet")
-            .map(|c| (true, message(c)))
-            .or_else(|| cond("FailureTarget").map(|c| (false, message(c))))
-    } else {
-        None
+/// Reads the admission-relevant state of a job through its integration.
+pub fn job_state(integration: &dyn JobIntegration, job: &JobObject<'_>) -> JobState {
+    let suspended = integration.is_suspended(job);
+    let mut finished = integration.finished(job);
+    // Kubernetes decides a batch Job's outcome before Complete / Failed, while pods still
+    // terminate. A Job suspended in that window (its workload preempted at that moment)
+    // keeps its outcome but is never completed by the Job controller: finished then.
+    let decided = match finished {
+        None => integration.outcome_decided(job),
+        Some(_) => None,
     };
     let finishing = decided.is_some() && !suspended;
-    let decided_while_suspended = suspended && finished.is_none() && decided.is_some();
+    let decided_while_suspended = suspended && decided.is_some();
     if suspended && finished.is_none() {
         finished = decided;
     }
-    let count = |k: &str| {
-        status
-            .and_then(|s| s.get(k))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
     JobState {
         suspended,
         finished,
         finishing,
         decided_while_suspended,
-        active: count("active") + count("terminating"),
-        started: status
-            .and_then(|s| s.get("startTime"))
-            .is_some_and(|t| !t.is_null()),
+        active: integration.is_active(job),
+        status_reset: integration.stop_status_patch(job),
         needs_restore: false,
     }
 }
@@ -508,7 +469,13 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         manage_jobs_without_queue_name: ctx.manage_without_queue_name,
         ..RuleOptions::default()
     };
-    if !opts.is_managed(&view) {
+    // A managed parent's child (a JobSet's Jobs, a RayJob's RayCluster) is admitted
+    // through its parent, never on its own (Kueue's IsOwnerManagedByKueue).
+    let owned_by_managed_job = view
+        .metadata
+        .controller_owner()
+        .is_some_and(|o| is_managed_owner_kind(&o.api_version, &o.kind));
+    if !opts.is_managed(&view) || owned_by_managed_job {
         return Ok(Action::await_change());
     }
     let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
@@ -517,7 +484,7 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         Some(o) => Some(decode(Kind::Workload, &*o)?),
         None => None,
     };
-    let mut state = job_state(&integration.kind(), &value, integration.is_suspended(&view));
+    let mut state = job_state(integration, &view);
     if let Some(wl) = &wl {
         state.needs_restore = job::restore_patch(integration, &value, wl)?.is_some();
     }
@@ -640,8 +607,7 @@ impl Target<'_> {
                 self.patch_job(job::resume_patch(*integration, value))
                     .await?
             }
-            (Step::ClearStartTime, _) => {
-                let body = json!({"status": {"startTime": null}});
+            (Step::ResetStatus(body), _) => {
                 let pp = PatchParams::default();
                 let api = self.api();
                 self.landed(api.patch_status(name, &pp, &Patch::Merge(&body)))

@@ -4,7 +4,7 @@
 //! `spec.suspend`; partial admission through `kueue.x-k8s.io/job-min-parallelism`.
 
 use super::object::JobObject;
-use super::{IntegrationError, JobIntegration, PatchBuilder, PodSetRef, RuleOptions, tas};
+use super::{IntegrationError, JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions, tas};
 use crate::api::constants::{
     JOB_COMPLETION_INDEX_LABEL, JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
     JOB_MIN_PARALLELISM_ANNOTATION,
@@ -25,6 +25,46 @@ impl JobIntegration for BatchJob {
         GroupVersionKind::gvk("batch", "v1", "Job")
     }
 
+    fn framework(&self) -> &'static str {
+        "batch/job"
+    }
+
+    /// Kueue's: `Complete` or `Failed`, with the condition's message.
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        super::outcome_from_conditions(job, "Complete", "Failed")
+    }
+
+    /// Kubernetes sets `SuccessCriteriaMet` / `FailureTarget` before `Complete` / `Failed`,
+    /// while the pods still terminate.
+    fn outcome_decided(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        super::outcome_from_conditions(job, "SuccessCriteriaMet", "FailureTarget")
+    }
+
+    /// Running or terminating pods: Kueue counts `active` only, but a terminating pod
+    /// still holds its node's resources until the kubelet confirms it gone.
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        let status = job.status();
+        status.active.unwrap_or(0) + status.terminating.unwrap_or(0) > 0
+    }
+
+    /// Kueue's: succeeded + ready pods (counted or not yet) reach the pod count.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        let status = job.status();
+        let done = status.succeeded.unwrap_or(0)
+            + status.ready.unwrap_or(0)
+            + status.uncounted_succeeded() as i64;
+        done >= i64::from(super::job_pods_count(job.spec()))
+    }
+
+    /// The Job controller keeps `startTime` on a suspended Job until it is cleared, and
+    /// Kubernetes refuses template changes while it is set.
+    fn stop_status_patch(&self, job: &JobObject<'_>) -> Option<serde_json::Value> {
+        job.status()
+            .start_time
+            .is_some()
+            .then(|| serde_json::json!({"status": {"startTime": null}}))
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         let spec = job.spec();
         let count = super::job_pods_count(spec);
@@ -38,6 +78,7 @@ impl JobIntegration for BatchJob {
             spec: template.and_then(|t| t.spec.as_deref()),
             pod_index_label: Some(JOB_COMPLETION_INDEX_LABEL),
             min_count: min_count(job, count).ok().flatten(),
+            default_template: None,
         }]
     }
 

@@ -4,7 +4,7 @@
 //! suspension is `spec.suspend`. Topology annotations live on each Job's pod template.
 
 use super::object::JobObject;
-use super::{JobIntegration, PatchBuilder, PodSetRef};
+use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef};
 use crate::api::constants::JOB_COMPLETION_INDEX_LABEL;
 use crate::api::validate::Path;
 use json_patch::jsonptr::PointerBuf;
@@ -18,6 +18,41 @@ pub struct JobSet;
 impl JobIntegration for JobSet {
     fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet")
+    }
+
+    fn framework(&self) -> &'static str {
+        "jobset.x-k8s.io/jobset"
+    }
+
+    /// Kueue's: the `Completed` or `Failed` condition, with its message.
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        super::outcome_from_conditions(job, "Completed", "Failed")
+    }
+
+    /// Kueue's: some replicated job still has an active Job.
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        job.status()
+            .replicated_jobs_status
+            .iter()
+            .any(|r| r.active > 0)
+    }
+
+    /// Kueue's: every Job of every replicated job is ready or succeeded.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        let replicas: i64 = job
+            .spec()
+            .replicated_jobs
+            .iter()
+            .flatten()
+            .map(|r| i64::from(r.replicas.unwrap_or(1)))
+            .sum();
+        let ready: i64 = job
+            .status()
+            .replicated_jobs_status
+            .iter()
+            .map(|r| r.ready + r.succeeded)
+            .sum();
+        replicas == ready
     }
 
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
@@ -50,6 +85,7 @@ impl JobIntegration for JobSet {
                     spec: pod_template.and_then(|t| t.spec.as_deref()),
                     pod_index_label: Some(JOB_COMPLETION_INDEX_LABEL),
                     min_count: None,
+                    default_template: None,
                 }
             })
             .collect()

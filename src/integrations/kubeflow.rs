@@ -4,7 +4,7 @@
 //! Kueue does, count = replicas (default 1); suspension is `spec.runPolicy.suspend`.
 
 use super::object::JobObject;
-use super::{JobIntegration, PatchBuilder, PodSetRef};
+use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef};
 use crate::api::validate::Path;
 use json_patch::jsonptr::PointerBuf;
 use kube::core::GroupVersionKind;
@@ -23,6 +23,28 @@ pub struct PyTorchJob;
 impl JobIntegration for PyTorchJob {
     fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob")
+    }
+
+    fn framework(&self) -> &'static str {
+        "kubeflow.org/pytorchjob"
+    }
+
+    /// Kueue's (kubeflowjob): the `Succeeded` or `Failed` condition, with its message.
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        super::outcome_from_conditions(job, "Succeeded", "Failed")
+    }
+
+    /// Kueue's: some replica type still has active pods.
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        job.status()
+            .replica_statuses
+            .values()
+            .any(|r| r.active != 0)
+    }
+
+    /// Kueue's: the `Running` condition.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status().true_condition("Running").is_some()
     }
 
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
@@ -54,6 +76,7 @@ impl JobIntegration for PyTorchJob {
                     spec: template.and_then(|t| t.spec.as_deref()),
                     pod_index_label: Some(REPLICA_INDEX_LABEL),
                     min_count: None,
+                    default_template: None,
                 })
             })
             .collect()

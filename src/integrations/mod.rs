@@ -105,6 +105,9 @@ pub struct PodSetRef<'o> {
     pub pod_index_label: Option<&'static str>,
     /// Minimum count under partial admission.
     pub min_count: Option<i32>,
+    /// The template the kind's operator uses when the object has none at `pointer` (a
+    /// RayJob's submitter); admission records it and a start writes it in.
+    pub default_template: Option<serde_json::Value>,
 }
 
 impl<'o> PodSetRef<'o> {
@@ -114,10 +117,69 @@ impl<'o> PodSetRef<'o> {
     }
 }
 
-/// One job kind Kueue can manage.
+/// How a finished job ended (Kueue's `Finished`: success and the operator's message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Whether the job succeeded.
+    pub succeeded: bool,
+    /// The operator's message.
+    pub message: String,
+}
+
+impl Outcome {
+    /// A success with `message`.
+    pub fn success(message: impl Into<String>) -> Self {
+        Self {
+            succeeded: true,
+            message: message.into(),
+        }
+    }
+
+    /// A failure with `message`.
+    pub fn failure(message: impl Into<String>) -> Self {
+        Self {
+            succeeded: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// One job kind Kueue can manage (Kueue's `jobframework.GenericJob`).
 pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Group/version/kind of the job object, e.g. `batch/v1 Job`.
     fn gvk(&self) -> GroupVersionKind;
+
+    /// Kueue's name for the kind in `integrations.frameworks`, e.g. `batch/job`.
+    fn framework(&self) -> &'static str;
+
+    /// Whether kuota's job controller runs the kind end to end (creates its Workloads,
+    /// starts, stops and finishes its objects). A kind it does not run is never enabled:
+    /// its webhook leaves objects alone, as Kueue's does for a disabled framework.
+    fn controller_runs(&self) -> bool {
+        true
+    }
+
+    /// How the job ended once its operator reports it finished (Kueue's `Finished`).
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome>;
+
+    /// An outcome the operator decided while the job's pods still terminate (a batch Job's
+    /// `SuccessCriteriaMet` / `FailureTarget`); `None` for kinds without that window.
+    fn outcome_decided(&self, _job: &JobObject<'_>) -> Option<Outcome> {
+        None
+    }
+
+    /// Whether any of the job's pods may still be running (Kueue's `IsActive`): a stopped
+    /// job gives its quota back only once this is false.
+    fn is_active(&self, job: &JobObject<'_>) -> bool;
+
+    /// Whether all the job's pods are ready (Kueue's `PodsReady`).
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool;
+
+    /// A status merge patch a stopped job needs before its templates may change (a batch
+    /// Job keeps `startTime` until it is cleared); `None` when it needs none.
+    fn stop_status_patch(&self, _job: &JobObject<'_>) -> Option<serde_json::Value> {
+        None
+    }
 
     /// Kind name, e.g. `Job`.
     fn kind(&self) -> String {
@@ -207,11 +269,12 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         let refs = self.pod_sets(&job);
         let mut pod_sets = Vec::with_capacity(refs.len());
         for ps in &refs {
-            let template = full_template(obj, &ps.pointer).map_err(|e| {
-                let p = ps.meta_path.to_string();
-                let path = Path::new(p.strip_suffix(".metadata").unwrap_or(&p));
-                IntegrationError::from(FieldError::invalid_omit(&path, e.to_string()))
-            })?;
+            let template =
+                full_template(obj, &ps.pointer, ps.default_template.as_ref()).map_err(|e| {
+                    let p = ps.meta_path.to_string();
+                    let path = Path::new(p.strip_suffix(".metadata").unwrap_or(&p));
+                    IntegrationError::from(FieldError::invalid_omit(&path, e.to_string()))
+                })?;
             let topology_request = ps
                 .meta
                 .and_then(|m| m.annotations.as_ref())
@@ -274,6 +337,29 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
 /// LocalQueue named by the `kueue.x-k8s.io/queue-name` label (empty counts as unset).
 pub fn queue_name<'o>(job: &'o JobObject<'_>) -> Option<&'o str> {
     job.label(QUEUE_NAME_LABEL).filter(|q| !q.is_empty())
+}
+
+/// Whether kuota runs the framework of this Kueue name (some integration's
+/// [`JobIntegration::framework`] that the controller runs): the one list the
+/// configuration, the webhook, the controller and the manifests derive from.
+pub fn runs_framework(name: &str) -> bool {
+    all()
+        .into_iter()
+        .any(|i| i.controller_runs() && i.framework() == name)
+}
+
+/// The frameworks kuota runs, in [`all`]'s order.
+pub fn run_frameworks() -> Vec<&'static str> {
+    all()
+        .into_iter()
+        .filter(|i| i.controller_runs())
+        .map(|i| i.framework())
+        .collect()
+}
+
+/// The integration Kueue names `framework` in `integrations.frameworks`.
+pub fn for_framework(framework: &str) -> Option<&'static dyn JobIntegration> {
+    all().into_iter().find(|i| i.framework() == framework)
 }
 
 /// Every integration kuota supports, in a fixed order.
@@ -347,11 +433,12 @@ pub fn max_execution_time(value: Option<&str>) -> Result<Option<i32>, FieldError
 fn full_template(
     obj: &serde_json::Value,
     pointer: &PointerBuf,
+    default: Option<&serde_json::Value>,
 ) -> Result<PodTemplateSpec, serde_json::Error> {
     let at = if pointer.is_root() {
         Some(obj)
     } else {
-        obj.pointer(pointer.as_str())
+        obj.pointer(pointer.as_str()).or(default)
     };
     let Some(at) = at else {
         return Ok(PodTemplateSpec::default());
@@ -409,6 +496,22 @@ pub(crate) fn suspend_via_spec(job: &JobObject<'_>, patch: &mut PatchBuilder) {
     if !spec_suspended(job) {
         patch.set_entry(&["spec"], job.spec.is_some(), "suspend", true.into());
     }
+}
+
+/// The outcome of kinds whose operator reports success and failure as `True` conditions.
+pub(crate) fn outcome_from_conditions(
+    job: &JobObject<'_>,
+    succeeded: &str,
+    failed: &str,
+) -> Option<Outcome> {
+    let status = job.status();
+    let message = |c: &object::ConditionView| c.message.clone().unwrap_or_default();
+    if let Some(c) = status.true_condition(succeeded) {
+        return Some(Outcome::success(message(c)));
+    }
+    status
+        .true_condition(failed)
+        .map(|c| Outcome::failure(message(c)))
 }
 
 /// `is_suspended` for kinds switched by `spec.suspend`.

@@ -113,6 +113,19 @@ pub struct JobObject<'a> {
     /// The spec; its shape depends on the kind (see [`SpecView`]).
     #[serde(borrow, default, deserialize_with = "opt_map_only")]
     pub spec: Option<Box<SpecView<'a>>>,
+    /// The status the kind's operator writes; its shape depends on the kind (see
+    /// [`StatusView`]). A status that is not an object reads as none.
+    #[serde(default, deserialize_with = "lenient")]
+    pub status: Option<Box<StatusView>>,
+}
+
+/// Decodes a member leniently: a status is what a cluster sends, and a field of an
+/// unexpected type reads as unset instead of making the whole job unreadable.
+fn lenient<'de, D: Deserializer<'de>, T: de::DeserializeOwned + Default>(
+    d: D,
+) -> Result<T, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
 }
 
 /// Decodes `metadata` and records that it was there, so patches never add below a
@@ -299,6 +312,12 @@ pub struct SpecView<'a> {
     /// RayJob: delete the cluster when the job ends.
     #[serde(default)]
     pub shutdown_after_job_finishes: Option<bool>,
+    /// RayJob: how the job is submitted (`K8sJobMode`, the default, `HTTPMode`, ...).
+    #[serde(borrow, default)]
+    pub submission_mode: Option<Str<'a>>,
+    /// RayJob: the submitter Job's pod template (K8sJobMode).
+    #[serde(borrow, default)]
+    pub submitter_pod_template: Option<PodTemplateView<'a>>,
     /// RayCluster head group.
     #[serde(borrow, default)]
     pub head_group_spec: Option<GroupSpecView<'a>>,
@@ -407,6 +426,9 @@ pub struct ContainerView<'a> {
     /// Container name.
     #[serde(borrow, default)]
     pub name: Option<Str<'a>>,
+    /// Container image.
+    #[serde(borrow, default)]
+    pub image: Option<Str<'a>>,
     /// Requests and limits.
     #[serde(borrow, default)]
     pub resources: Option<ResourcesView<'a>>,
@@ -484,6 +506,164 @@ pub struct GateView<'a> {
     pub name: Str<'a>,
 }
 
+/// Every status field any supported kind's operator writes that admission reads, in one
+/// struct (the kinds' field names do not collide). Owned: statuses are small, and only the
+/// controller reads them.
+///
+/// - batch/v1 Job: `conditions`, `active`, `terminating`, `ready`, `succeeded`, `startTime`.
+/// - JobSet: `conditions`, `replicatedJobsStatus`.
+/// - PyTorchJob: `conditions`, `replicaStatuses`.
+/// - RayCluster: `state`, `reason`.
+/// - RayJob: `jobDeploymentStatus`, `jobStatus`, `message`, `rayClusterStatus`.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    /// Conditions (Job, JobSet, Kubeflow jobs).
+    #[serde(default, deserialize_with = "lenient")]
+    pub conditions: Vec<ConditionView>,
+    /// Job: pods running.
+    #[serde(default, deserialize_with = "lenient")]
+    pub active: Option<i64>,
+    /// Job: pods terminating.
+    #[serde(default, deserialize_with = "lenient")]
+    pub terminating: Option<i64>,
+    /// Job: pods ready.
+    #[serde(default, deserialize_with = "lenient")]
+    pub ready: Option<i64>,
+    /// Job: pods succeeded.
+    #[serde(default, deserialize_with = "lenient")]
+    pub succeeded: Option<i64>,
+    /// Job: when the Job controller started it (cleared once suspended).
+    #[serde(default, deserialize_with = "lenient")]
+    pub start_time: Option<String>,
+    /// Job: finished pods not yet counted in `succeeded` / `failed`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub uncounted_terminated_pods: Option<UncountedView>,
+    /// Pod: `Pending`, `Running`, `Succeeded`, `Failed`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub phase: Option<String>,
+    /// JobSet: per replicated job Job counts.
+    #[serde(default, deserialize_with = "lenient")]
+    pub replicated_jobs_status: Vec<ReplicatedJobStatusView>,
+    /// Kubeflow jobs: pod counts per replica type.
+    #[serde(default, deserialize_with = "lenient")]
+    pub replica_statuses: BTreeMap<String, ReplicaStatusView>,
+    /// RayCluster: `ready`, `suspended`, `failed`, ...
+    #[serde(default, deserialize_with = "lenient")]
+    pub state: Option<String>,
+    /// RayCluster: why it is in its state.
+    #[serde(default, deserialize_with = "lenient")]
+    pub reason: Option<String>,
+    /// RayJob: `New`, `Initializing`, `Running`, `Suspended`, `Complete`, `Failed`, ...
+    #[serde(default, deserialize_with = "lenient")]
+    pub job_deployment_status: Option<String>,
+    /// RayJob: the Ray job's own status (`SUCCEEDED`, `FAILED`, ...).
+    #[serde(default, deserialize_with = "lenient")]
+    pub job_status: Option<String>,
+    /// RayJob: a human-readable message.
+    #[serde(default, deserialize_with = "lenient")]
+    pub message: Option<String>,
+    /// RayJob: the status of the RayCluster it created.
+    #[serde(default, deserialize_with = "lenient")]
+    pub ray_cluster_status: Option<RayClusterStatusView>,
+}
+
+/// A status condition.
+#[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionView {
+    /// Condition type.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    #[serde(default)]
+    pub status: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A Job's finished pods not yet counted.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct UncountedView {
+    /// UIDs of succeeded pods.
+    #[serde(default)]
+    pub succeeded: Vec<String>,
+}
+
+/// A JobSet replicated job's status: how many of its Jobs are in each state.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicatedJobStatusView {
+    /// Replicated job name.
+    #[serde(default)]
+    pub name: String,
+    /// Jobs with at least one running pod.
+    #[serde(default)]
+    pub active: i64,
+    /// Jobs whose pods are all ready.
+    #[serde(default)]
+    pub ready: i64,
+    /// Jobs that succeeded.
+    #[serde(default)]
+    pub succeeded: i64,
+}
+
+/// A Kubeflow replica type's pod counts.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatusView {
+    /// Pods running.
+    #[serde(default)]
+    pub active: i64,
+}
+
+/// The RayCluster status inside a RayJob's status.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct RayClusterStatusView {
+    /// The cluster's state (`ready`, ...).
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+impl StatusView {
+    /// A status with every field unset (usable in statics).
+    pub const EMPTY: StatusView = StatusView {
+        conditions: Vec::new(),
+        active: None,
+        terminating: None,
+        ready: None,
+        succeeded: None,
+        start_time: None,
+        uncounted_terminated_pods: None,
+        phase: None,
+        replicated_jobs_status: Vec::new(),
+        replica_statuses: BTreeMap::new(),
+        state: None,
+        reason: None,
+        job_deployment_status: None,
+        job_status: None,
+        message: None,
+        ray_cluster_status: None,
+    };
+
+    /// Succeeded pods a Job has not counted yet.
+    pub fn uncounted_succeeded(&self) -> usize {
+        self.uncounted_terminated_pods
+            .as_ref()
+            .map_or(0, |u| u.succeeded.len())
+    }
+
+    /// The condition of this type when its status is `True`.
+    pub fn true_condition(&self, type_: &str) -> Option<&ConditionView> {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+    }
+}
+
 impl SpecView<'_> {
     /// Whether the pod spec carries the scheduling gate.
     pub fn has_gate(&self, gate: &str) -> bool {
@@ -529,6 +709,12 @@ impl<'a> JobObject<'a> {
         Self::deserialize(value)
     }
 
+    /// The status, or an empty one.
+    pub fn status(&self) -> &StatusView {
+        static EMPTY: StatusView = StatusView::EMPTY;
+        self.status.as_deref().unwrap_or(&EMPTY)
+    }
+
     /// The spec, or an empty one.
     pub fn spec(&self) -> &SpecView<'a> {
         static EMPTY: SpecView<'static> = SpecView::EMPTY;
@@ -566,6 +752,8 @@ impl SpecView<'static> {
         ray_cluster_spec: None,
         cluster_selector: None,
         shutdown_after_job_finishes: None,
+        submission_mode: None,
+        submitter_pod_template: None,
         head_group_spec: None,
         worker_group_specs: None,
         enable_in_tree_autoscaling: None,

@@ -8,7 +8,7 @@
 //! one pod set `main` of one pod.
 
 use super::object::JobObject;
-use super::{JobIntegration, PatchBuilder, PodSetRef, RuleOptions, tas};
+use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions, tas};
 use crate::api::DEFAULT_POD_SET_NAME;
 use crate::api::constants::{
     ADMISSION_SCHEDULING_GATE, MANAGED_LABEL, MANAGED_POD_FINALIZER, POD_GROUP_NAME_LABEL,
@@ -121,6 +121,36 @@ impl JobIntegration for Pod {
         GroupVersionKind::gvk("", "v1", "Pod")
     }
 
+    fn framework(&self) -> &'static str {
+        "pod"
+    }
+
+    /// Plain pods need the pod-group machinery (group assembly, ungating, finalizer
+    /// removal) in the controller; until it runs them, `pod` is never enabled, so no
+    /// pod is gated without a controller to release it.
+    fn controller_runs(&self) -> bool {
+        false
+    }
+
+    /// Kueue's: the pod's phase is `Succeeded` or `Failed`.
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        match job.status().phase.as_deref() {
+            Some("Succeeded") => Some(Outcome::success("")),
+            Some("Failed") => Some(Outcome::failure("")),
+            _ => None,
+        }
+    }
+
+    /// Kueue's: the pod is `Running`.
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        job.status().phase.as_deref() == Some("Running")
+    }
+
+    /// The pod's `Ready` condition.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status().true_condition("Ready").is_some()
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         vec![PodSetRef {
             name: Cow::Borrowed(DEFAULT_POD_SET_NAME),
@@ -131,6 +161,7 @@ impl JobIntegration for Pod {
             spec: job.spec.as_deref(),
             pod_index_label: None,
             min_count: None,
+            default_template: None,
         }]
     }
 

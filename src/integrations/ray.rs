@@ -6,7 +6,7 @@
 //! Both suspend through `spec.suspend`.
 
 use super::object::{JobObject, SpecView};
-use super::{JobIntegration, PatchBuilder, PodSetRef, RuleOptions, tas};
+use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions, tas};
 use crate::api::constants::MAX_POD_SETS;
 use crate::api::validate::{FieldError, Path};
 use json_patch::jsonptr::PointerBuf;
@@ -15,6 +15,40 @@ use std::borrow::Cow;
 
 /// Name of the head group's pod set (reserved: no worker group may use it).
 pub const HEAD_POD_SET_NAME: &str = "head";
+
+/// KubeRay's default submission mode: a submitter Job beside the cluster.
+const K8S_JOB_MODE: &str = "K8sJobMode";
+
+/// Kueue's pod set of a RayJob's submitter Job.
+pub const SUBMITTER_POD_SET_NAME: &str = "submitter";
+
+/// KubeRay's submitter template when the RayJob names none, as Kueue copies it
+/// (`getSubmitterTemplate`): the head's image and Kueue's default submitter resources.
+fn default_submitter_template(cluster: &SpecView<'_>) -> serde_json::Value {
+    let image = cluster
+        .head_group_spec
+        .as_ref()
+        .and_then(|h| h.template.as_ref())
+        .and_then(|t| t.spec.as_deref())
+        .and_then(|s| s.containers.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or_default();
+    serde_json::json!({"spec": {
+        "restartPolicy": "Never",
+        "containers": [{
+            "name": "ray-job-submitter",
+            "image": image,
+            "resources": {
+                "limits": {"cpu": "1", "memory": "1Gi"},
+                "requests": {"cpu": "500m", "memory": "200Mi"},
+            },
+        }],
+    }})
+}
+
+/// KubeRay's `ClusterState` of a cluster whose pods are all up.
+const RAY_READY: &str = "ready";
 
 /// The RayCluster integration.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,12 +82,14 @@ fn cluster_pod_sets<'o>(
         spec: head_template.and_then(|t| t.spec.as_deref()),
         pod_index_label: None,
         min_count: None,
+        default_template: None,
     });
     for (i, wg) in spec.worker_group_specs.iter().flatten().enumerate() {
         let template = wg.template.as_ref();
         let idx = i.to_string();
         out.push(PodSetRef {
-            name: Cow::Borrowed(wg.group_name.as_deref().unwrap_or_default()),
+            // Kueue's NewPodSetReference lower-cases the group name.
+            name: Cow::Owned(wg.group_name.as_deref().unwrap_or_default().to_lowercase()),
             count: super::times(wg.replicas, wg.num_of_hosts.unwrap_or(1).max(1)),
             pointer: tokens(&["workerGroupSpecs", &idx, "template"]),
             meta_path: root_path
@@ -65,6 +101,7 @@ fn cluster_pod_sets<'o>(
             spec: template.and_then(|t| t.spec.as_deref()),
             pod_index_label: None,
             min_count: None,
+            default_template: None,
         });
     }
     out
@@ -117,6 +154,25 @@ impl JobIntegration for RayCluster {
         GroupVersionKind::gvk("ray.io", "v1", "RayCluster")
     }
 
+    fn framework(&self) -> &'static str {
+        "ray.io/raycluster"
+    }
+
+    /// Kueue's: a RayCluster never finishes; its Workload goes with it when it is deleted.
+    fn finished(&self, _job: &JobObject<'_>) -> Option<Outcome> {
+        None
+    }
+
+    /// Kueue's: the cluster is `ready`.
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        job.status().state.as_deref() == Some(RAY_READY)
+    }
+
+    /// Kueue's: the cluster is `ready`.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status().state.as_deref() == Some(RAY_READY)
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         cluster_pod_sets(job.spec(), &["spec"], &Path::new("spec"))
     }
@@ -143,15 +199,74 @@ impl JobIntegration for RayJob {
         GroupVersionKind::gvk("ray.io", "v1", "RayJob")
     }
 
-    fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
-        match job.spec().ray_cluster_spec.as_deref() {
-            Some(cluster) => cluster_pod_sets(
-                cluster,
-                &["spec", "rayClusterSpec"],
-                &Path::new("spec").child("rayClusterSpec"),
-            ),
-            None => Vec::new(),
+    fn framework(&self) -> &'static str {
+        "ray.io/rayjob"
+    }
+
+    /// Kueue's: the deployment is `Complete` or `Failed`; it succeeded when the Ray job
+    /// did; the message is the RayJob's.
+    fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
+        let status = job.status();
+        let deployment = status.job_deployment_status.as_deref();
+        if !matches!(deployment, Some("Complete" | "Failed")) {
+            return None;
         }
+        Some(Outcome {
+            succeeded: status.job_status.as_deref() == Some("SUCCEEDED"),
+            message: status.message.clone().unwrap_or_default(),
+        })
+    }
+
+    /// Kueue's: pods may run unless the deployment is `Suspended` or `New` (or not
+    /// reported yet, which KubeRay reads as `New`).
+    fn is_active(&self, job: &JobObject<'_>) -> bool {
+        !matches!(
+            job.status().job_deployment_status.as_deref(),
+            None | Some("" | "Suspended" | "New")
+        )
+    }
+
+    /// Kueue's: the RayCluster it created is `ready`.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status()
+            .ray_cluster_status
+            .as_ref()
+            .and_then(|c| c.state.as_deref())
+            == Some(RAY_READY)
+    }
+
+    /// The cluster's pod sets, then in K8sJobMode Kueue's `submitter` pod set for the
+    /// submitter Job (KubeRay's default template when the RayJob names none).
+    fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
+        let spec = job.spec();
+        let Some(cluster) = spec.ray_cluster_spec.as_deref() else {
+            return Vec::new();
+        };
+        let mut out = cluster_pod_sets(
+            cluster,
+            &["spec", "rayClusterSpec"],
+            &Path::new("spec").child("rayClusterSpec"),
+        );
+        let mode = spec.submission_mode.as_deref().unwrap_or(K8S_JOB_MODE);
+        if mode == K8S_JOB_MODE {
+            let template = spec.submitter_pod_template.as_ref();
+            out.push(PodSetRef {
+                name: Cow::Borrowed(SUBMITTER_POD_SET_NAME),
+                count: 1,
+                pointer: PointerBuf::from_tokens(["spec", "submitterPodTemplate"]),
+                meta_path: Path::new("spec")
+                    .child("submitterPodTemplate")
+                    .child("metadata"),
+                meta: template.and_then(|t| t.metadata.as_ref()),
+                spec: template.and_then(|t| t.spec.as_deref()),
+                pod_index_label: None,
+                min_count: None,
+                default_template: template
+                    .is_none()
+                    .then(|| default_submitter_template(cluster)),
+            });
+        }
+        out
     }
 
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {

@@ -138,6 +138,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         policies,
         WebhookConfig {
             manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+            frameworks: settings.frameworks.clone(),
             ..WebhookConfig::default()
         },
     );

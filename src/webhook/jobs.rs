@@ -4,6 +4,9 @@
 //! Everything kind-specific comes from the [`JobIntegration`] trait; this module never
 //! matches on a kind.
 //!
+//! A kind whose framework is not enabled in `integrations.frameworks` is allowed as it
+//! is, never mutated nor validated (Kueue's no-op webhooks for disabled frameworks).
+//!
 //! Mutation (CREATE only, like Kueue's `mjob.kb.io` family):
 //! 1. jobs whose controller owner is itself a managed job kind are left alone (the owner is
 //!    admitted, not its children);
@@ -93,7 +96,7 @@ pub fn mutate(
     integ: &dyn JobIntegration,
     req: &AdmissionRequest<'_, JobObject<'_>>,
 ) -> Verdict {
-    if req.operation != Operation::Create {
+    if req.operation != Operation::Create || !state.config.enables(integ) {
         return Verdict::allow();
     }
     let Some(job) = req.object.as_ref() else {
@@ -189,6 +192,9 @@ pub fn validate(
     integ: &dyn JobIntegration,
     req: &AdmissionRequest<'_, JobObject<'_>>,
 ) -> Verdict {
+    if !state.config.enables(integ) {
+        return Verdict::allow();
+    }
     let opts = RuleOptions {
         manage_jobs_without_queue_name: state.config.manage_jobs_without_queue_name,
         topology_aware_scheduling: state.config.topology_aware_scheduling,

@@ -28,7 +28,7 @@ pub mod tls;
 
 pub use health::index_readiness;
 pub use index::{ClusterIndex, IndexConfig, IndexEvent, IndexKind};
-pub use routes::{Route, handle, router, routes};
+pub use routes::{Op, Route, Target, handle, router, routes, webhook_path};
 
 use crate::policy::PolicyHandle;
 use review::Verdict;
@@ -50,6 +50,16 @@ pub struct WebhookConfig {
     pub partial_admission: bool,
     /// Kueue's `TopologyAwareScheduling`: validate the topology annotations.
     pub topology_aware_scheduling: bool,
+    /// Kueue's `integrations.frameworks` in force: a kind whose framework is not listed
+    /// is never mutated or validated (Kueue installs no-op webhooks for it).
+    pub frameworks: Vec<String>,
+}
+
+impl WebhookConfig {
+    /// Whether the integration's framework is enabled.
+    pub fn enables(&self, integration: &dyn crate::integrations::JobIntegration) -> bool {
+        self.frameworks.iter().any(|f| f == integration.framework())
+    }
 }
 
 impl Default for WebhookConfig {
@@ -60,6 +70,11 @@ impl Default for WebhookConfig {
             workload_priority_class_defaulting: true,
             partial_admission: true,
             topology_aware_scheduling: true,
+            // Every framework kuota runs (a configuration file names its own).
+            frameworks: crate::integrations::run_frameworks()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
         }
     }
 }

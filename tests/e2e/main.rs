@@ -16,6 +16,7 @@ mod controller;
 mod execution_time;
 mod in_use;
 mod install;
+mod kinds;
 mod metrics;
 mod preemption;
 mod replicas;

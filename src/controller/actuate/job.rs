@@ -38,11 +38,15 @@ pub enum JobPatchError {
     },
 }
 
-/// Name and template pointer of each pod set of the job.
+/// Name, template pointer and (for a template the object may lack) the operator's default
+/// template of each pod set of the job.
+type PodSetPointer = (String, PointerBuf, Option<Value>);
+
+/// [`PodSetPointer`]s of the job's pod sets.
 fn pod_set_pointers(
     integration: &dyn JobIntegration,
     job: &Value,
-) -> Result<Vec<(String, PointerBuf)>, JobPatchError> {
+) -> Result<Vec<PodSetPointer>, JobPatchError> {
     let view = JobObject::from_value(job).map_err(|source| JobPatchError::Decode {
         name: job
             .pointer("/metadata/name")
@@ -54,8 +58,23 @@ fn pod_set_pointers(
     Ok(integration
         .pod_sets(&view)
         .into_iter()
-        .map(|ps| (ps.name.to_string(), ps.pointer))
+        .map(|ps| (ps.name.to_string(), ps.pointer, ps.default_template))
         .collect())
+}
+
+/// Writes `default` at `pointer` when the job has no template there, so the admission can
+/// be injected into it (Kueue sets a RayJob's submitter template so on start).
+fn ensure_template(job: &mut Value, pointer: &PointerBuf, default: &Value) {
+    if pointer.is_root() || job.pointer(pointer.as_str()).is_some() {
+        return;
+    }
+    let Some((parent, last)) = pointer.as_str().rsplit_once('/') else {
+        return;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    if let Some(obj) = job.pointer_mut(parent).and_then(Value::as_object_mut) {
+        obj.insert(last, default.clone());
+    }
 }
 
 /// The pod template a pointer names (the root: the job itself is a pod template).
@@ -150,10 +169,14 @@ pub fn start_patch(
     // Kubernetes would not let restore) must not keep the last admission's flavor.
     restore_templates(integration, &mut desired, wl)?;
     let assigned = assigned_flavors(wl);
-    for (name, pointer) in pod_set_pointers(integration, job)? {
-        if let Some(psa) = assignment_of(wl, &name) {
-            stamp_template(&mut desired, &pointer, wl, psa);
+    for (name, pointer, default) in pod_set_pointers(integration, job)? {
+        let Some(psa) = assignment_of(wl, &name) else {
+            continue;
+        };
+        if let Some(default) = &default {
+            ensure_template(&mut desired, &pointer, default);
         }
+        stamp_template(&mut desired, &pointer, wl, psa);
         let Some(spec) = pod_spec_mut(&mut desired, &pointer) else {
             continue;
         };
@@ -246,6 +269,20 @@ fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplat
                 None => map.remove(*key),
             };
         }
+        // A map the stamps created goes with them: the template comes back byte for byte
+        // (a custom resource keeps an empty map where a typed Job would drop it).
+        if map.is_empty() && recorded.is_none() {
+            remove_template_member(job, pointer, &["metadata", field]);
+        }
+    }
+    if meta.is_none() {
+        let empty = template_at(job, pointer)
+            .and_then(|t| t.get("metadata"))
+            .and_then(Value::as_object)
+            .is_some_and(serde_json::Map::is_empty);
+        if empty {
+            remove_template_member(job, pointer, &["metadata"]);
+        }
     }
     let had_gate = original
         .spec
@@ -271,6 +308,20 @@ fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplat
         if empty {
             spec.remove("schedulingGates");
         }
+    }
+}
+
+/// Removes the member at `path` below the template at `pointer` (nothing if absent).
+fn remove_template_member(job: &mut Value, pointer: &PointerBuf, path: &[&str]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut at = template_at(job, pointer);
+    for p in parents {
+        at = at.and_then(|v| v.get_mut(*p));
+    }
+    if let Some(obj) = at.and_then(Value::as_object_mut) {
+        obj.remove(*last);
     }
 }
 
@@ -337,7 +388,7 @@ fn restore_templates(
     job: &mut Value,
     wl: &Workload,
 ) -> Result<(), JobPatchError> {
-    for (name, pointer) in pod_set_pointers(integration, job)? {
+    for (name, pointer, _) in pod_set_pointers(integration, job)? {
         let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else {
             continue;
         };
@@ -583,8 +634,7 @@ mod tests {
             .expect("a change");
         json_patch::patch(&mut stopped, &restore).expect("applies");
         let t = &stopped["spec"]["template"];
-        assert_eq!(t["metadata"]["labels"], json!({}));
-        assert_eq!(t["metadata"]["annotations"], json!({}));
+        assert_eq!(t, &job()["spec"]["template"], "restored byte for byte");
         assert!(t["spec"].get("schedulingGates").is_none(), "{t}");
         assert_eq!(t["spec"]["nodeSelector"], json!({"team": "a"}));
         assert!(

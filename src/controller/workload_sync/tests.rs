@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::integrations::batch_job::BatchJob;
 
 fn workload(status: serde_json::Value) -> Workload {
     serde_json::from_value(json!({
@@ -42,7 +43,7 @@ fn a_job_without_a_workload_gets_one_unless_it_already_finished() {
     };
     assert_eq!(plan(&job, None), Step::CreateWorkload);
     let done = JobState {
-        finished: Some((true, "done".into())),
+        finished: Some(Outcome::success("done")),
         ..job
     };
     assert_eq!(plan(&done, None), Step::Nothing);
@@ -63,7 +64,7 @@ fn an_admitted_suspended_job_starts_and_a_pending_running_one_stops() {
 #[test]
 fn a_finished_job_finishes_its_workload_once() {
     let job = JobState {
-        finished: Some((true, "Job finished successfully".into())),
+        finished: Some(Outcome::success("Job finished successfully")),
         ..JobState::default()
     };
     assert_eq!(
@@ -83,7 +84,7 @@ fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
     assert_eq!(plan(&JobState::default(), Some(&evicted)), Step::Stop);
     let stopping = JobState {
         suspended: true,
-        active: 1,
+        active: true,
         ..JobState::default()
     };
     assert_eq!(plan(&stopping, Some(&evicted)), Step::Nothing);
@@ -110,7 +111,7 @@ fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
     let requeued = workload(json!({"conditions": [cond("Evicted", "True")]}));
     assert_eq!(plan(&stamped, Some(&requeued)), Step::Restore);
     let terminating = JobState {
-        active: 1,
+        active: true,
         ..stamped
     };
     assert_eq!(plan(&terminating, Some(&evicted)), Step::Restore);
@@ -126,22 +127,18 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
     let job = |suspend: bool, conds: Vec<serde_json::Value>| json!({"spec": {"suspend": suspend}, "status": {"conditions": conds, "succeeded": 1}});
     let evicted = evicted();
 
-    let running = job_state(
-        "Job",
-        &job(false, vec![condition("SuccessCriteriaMet")]),
-        false,
-    );
+    let state = |v: serde_json::Value| {
+        let view = JobObject::from_value(&v).expect("a job");
+        job_state(&BatchJob, &view)
+    };
+    let running = state(job(false, vec![condition("SuccessCriteriaMet")]));
     assert!(
         running.finishing && running.finished.is_none(),
         "{running:?}"
     );
     assert_eq!(plan(&running, Some(&evicted)), Step::Nothing);
 
-    let suspended = job_state(
-        "Job",
-        &job(true, vec![condition("SuccessCriteriaMet")]),
-        true,
-    );
+    let suspended = state(job(true, vec![condition("SuccessCriteriaMet")]));
     assert_eq!(
         plan(&suspended, Some(&evicted)),
         Step::Finish {
@@ -149,7 +146,7 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
             message: "Reached expected number of succeeded pods".into()
         }
     );
-    let failing = job_state("Job", &job(true, vec![condition("FailureTarget")]), true);
+    let failing = state(job(true, vec![condition("FailureTarget")]));
     assert!(
         matches!(plan(&failing, Some(&evicted)), Step::Finish { reason, .. } if reason == REASON_FAILED)
     );
@@ -165,19 +162,72 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
         plan(&suspended, Some(&workload(finished.clone()))),
         Step::Resume
     );
-    let complete = job_state(
-        "Job",
-        &job(
-            true,
-            vec![condition("SuccessCriteriaMet"), condition("Complete")],
-        ),
+    let complete = state(job(
         true,
-    );
+        vec![condition("SuccessCriteriaMet"), condition("Complete")],
+    ));
     assert_eq!(plan(&complete, Some(&workload(finished))), Step::Nothing);
 
     // Without the condition an evicted running Job is stopped as before.
-    let plain = job_state("Job", &job(false, vec![]), false);
+    let plain = state(job(false, vec![]));
     assert_eq!(plan(&plain, Some(&evicted)), Step::Stop);
+}
+
+/// The bug this interface fixes: a preempted JobSet, PyTorchJob or RayCluster whose
+/// operator still reports it running keeps its quota; it goes back once the operator
+/// reports nothing running, read each kind's way.
+#[test]
+fn a_stopped_job_keeps_its_quota_while_its_operator_reports_it_running() {
+    use crate::integrations::{jobset::JobSet, kubeflow::PyTorchJob, ray::RayCluster, ray::RayJob};
+    let evicted = evicted();
+    let cases: [(&dyn JobIntegration, serde_json::Value, serde_json::Value); 4] = [
+        (
+            &JobSet,
+            json!({"spec": {"suspend": true}, "status": {"replicatedJobsStatus": [
+                {"name": "w", "active": 2, "ready": 0, "succeeded": 0}]}}),
+            json!({"spec": {"suspend": true}, "status": {"replicatedJobsStatus": [
+                {"name": "w", "active": 0, "ready": 0, "succeeded": 0}]}}),
+        ),
+        (
+            &PyTorchJob,
+            json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Worker": {"active": 1}}}}),
+            json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Worker": {}}}}),
+        ),
+        (
+            &RayCluster,
+            json!({"spec": {"suspend": true}, "status": {"state": "ready"}}),
+            json!({"spec": {"suspend": true}, "status": {"state": "suspended"}}),
+        ),
+        (
+            &RayJob,
+            json!({"spec": {"suspend": true}, "status": {"jobDeploymentStatus": "Suspending"}}),
+            json!({"spec": {"suspend": true}, "status": {"jobDeploymentStatus": "Suspended"}}),
+        ),
+    ];
+    for (integration, running, gone) in cases {
+        let kind = integration.kind();
+        let state = |v: &serde_json::Value| {
+            let view = JobObject::from_value(v).expect("a job");
+            job_state(integration, &view)
+        };
+        assert_eq!(
+            plan(&state(&running), Some(&evicted)),
+            Step::Nothing,
+            "{kind}"
+        );
+        assert_eq!(plan(&state(&gone), Some(&evicted)), Step::Requeue, "{kind}");
+    }
+}
+
+/// A stopped batch Job clears its `startTime` (a status write) before anything else.
+#[test]
+fn a_stopped_batch_job_resets_its_start_time_first() {
+    let v = json!({"spec": {"suspend": true}, "status": {"startTime": "2026-11-24T00:00:00Z"}});
+    let view = JobObject::from_value(&v).expect("a job");
+    assert_eq!(
+        plan(&job_state(&BatchJob, &view), Some(&evicted())),
+        Step::ResetStatus(json!({"status": {"startTime": null}}))
+    );
 }
 
 /// A new Workload's priority comes from the watched class without a request; a class

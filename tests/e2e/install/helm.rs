@@ -253,7 +253,7 @@ fn the_chart_renders_the_kustomize_install() {
 #[test]
 fn the_chart_follows_its_values() {
     let objs = objects(&render(&[
-        "integrations.frameworks={batch/job,pod}",
+        "integrations.frameworks={batch/job,jobset.x-k8s.io/jobset}",
         "webhook.replicas=3",
         "image.repository=registry.example/kuota",
         "image.tag=1.2.3",
@@ -290,7 +290,7 @@ fn the_chart_follows_its_values() {
             .collect();
     assert_eq!(
         hooks,
-        ["vjob.kb.io", "vjob-unlabelled.kuota.dev", "vpod.kb.io"]
+        ["vjob.kb.io", "vjob-unlabelled.kuota.dev", "vjobset.kb.io"]
     );
     let groups: BTreeSet<&str> = find("ClusterRole", "kuota-controller")["rules"]
         .as_array()
@@ -299,7 +299,8 @@ fn the_chart_follows_its_values() {
         .filter_map(|r| r["apiGroups"][0].as_str())
         .collect();
     assert!(groups.contains("batch"), "{groups:?}");
-    for absent in ["ray.io", "kubeflow.org", "jobset.x-k8s.io"] {
+    assert!(groups.contains("jobset.x-k8s.io"), "{groups:?}");
+    for absent in ["ray.io", "kubeflow.org"] {
         assert!(!groups.contains(absent), "{absent} granted: {groups:?}");
     }
     let config: serde_norway::Value = serde_norway::from_str(
@@ -312,7 +313,7 @@ fn the_chart_follows_its_values() {
     assert_eq!(config["manageJobsWithoutQueueName"], true);
     assert_eq!(
         config["integrations"]["frameworks"],
-        serde_json::json!(["batch/job", "pod"])
+        serde_json::json!(["batch/job", "jobset.x-k8s.io/jobset"])
     );
     assert_eq!(config["kind"], "Configuration");
     // The cert-manager mode keeps the same hardening.

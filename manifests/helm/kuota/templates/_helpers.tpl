@@ -41,7 +41,8 @@ cert-manager.io/inject-ca-from: {{ include "kuota.namespace" . }}/kuota-webhook
 {{- end }}
 
 {{/*
-The job frameworks kuota integrates: their API and webhook paths (as Kueue registers
+The job frameworks kuota runs end to end (integrations::run_frameworks, checked by
+tests/manifests.rs; plain pods are not run yet, so `pod` is not offered): their API and webhook paths (as Kueue registers
 them). `unlabelled`: whether jobs without a queue-name label get webhooks in namespaces
 labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
 */}}
@@ -81,15 +82,6 @@ labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
   resource: rayclusters
   path: ray-io-v1-raycluster
   unlabelled: true
-# Pods are the busiest resource in a cluster: only those labelled for a queue.
-- framework: pod
-  short: pod
-  group: ""
-  version: v1
-  resource: pods
-  path: -v1-pod
-  unlabelled: false
-  kubelet: true
 {{- end }}
 
 {{/*
