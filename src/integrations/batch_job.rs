@@ -45,6 +45,19 @@ impl JobIntegration for BatchJob {
         super::spec_suspended(job)
     }
 
+    /// Kueue's `Job.PodsReady`: ready plus succeeded pods (counted or not yet) reach the
+    /// pod count (parallelism, capped by completions).
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        let uncounted = job
+            .status
+            .as_ref()
+            .and_then(|s| s.pointer("/uncountedTerminatedPods/succeeded"))
+            .and_then(serde_json::Value::as_array)
+            .map_or(0, Vec::len) as i64;
+        let done = job.status_count("/ready") + job.status_count("/succeeded") + uncounted;
+        done >= i64::from(super::job_pods_count(job.spec()))
+    }
+
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
         super::spec_suspend_patch(suspend)
     }

@@ -20,6 +20,31 @@ impl JobIntegration for JobSet {
         GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet")
     }
 
+    /// Kueue's `JobSet.PodsReady`: ready plus succeeded Jobs of every replicated job
+    /// equal the replicas asked for.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        let replicas: i64 = job
+            .spec()
+            .replicated_jobs
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|rj| i64::from(rj.replicas.unwrap_or(1)))
+            .sum();
+        let statuses = job
+            .status
+            .as_ref()
+            .and_then(|s| s.get("replicatedJobsStatus"))
+            .and_then(serde_json::Value::as_array);
+        let count = |s: &serde_json::Value, k: &str| s.get(k).and_then(serde_json::Value::as_i64);
+        let ready: i64 = statuses
+            .into_iter()
+            .flatten()
+            .map(|s| count(s, "ready").unwrap_or(0) + count(s, "succeeded").unwrap_or(0))
+            .sum();
+        ready == replicas
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         let rjs = job.spec().replicated_jobs.as_deref().unwrap_or_default();
         rjs.iter()

@@ -25,6 +25,11 @@ impl JobIntegration for PyTorchJob {
         GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob")
     }
 
+    /// Kueue's `KubeflowJob.PodsReady`: the job's `Running` condition is true.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status_condition_true("Running")
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         let Some(specs) = job.spec().pytorch_replica_specs.as_ref() else {
             return Vec::new();

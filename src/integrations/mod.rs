@@ -137,6 +137,13 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// is already suspended, so a second pass adds nothing).
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder);
 
+    /// Whether all the job's pods are ready, from its status (Kueue's `PodsReady` of the
+    /// kind), for waitForPodsReady. The default never trusts a kind without a rule: it
+    /// is not ready, so waitForPodsReady times it out rather than waiting forever.
+    fn pods_ready(&self, _job: &JobObject<'_>) -> bool {
+        false
+    }
+
     /// Whether jobs of this kind are only managed inside managed namespaces even when they
     /// name a queue (Kueue's pod webhook skips pods outside `managedJobsNamespaceSelector`).
     fn requires_managed_namespace(&self) -> bool {

@@ -113,6 +113,10 @@ pub struct JobObject<'a> {
     /// The spec; its shape depends on the kind (see [`SpecView`]).
     #[serde(borrow, default, deserialize_with = "opt_map_only")]
     pub spec: Option<Box<SpecView<'a>>>,
+    /// The status as the cluster wrote it (what a kind reads for its pods' readiness);
+    /// `None` on objects without one, such as those being created.
+    #[serde(default)]
+    pub status: Option<serde_json::Value>,
 }
 
 /// Decodes `metadata` and records that it was there, so patches never add below a
@@ -527,6 +531,37 @@ impl<'a> JobObject<'a> {
     /// Decodes the view from a JSON value (borrowing its strings).
     pub fn from_value(value: &'a serde_json::Value) -> Result<Self, serde_json::Error> {
         Self::deserialize(value)
+    }
+
+    /// A number in the status at `pointer` (`/ready`), 0 when absent or not a number.
+    pub fn status_count(&self, pointer: &str) -> i64 {
+        self.status
+            .as_ref()
+            .and_then(|s| s.pointer(pointer))
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0)
+    }
+
+    /// A string in the status at `pointer`.
+    pub fn status_str(&self, pointer: &str) -> Option<&str> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.pointer(pointer))
+            .and_then(serde_json::Value::as_str)
+    }
+
+    /// Whether `status.conditions` holds a condition of `type_` with status `True`.
+    pub fn status_condition_true(&self, type_: &str) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.get("conditions"))
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(serde_json::Value::as_str) == Some(type_)
+                        && c.get("status").and_then(serde_json::Value::as_str) == Some("True")
+                })
+            })
     }
 
     /// The spec, or an empty one.

@@ -121,6 +121,14 @@ impl JobIntegration for Pod {
         GroupVersionKind::gvk("", "v1", "Pod")
     }
 
+    /// Kueue's `Pod.PodsReady` for a single pod: its `Ready` condition is true. A pod
+    /// group is judged on all its pods, which one object cannot tell: not ready.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.label(crate::api::constants::POD_GROUP_NAME_LABEL)
+            .is_none()
+            && job.status_condition_true("Ready")
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         vec![PodSetRef {
             name: Cow::Borrowed(DEFAULT_POD_SET_NAME),

@@ -121,6 +121,11 @@ impl JobIntegration for RayCluster {
         cluster_pod_sets(job.spec(), &["spec"], &Path::new("spec"))
     }
 
+    /// Kueue's `RayCluster.PodsReady`: the cluster's state is `ready`.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status_str("/state") == Some("ready")
+    }
+
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {
         super::spec_suspended(job)
     }
@@ -141,6 +146,11 @@ impl JobIntegration for RayCluster {
 impl JobIntegration for RayJob {
     fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk("ray.io", "v1", "RayJob")
+    }
+
+    /// Kueue's `RayJob.PodsReady`: its cluster's state is `ready`.
+    fn pods_ready(&self, job: &JobObject<'_>) -> bool {
+        job.status_str("/rayClusterStatus/state") == Some("ready")
     }
 
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
