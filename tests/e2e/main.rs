@@ -17,6 +17,7 @@ mod execution_time;
 mod in_use;
 mod install;
 mod metrics;
+mod pods_ready;
 mod preemption;
 mod replicas;
 mod tas;
