@@ -94,12 +94,22 @@ struct SimulateArgs {
     /// UsageBasedAdmissionFairSharing take heads from their least-used LocalQueue.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(0..))]
     admission_fair_sharing_half_life_ms: Option<i64>,
+    /// Turn on Kueue's waitForPodsReady with this timeout (and Kueue's defaults
+    /// otherwise: recovery as long, backoff from 60 s to 1 h): a gang whose pods never
+    /// get ready (`neverReadyFraction` in a generator) gives its quota back.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(1..))]
+    pods_ready_timeout_ms: Option<i64>,
+    /// waitForPodsReady's backoffLimitCount: requeues before a gang is deactivated.
+    /// Without one, a gang that never gets ready is retried for ever.
+    #[arg(long, value_name = "N", requires = "pods_ready_timeout_ms")]
+    pods_ready_backoff_limit: Option<u32>,
     /// Write an SVG chart of usage and queue depth over time per ClusterQueue (or cohort).
     #[arg(long, value_name = "FILE.svg")]
     chart: Option<PathBuf>,
     /// Run a second configuration over the same workload and print both side by side:
     /// placement=STRATEGY, fair-sharing=true|false, eviction-delay-ms=MS,
-    /// admission-fair-sharing-half-life-ms=MS|off, scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
+    /// admission-fair-sharing-half-life-ms=MS|off, pods-ready-timeout-ms=MS|off,
+    /// pods-ready-backoff-limit=N, scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
     #[arg(long, value_name = "KEY=VALUE")]
     compare: Vec<String>,
     /// Serve Kueue's metrics of the run on http://ADDR/metrics, and keep serving
@@ -124,6 +134,8 @@ impl Default for SimulateArgs {
             fair_sharing: false,
             preemption_min_runtime_ms: 0,
             admission_fair_sharing_half_life_ms: None,
+            pods_ready_timeout_ms: None,
+            pods_ready_backoff_limit: None,
             chart: None,
             compare: Vec::new(),
             metrics_addr: None,
@@ -152,7 +164,7 @@ enum SimulateError {
     #[error("{0}")]
     NotAnInteger(#[source] std::num::ParseIntError),
     #[error(
-        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, admission-fair-sharing-half-life-ms, scenario, scenario-dir)"
+        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, admission-fair-sharing-half-life-ms, pods-ready-timeout-ms, pods-ready-backoff-limit, scenario, scenario-dir)"
     )]
     UnknownCompareKey(String),
     #[error("--scenario {name:?}: no such built-in scenario (built-in: {builtin})")]
@@ -286,6 +298,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             admission_fair_sharing: admission_fair_sharing(
                 args.admission_fair_sharing_half_life_ms,
             ),
+            pods_ready: pods_ready(args.pods_ready_timeout_ms, args.pods_ready_backoff_limit),
         },
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
@@ -310,6 +323,9 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     }
     if let Some(ms) = args.admission_fair_sharing_half_life_ms {
         label_a.push_str(&format!(",admission-fair-sharing-half-life-ms={ms}"));
+    }
+    if let Some(ms) = args.pods_ready_timeout_ms {
+        label_a.push_str(&format!(",pods-ready-timeout-ms={ms}"));
     }
     if args.preemption_min_runtime_ms > 0 {
         label_a.push_str(&format!(
@@ -382,6 +398,16 @@ fn write_chart(path: &std::path::Path, report: &sim::Report) -> Result<(), Simul
     })
 }
 
+/// waitForPodsReady with `timeout` (ms) and Kueue's other defaults; `None` when off.
+fn pods_ready(timeout: Option<i64>, limit: Option<u32>) -> Option<kuota::engine::PodsReadyConfig> {
+    timeout.map(|t| kuota::engine::PodsReadyConfig {
+        timeout: t,
+        recovery_timeout: Some(t),
+        backoff_limit_count: limit,
+        ..kuota::engine::PodsReadyConfig::default()
+    })
+}
+
 /// Run B of `--compare`: run A's scenario and configuration with the overrides applied.
 fn compare_config(
     args: &SimulateArgs,
@@ -430,6 +456,30 @@ fn compare_config(
                         .map_err(|e| bad(SimulateError::NotAnInteger(e)))?;
                     admission_fair_sharing(Some(ms.into()))
                 };
+            }
+            "pods-ready-timeout-ms" => {
+                let limit = cfg
+                    .engine
+                    .pods_ready
+                    .as_ref()
+                    .and_then(|p| p.backoff_limit_count)
+                    .or(args.pods_ready_backoff_limit);
+                cfg.engine.pods_ready = if v == "off" {
+                    None
+                } else {
+                    let ms = v
+                        .parse::<u32>()
+                        .map_err(|e| bad(SimulateError::NotAnInteger(e)))?;
+                    pods_ready(Some(ms.into()), limit)
+                };
+            }
+            "pods-ready-backoff-limit" => {
+                let n = v
+                    .parse::<u32>()
+                    .map_err(|e| bad(SimulateError::NotAnInteger(e)))?;
+                if let Some(p) = cfg.engine.pods_ready.as_mut() {
+                    p.backoff_limit_count = Some(n);
+                }
             }
             "scenario" | "scenario-dir" => {
                 let b = SimulateArgs {

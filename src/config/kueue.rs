@@ -79,16 +79,6 @@ impl Configuration {
             self.object_retention_policies.is_some(),
             "objectRetentionPolicies",
         );
-        if let Some(w) = &self.wait_for_pods_ready {
-            note(
-                w.block_admission.is_some(),
-                "waitForPodsReady.blockAdmission",
-            );
-            note(
-                w.recovery_timeout.is_some(),
-                "waitForPodsReady.recoveryTimeout",
-            );
-        }
         if let Some(i) = &self.integrations {
             note(
                 i.external_frameworks.is_some(),

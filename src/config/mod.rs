@@ -136,6 +136,26 @@ pub struct Requeuing {
 pub struct PodsReady {
     pub timeout: Duration,
     pub requeuing: Requeuing,
+    /// `blockAdmission` (v1beta1 defaults it to `enable`, so true).
+    pub block_admission: bool,
+    /// `recoveryTimeout` (defaults to `timeout`); `None` when set to 0s, which disables it.
+    pub recovery_timeout: Option<Duration>,
+}
+
+impl PodsReady {
+    /// The engine's form of these settings.
+    pub fn engine_config(&self) -> crate::engine::PodsReadyConfig {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        crate::engine::PodsReadyConfig {
+            timeout: ms(self.timeout),
+            recovery_timeout: self.recovery_timeout.map(ms),
+            block_admission: self.block_admission,
+            backoff_limit_count: self.requeuing.backoff_limit_count,
+            backoff_base: ms(self.requeuing.backoff_base),
+            backoff_max: ms(self.requeuing.backoff_max),
+            requeue_by_creation: self.requeuing.timestamp == "Creation",
+        }
+    }
 }
 
 /// A loaded configuration: Kueue's defaults, the file's values and kuota's settings.
@@ -190,9 +210,6 @@ impl Settings {
         for name in &self.unsupported_frameworks {
             tracing::warn!(framework = %name, "configuration: integrations.frameworks names a Kueue framework kuota does not run; its jobs are left alone");
         }
-        if let Some(w) = &self.wait_for_pods_ready {
-            tracing::warn!(timeout = ?w.timeout, "configuration: waitForPodsReady is validated but not enforced by this version of kuota");
-        }
     }
 
     /// Parses one file's text (`file` names it in errors).
@@ -213,12 +230,14 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
         let (frameworks, unsupported_frameworks) = frameworks(cfg.integrations.as_ref(), &mut errs);
+        let wait_for_pods_ready = pods_ready(cfg.wait_for_pods_ready.as_ref(), &mut errs);
         let settings = Self {
             engine: EngineConfig {
                 fair_sharing: fair_sharing(cfg.fair_sharing.as_ref(), &mut errs),
                 placement: placement(own.placement.as_ref(), &mut errs),
                 preemption_min_runtime: min_runtime(own.preemption_protection.as_ref(), &mut errs),
                 admission_fair_sharing: admission_fair_sharing(cfg, &mut errs),
+                pods_ready: wait_for_pods_ready.as_ref().map(PodsReady::engine_config),
             },
             frameworks,
             unsupported_frameworks,
@@ -227,7 +246,7 @@ impl Settings {
                 .managed_jobs_namespace_selector
                 .clone()
                 .unwrap_or_else(|| default_namespace_selector(&namespace)),
-            wait_for_pods_ready: pods_ready(cfg.wait_for_pods_ready.as_ref(), &mut errs),
+            wait_for_pods_ready,
             client: client_limits(cfg.client_connection.as_ref(), &mut errs),
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),
             ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
@@ -546,8 +565,16 @@ fn pods_ready(
         rs.and_then(|r| r.backoff_max_seconds),
         3600,
     );
+    let recovery_timeout = match w.recovery_timeout.as_deref() {
+        None => Some(timeout),
+        Some(text) => {
+            duration(Some(text), &path.child("recoveryTimeout"), errs).filter(|d| !d.is_zero())
+        }
+    };
     Some(PodsReady {
         timeout,
+        block_admission: w.block_admission.unwrap_or(true),
+        recovery_timeout,
         requeuing: Requeuing {
             timestamp,
             backoff_limit_count,

@@ -156,6 +156,26 @@ fn wait_for_pods_ready_defaults_and_values() {
     assert_eq!(w.requeuing.backoff_max, Duration::from_secs(100));
 }
 
+/// Kueue's v1beta1 defaults: blockAdmission follows `enable`, recoveryTimeout is the
+/// timeout, and "0s" turns recovery off; the engine gets the same values in ms.
+#[test]
+fn wait_for_pods_ready_block_admission_and_recovery() {
+    let s = ok("waitForPodsReady:\n  enable: true\n  timeout: 2m\n");
+    let w = s.wait_for_pods_ready.clone().unwrap();
+    assert!(w.block_admission);
+    assert_eq!(w.recovery_timeout, Some(Duration::from_secs(120)));
+    let e = s.engine.pods_ready.unwrap();
+    assert_eq!((e.timeout, e.recovery_timeout), (120_000, Some(120_000)));
+    assert!(e.block_admission && !e.requeue_by_creation);
+    let w =
+        ok("waitForPodsReady:\n  enable: true\n  blockAdmission: false\n  recoveryTimeout: 0s\n")
+            .wait_for_pods_ready
+            .unwrap();
+    assert!(!w.block_admission);
+    assert_eq!(w.recovery_timeout, None);
+    assert!(ok("").engine.pods_ready.is_none());
+}
+
 #[test]
 fn wait_for_pods_ready_bad_values() {
     let e = err("waitForPodsReady:\n  enable: true\n  timeout: 0s\n");

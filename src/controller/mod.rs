@@ -11,6 +11,8 @@
 //!   node selector of its domain;
 //! - `invalid_admission`: pure checks of hand-edited admission states (reported, and a job
 //!   whose admission does not hold together is not started);
+//! - `pods_ready`: waitForPodsReady's Workload patches (the `PodsReady` condition from the
+//!   job's status, the requeue state);
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -22,6 +24,7 @@ pub mod compact;
 pub mod engine_task;
 pub mod invalid_admission;
 pub mod kind;
+pub mod pods_ready;
 pub mod translate;
 pub mod ungate;
 pub mod watch;
@@ -283,6 +286,7 @@ pub async fn run(
                     recorder: recorder.clone(),
                     engine: tx.clone(),
                     manage_without_queue_name: config.manage_jobs_without_queue_name,
+                    wait_for_pods_ready: config.engine.pods_ready.is_some(),
                     created: workload_sync::created_cache(),
                 },
                 job_triggers.receiver(*integration),

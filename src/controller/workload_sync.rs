@@ -97,6 +97,8 @@ pub struct JobState {
     pub status_reset: Option<Value>,
     /// The pod templates differ from what the Workload recorded.
     pub needs_restore: bool,
+    /// Whether all its pods are ready, when waitForPodsReady is on (`None`: off).
+    pub pods_ready: Option<bool>,
 }
 
 /// The one step a job needs next.
@@ -118,6 +120,8 @@ pub enum Step {
     Restore,
     /// Evicted and stopped, with no pods left: release the admission and requeue.
     Requeue,
+    /// waitForPodsReady: the Workload's `PodsReady` condition changes to this.
+    PodsReady(crate::engine::Readiness),
 }
 
 /// Picks the next step for a job and its Workload (none yet: `None`).
@@ -153,6 +157,14 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
         // controller then never completes it, the template cannot be restored, and the
         // quota would stay held. Its Complete or Failed condition comes next.
         return Step::Nothing;
+    }
+    // Kueue's job reconciler keeps the PodsReady condition before it handles an
+    // eviction or a start.
+    if let Some(readiness) = job
+        .pods_ready
+        .and_then(|ready| super::pods_ready::condition(wl, ready))
+    {
+        return Step::PodsReady(readiness);
     }
     let admitted = status.is_some_and(|s| s.admission.is_some());
     let evicted = status.is_some_and(|s| s.is_condition_true(WORKLOAD_EVICTED));
@@ -205,6 +217,7 @@ pub fn job_state(integration: &dyn JobIntegration, job: &JobObject<'_>) -> JobSt
         active: integration.is_active(job),
         status_reset: integration.stop_status_patch(job),
         needs_restore: false,
+        pods_ready: None,
     }
 }
 
@@ -328,6 +341,8 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub engine: Sender<Input>,
     pub manage_without_queue_name: bool,
+    /// waitForPodsReady is on: the job's Workload carries the `PodsReady` condition.
+    pub wait_for_pods_ready: bool,
     /// Workloads this controller created that its watch may not show yet: a reconcile
     /// in that window would otherwise create them again (a write the API server refuses
     /// with a conflict; one job in ten did so in the cluster benchmark).
@@ -488,6 +503,9 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
     if let Some(wl) = &wl {
         state.needs_restore = job::restore_patch(integration, &value, wl)?.is_some();
     }
+    if ctx.wait_for_pods_ready {
+        state.pods_ready = Some(integration.pods_ready(&view));
+    }
     let step = plan(&state, wl.as_ref());
     debug!(job = %name, namespace = %ns, ?step, "job reconcile");
     if let (Step::Start, Some(wl)) = (&step, &wl)
@@ -635,6 +653,13 @@ impl Target<'_> {
                     .engine
                     .send(Input::event(Event::WorkloadEvicted(key.clone())))
                     .await;
+            }
+            (Step::PodsReady(readiness), _) => {
+                let build =
+                    |wl: &Workload, now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
+                        super::pods_ready::condition_patch(wl, readiness, now)
+                    };
+                wl_writer.write(key, build).await?;
             }
             (Step::Start | Step::Restore, None) => {}
         }

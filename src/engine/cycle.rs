@@ -98,6 +98,7 @@ impl Engine {
         self.inventory.ensure_trees();
         self.park_inactive();
         self.expire(now);
+        self.pods_ready_tick(now);
         self.afs_catch_up(now);
         // Sized for a few failing shapes and one admission per ClusterQueue: growing
         // these maps mid-cycle (rehashing) cost more than filling them.
@@ -494,6 +495,12 @@ impl Engine {
                 return Outcome::Deferred;
             }
             match a.mode() {
+                // waitForPodsReady's blockAdmission: Kueue's scheduler stops at the
+                // first workload it would admit until every admitted one is ready.
+                Mode::Fit if self.pods_ready_blocks() => {
+                    self.wait_for_pods_ready(id);
+                    return Outcome::Deferred;
+                }
                 Mode::Fit => {
                     return match self.admit(c, id, &a) {
                         Ok(()) => {
@@ -545,6 +552,10 @@ impl Engine {
             if !targets.is_empty() {
                 self.preempt_for(c, id, &partial, &targets, st);
                 return Outcome::Blocked;
+            }
+            if self.pods_ready_blocks() {
+                self.wait_for_pods_ready(id);
+                return Outcome::Deferred;
             }
             if self.admit(c, id, &partial).is_ok() {
                 st.untouchable.insert(id);
@@ -912,6 +923,7 @@ impl Engine {
         w.waiting_for.clear();
         w.reservation = None;
         let key = w.spec.key.clone();
+        self.pods_ready_admitted(id, since);
         self.outbox.push(Decision::Admit {
             workload: key,
             admission,

@@ -64,6 +64,8 @@ pub struct EngineConfig {
     /// Kueue's `admissionFairSharing` (with the AdmissionFairSharing feature gate on);
     /// `None` = off, and then ClusterQueues' `admissionScope` changes nothing.
     pub admission_fair_sharing: Option<AdmissionFairSharing>,
+    /// Kueue's `waitForPodsReady`; `None` = off.
+    pub pods_ready: Option<PodsReadyConfig>,
 }
 
 /// Something that happened in the cluster, fed to [`Engine::apply`].
@@ -104,6 +106,13 @@ pub enum Event {
     /// An evicted or preempted workload has stopped: its quota is released
     /// and it goes back to its queue.
     WorkloadEvicted(WorkloadKey),
+    /// The workload's pods became all ready (`true`) or stopped being so (`false`), as
+    /// the shell saw them now (waitForPodsReady). The controller feeds the same through
+    /// the Workload's `PodsReady` condition.
+    PodsReady {
+        workload: WorkloadKey,
+        ready: bool,
+    },
     /// An [`Decision::Admit`] whose status write did not land (the shell gave up on it):
     /// the quota and nodes it granted are released and the workload is queued again. A
     /// no-op for a workload that is not admitted, or whose admission already landed and
@@ -169,6 +178,9 @@ pub enum PendingReason {
     Stopped,
     /// `spec.active` is false.
     Inactive,
+    /// Quota fits, but waitForPodsReady's `blockAdmission` holds admissions back until
+    /// every admitted workload's pods are ready.
+    WaitingForPodsReady,
     /// Quota fits, but no set of topology domains has room for the gang.
     TopologyPlacementFailed,
 }
@@ -184,6 +196,7 @@ impl PendingReason {
             Self::WaitingForPreemption => "WaitingForPreemption",
             Self::Stopped => "Stopped",
             Self::Inactive => "Inactive",
+            Self::WaitingForPodsReady => "WaitingForPodsReady",
             Self::TopologyPlacementFailed => "TopologyPlacementFailed",
         }
     }
@@ -212,6 +225,15 @@ pub enum Decision {
         workload: WorkloadKey,
         reason: String,
         message: String,
+    },
+    /// waitForPodsReady's `status.requeueState`: at a `PodsReadyTimeout` eviction the
+    /// new count and when the backoff ends (`requeue_at`); when the backoff has ended,
+    /// `requeue_at: None` (the shell clears `requeueAt` and sets `Requeued` to Kueue's
+    /// `BackoffFinished`).
+    RequeueState {
+        workload: WorkloadKey,
+        count: u32,
+        requeue_at: Option<Millis>,
     },
     /// The workload stays pending; emitted only when reason or message changed.
     Pending {
@@ -290,6 +312,7 @@ pub(crate) mod intern;
 pub(crate) mod model;
 mod nodes;
 mod pods;
+pub mod pods_ready;
 pub(crate) mod preempt;
 pub(crate) mod queue;
 pub(crate) mod quota;
@@ -301,6 +324,7 @@ mod tree;
 mod workloads;
 
 pub use afs::{AdmissionFairSharing, LocalQueueUsage, quantity_string as afs_quantity};
+pub use pods_ready::{PodsReadyConfig, Readiness};
 pub use state::{Engine, EngineError, InvalidObject};
 
 #[cfg(test)]

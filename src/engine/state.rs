@@ -191,6 +191,8 @@ pub struct Engine {
     pub(crate) non_tas: super::pods::NonTasPods,
     /// Admission fair sharing: each LocalQueue's decayed consumption (empty when off).
     pub(crate) afs: BTreeMap<(String, String), super::afs::Entry>,
+    /// waitForPodsReady: readiness, timeouts and requeue backoffs (empty when off).
+    pub(crate) pods_ready: super::pods_ready::PodsReadyState,
 }
 
 impl Engine {
@@ -233,6 +235,7 @@ impl Engine {
             wakeups: BTreeMap::new(),
             expiries: BTreeMap::new(),
             afs: BTreeMap::new(),
+            pods_ready: Default::default(),
         }
     }
 
@@ -334,6 +337,7 @@ impl Engine {
                 self.release(&key, false)
             }
             Event::AdmissionFailed(key) => self.admission_failed(&key),
+            Event::PodsReady { workload, ready } => self.pods_ready_observed(&workload, ready),
         }
         Ok(())
     }
@@ -401,6 +405,7 @@ impl Engine {
         if let Some(id) = self.wl_index.remove(key) {
             self.dequeue(id);
             self.preemptors.remove(&id);
+            self.pods_ready.forget(id);
             self.wls[id as usize] = None;
             self.free_ids.push(id);
         }
@@ -436,6 +441,9 @@ impl Engine {
     /// or in `unqueued` with the reason it cannot be queued.
     pub(crate) fn enqueue(&mut self, id: WlId) {
         self.deactivate_if_out_of_time(id);
+        if self.pods_ready_hold(id) {
+            return;
+        }
         let w = self.wl(id);
         let ns = w.spec.key.namespace.clone();
         let lq_name = w.spec.queue_name.clone();
@@ -622,7 +630,12 @@ impl Engine {
         let expiry = self.expiries.keys().next().copied();
         // Admission fair sharing: a sampling that could reorder a ClusterQueue's heads.
         let sampling = self.afs_wakeup();
-        [protection, expiry, sampling].into_iter().flatten().min()
+        // waitForPodsReady: a timeout, or the end of a requeue backoff.
+        let pods_ready = self.pods_ready.next_wakeup();
+        [protection, expiry, sampling, pods_ready]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The ClusterQueues under root cohort `root` (one alone when it has no cohort).

@@ -45,7 +45,7 @@ pub(super) fn setup(cqs: &[api::ClusterQueue]) -> Engine {
     setup_with(EngineConfig::default(), cqs)
 }
 
-fn setup_with(config: EngineConfig, cqs: &[api::ClusterQueue]) -> Engine {
+pub(super) fn setup_with(config: EngineConfig, cqs: &[api::ClusterQueue]) -> Engine {
     let mut e = Engine::new(config);
     e.apply(
         0,

@@ -34,7 +34,9 @@ impl Engine {
                 .any(|c| c.type_ == api::constants::WORKLOAD_FINISHED && c.status == "True")
         });
         if let Some(&id) = self.wl_index.get(&spec.key) {
+            self.pods_ready_status_seen(id, wl);
             self.update_known(id, wl, spec);
+            self.pods_ready_condition_seen(id, wl);
             return Ok(());
         }
         self.seq += 1;
@@ -63,6 +65,7 @@ impl Engine {
         };
         let key = self.wl(id).spec.key.clone();
         self.wl_index.insert(key, id);
+        self.pods_ready_status_seen(id, wl);
         if finished {
             self.wl_mut(id).state = WlState::Finished;
             return Ok(());
@@ -74,6 +77,7 @@ impl Engine {
                 let key = self.wl(id).spec.key.clone();
                 self.awaiting_cq.insert(key, adm);
             }
+            self.pods_ready_condition_seen(id, wl);
             return Ok(());
         }
         self.enqueue(id);
@@ -171,6 +175,7 @@ impl Engine {
         self.cqs[cq as usize].admitted.insert(id);
         self.afs_charge(id, &a.usage, super::afs::Charge::Restore);
         self.wl_mut(id).state = WlState::Admitted(a);
+        self.pods_ready_admitted(id, started);
         Ok(true)
     }
 
@@ -205,6 +210,7 @@ impl Engine {
         match state {
             WlState::Admitted(a) | WlState::Evicting(a) => {
                 self.untrack_deadline(id, a.deadline);
+                self.pods_ready_released(id);
                 self.afs_charge(id, &a.usage, super::afs::Charge::Release);
                 let node = self.cqs[a.cq as usize].node;
                 self.tree.remove_amounts(node, &a.usage);

@@ -546,6 +546,8 @@ impl<'p> Simulation<'p> {
                 victim, preemptor, ..
             } => self.preempt(t, &victim, &preemptor),
             Decision::Evict { workload, .. } => self.evict(t, &workload),
+            // status.requeueState: nothing to carry out without Workload objects.
+            Decision::RequeueState { .. } => false,
             Decision::Pending {
                 workload,
                 reason,

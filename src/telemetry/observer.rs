@@ -312,6 +312,8 @@ impl Observer {
                     kinds[2] += 1;
                     self.evicted(workload, reason);
                 }
+                // Bookkeeping of an eviction already counted.
+                Decision::RequeueState { .. } => {}
                 Decision::Pending {
                     workload, reason, ..
                 } => {

@@ -190,6 +190,13 @@ pub fn decision_events(decisions: &[Decision]) {
                 evicted += 1;
                 tracing::info!(decision = "evict", workload = %workload, reason = %reason, "evict");
             }
+            Decision::RequeueState {
+                workload,
+                count,
+                requeue_at,
+            } => {
+                tracing::debug!(decision = "requeue_state", workload = %workload, count, requeue_at, "requeue state");
+            }
             Decision::Pending {
                 workload, reason, ..
             } => {

@@ -18,6 +18,7 @@ mod in_use;
 mod install;
 mod kinds;
 mod metrics;
+mod pods_ready;
 mod preemption;
 mod replicas;
 mod tas;

@@ -107,6 +107,7 @@ impl<'a> Runner<'a> {
                         resource_weights: a.resource_weights.clone(),
                     }
                 }),
+                pods_ready: None,
             }),
             now: 0,
             placement: chosen,

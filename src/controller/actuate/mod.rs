@@ -265,6 +265,7 @@ impl Actuators {
                 Decision::Admit { workload, .. } | Decision::Evict { workload, .. } => {
                     self.pending.cancel(workload)
                 }
+                Decision::RequeueState { .. } => {}
                 Decision::Preempt { victim, .. } => self.pending.cancel(victim),
             }
             let this = self.clone();
@@ -320,6 +321,18 @@ impl Actuators {
             } => {
                 if let Err(e) = w.evict(&workload, &reason, &message).await {
                     warn!(workload = %workload, error = %e, "eviction not written");
+                }
+            }
+            Decision::RequeueState {
+                workload,
+                count,
+                requeue_at,
+            } => {
+                let build = |wl: &crate::api::Workload, now: &Time| {
+                    crate::controller::pods_ready::requeue_state_patch(wl, count, requeue_at, now)
+                };
+                if let Err(e) = w.write(&workload, build).await {
+                    warn!(workload = %workload, error = %e, "requeue state not written");
                 }
             }
         }

@@ -240,6 +240,15 @@ pub fn evict_patch(
         );
     }
     let mut status = json!({"conditions": conds});
+    if is_deactivation(evicted_reason)
+        && wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.requeue_state.is_some())
+    {
+        // Kueue clears the requeue state of an inactive Workload.
+        status["requeueState"] = Value::Null;
+    }
     if out_of_time {
         let accumulated = wl
             .status
@@ -335,12 +344,13 @@ pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
     set_condition(
         &mut conds,
         WORKLOAD_REQUEUED,
-        true,
+        !crate::controller::pods_ready::requeue_waits(&evicted.0),
         &evicted.0,
         &evicted.1,
         gen_,
         now,
     );
+    crate::controller::pods_ready::reset_on_requeue(&mut conds, gen_, now);
     let mut status = json!({"admission": null, "conditions": conds});
     if let Some(total) = accumulated {
         status[ACCUMULATED_FIELD] = json!(total);
