@@ -500,6 +500,11 @@ impl Metrics {
             "Fields of objects read from the cluster that this kuota does not know (a newer Kueue's), ignored while decoding, by kind",
             super::unknown_fields::family(),
         );
+        r.register(
+            "kuota_api_forbidden",
+            "API calls of this process the API server's authorizer refused, by RBAC verb, API group and resource (grant them in kuota's ClusterRole)",
+            super::forbidden::Forbidden::process().family(),
+        );
         let state = Arc::new(Mutex::new(Arc::new(StateGauges::default())));
         r.register_collector(Box::new(StateCollector(state.clone())));
         let m = Self(Arc::new(Inner {
