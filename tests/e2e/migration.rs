@@ -173,8 +173,7 @@ fn workload_resource() -> kube::api::ApiResource {
     ))
 }
 
-/// The state of the namespace's Workloads by Job name: (QuotaReserved status and
-/// lastTransitionTime, has an admission).
+/// The namespace's Workloads by the name of the Job owning them.
 async fn states(client: &Client, ns: &str) -> BTreeMap<String, Workload> {
     Api::<Workload>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
@@ -239,7 +238,8 @@ async fn wait_admitted(client: &Client, ns: &str, admitted: &[&str]) {
     panic!("expected exactly {admitted:?} admitted and running; {last}");
 }
 
-/// The ClusterQueue's reserved and used cpu (milli) and admitted/pending counts.
+/// The ClusterQueue status's reserved and used cpu (quantities as written) and its
+/// admitted and pending counts.
 fn queue_numbers(status: &Value) -> (Option<String>, Option<String>, Value, Value) {
     let cpu = |field: &str| {
         status[field]
@@ -408,7 +408,17 @@ async fn kuota_takes_over_kueues_admitted_and_pending_workloads_without_a_gap() 
             .and_then(|q| serde_json::to_value(q.status).ok())
             .map(|s| queue_numbers(&s))
     );
+    // kuota adopts Kueue's Workloads: one per Job, under Kueue's names.
+    let all = Api::<Workload>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list Workloads")
+        .items;
+    assert_eq!(all.len(), 5, "a Job got a second Workload");
     let after = states(&client, &ns).await;
+    for (name, workload) in &admitted_workloads {
+        assert_eq!(after[*name].metadata.name.as_ref(), Some(workload));
+    }
     for name in ["running-a", "running-b"] {
         let (b, a) = (&before[name], &after[name]);
         assert_eq!(
