@@ -33,6 +33,8 @@ pub fn client_from_config(
 ) -> Result<kube::Client, kube::Error> {
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&RateLimitLayer::new(limits))
+        // The authorizer's refusals: logged, counted and failing /readyz.
+        .with_layer(&crate::telemetry::forbidden::Forbidden::process().layer())
         .build())
 }
 

@@ -496,6 +496,11 @@ impl Metrics {
         let mut r = Registry::default();
         let families = Families::register(&mut r);
         r.register_collector(Box::new(super::unknown_fields::UnknownFieldsCollector));
+        r.register(
+            "kuota_api_forbidden",
+            "API calls of this process the API server's authorizer refused, by RBAC verb, API group and resource (grant them in kuota's ClusterRole)",
+            super::forbidden::Forbidden::process().family(),
+        );
         let state = Arc::new(Mutex::new(Arc::new(StateGauges::default())));
         r.register_collector(Box::new(StateCollector(state.clone())));
         let m = Self(Arc::new(Inner {

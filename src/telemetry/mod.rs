@@ -5,6 +5,7 @@
 //! the engine and what it returns to an [`Observer`], which records into [`Metrics`].
 //! See docs/observability.md.
 
+pub mod forbidden;
 pub mod labels;
 pub mod metrics;
 pub mod observed;

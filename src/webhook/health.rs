@@ -142,10 +142,10 @@ pub fn index_readiness(
                 &state.config,
             ));
         }
-        Diagnosis {
-            failing: health.failing(Instant::now()),
-            warnings,
-        }
+        let mut failing = health.failing(Instant::now());
+        // Permissions the API server refused kuota's client (telemetry::forbidden).
+        failing.extend(crate::telemetry::forbidden::Forbidden::process().failing());
+        Diagnosis { failing, warnings }
     });
     (ready, diagnostics)
 }

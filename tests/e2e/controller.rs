@@ -118,10 +118,7 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
     let run_label = unique_name("run");
     let registration =
         Registration::create(&client, webhook.addr, &webhook.ca_pem, &[&ns], &run_label).await;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let controller = tokio::spawn(run(client.clone(), ControllerConfig::default(), async {
-        let _ = stopped.await;
-    }));
+    let (stop, controller) = start_controller(&client);
 
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     // The webhook configuration takes about a second to be in force: retry until the
@@ -240,7 +237,8 @@ async fn a_queued_job_is_held_admitted_started_and_finished_and_the_next_one_fol
     fx.teardown().await;
 }
 
-/// Runs the controller in this process until the returned sender is used or dropped.
+/// Runs the controller in this process, as the install's `kuota-controller`
+/// ServiceAccount, until the returned sender is used or dropped.
 pub(crate) fn start_controller(
     client: &Client,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
@@ -252,15 +250,17 @@ pub(crate) fn start_controller_with(
     client: &Client,
     config: ControllerConfig,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    // kuota runs as the install's controller ServiceAccount; `client` (the test's admin)
+    // only says which cluster. Its refusals fail the test (see `support::controller_lock`).
+    let _cluster = client;
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn({
-        let client = client.clone();
-        async move {
-            let _ = run(client, config, async {
-                let _ = stopped.await;
-            })
-            .await;
-        }
+    let task = tokio::spawn(async move {
+        let (client, record) = crate::rbac::Identity::Controller.client().await;
+        crate::rbac::watch_controller(record);
+        let _ = run(client, config, async {
+            let _ = stopped.await;
+        })
+        .await;
     });
     (stop, task)
 }

@@ -5,6 +5,10 @@
 //! cluster, or any cluster where you may create namespaces, CRDs, Nodes and webhook
 //! configurations). Asked for without one, every test fails and says how to set it.
 //!
+//! kuota itself (the in-process controller and webhook, and `kuota serve` processes) runs
+//! with the ServiceAccounts and roles of the shipped install, never as admin, and any
+//! permission the API server refuses it fails the test (see `rbac`).
+//!
 //! Each test works in a namespace of its own and gives cluster-wide objects unique
 //! names, so the tests run in parallel and leave other tenants of the cluster alone.
 
@@ -19,7 +23,9 @@ mod install;
 mod kinds;
 mod metrics;
 mod pods_ready;
+mod migration;
 mod preemption;
+mod rbac;
 mod replicas;
 mod tas;
 mod webhook;

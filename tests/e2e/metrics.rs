@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
-use kuota::controller::{ControllerConfig, run};
+use kuota::controller::ControllerConfig;
 use kuota::policy::PolicySet;
-use tokio::sync::oneshot;
 
-use crate::controller::{condition, job, wait_for_workload};
+use crate::controller::{condition, job, start_controller_with, wait_for_workload};
 use crate::support::{QueueFixture, controller_lock, http_get};
 use crate::webhook::Kuota;
 
@@ -32,10 +31,7 @@ async fn serve_reports_the_controllers_admissions_pending_workloads_and_writes()
         leader_elected: true,
         ..ControllerConfig::default()
     };
-    let (stop, stopped) = oneshot::channel::<()>();
-    let controller = tokio::spawn(run(client.clone(), config, async {
-        let _ = stopped.await;
-    }));
+    let (stop, controller) = start_controller_with(&client, config);
 
     // Created suspended with the queue name (no webhook registration needed): one fits
     // the 1 cpu of quota, the other waits.

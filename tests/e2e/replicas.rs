@@ -1,8 +1,11 @@
 //! `kuota serve` as real processes: two replicas and a leader that dies, a replica killed
 //! in the middle of admissions and restarted, and a graceful SIGTERM. Each process gets
 //! its own listeners on 127.0.0.1 and a Lease unique to the test (Kueue's
-//! `leaderElection.resourceName`/`resourceNamespace` in a `--config` file). The webhook
-//! is served but not registered: the tests create their Jobs suspended.
+//! `leaderElection.resourceName`/`resourceNamespace` in a `--config` file), in kuota's
+//! namespace, where the install's Role grants Leases. Each runs as the install's
+//! `kuota-controller` ServiceAccount (a kubeconfig with its token); a permission the API
+//! server refuses it fails the test. The webhook is served but not registered: the tests
+//! create their Jobs suspended.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,9 +20,8 @@ use kube::api::{Api, ListParams, PostParams};
 use kuota::api::Workload;
 
 use crate::controller::{condition, job};
-use crate::support::{
-    QueueFixture, controller_lock, http_get, kubeconfig_path, unique_name, wait_until,
-};
+use crate::rbac::KUOTA_NAMESPACE;
+use crate::support::{QueueFixture, controller_lock, http_get, unique_name, wait_until};
 
 /// Lease timing of these tests (Kueue's defaults are 15 s, 10 s and 2 s).
 const LEASE_SECONDS: u64 = 4;
@@ -37,11 +39,19 @@ fn free_port() -> SocketAddr {
     l.local_addr().expect("addr")
 }
 
-/// A directory with a serving certificate and a `--config` file whose leader election
-/// uses Lease `lease` in namespace `ns`.
-fn serve_dir(lease: &str, ns: &str) -> PathBuf {
+/// A directory with a serving certificate, a kubeconfig of the controller's ServiceAccount
+/// and a `--config` file whose leader election uses Lease `lease` in kuota's namespace.
+async fn serve_dir(lease: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(unique_name("kuota-serve"));
     crate::support::write_serving_certs(&dir, "127.0.0.1");
+    crate::rbac::installed().await;
+    crate::rbac::write_kubeconfig(
+        KUOTA_NAMESPACE,
+        crate::rbac::Identity::Controller.service_account(),
+        &dir.join("kubeconfig"),
+    )
+    .await;
+    let ns = KUOTA_NAMESPACE;
     let config = format!(
         "apiVersion: config.kueue.x-k8s.io/v1beta1\n\
          kind: Configuration\n\
@@ -74,7 +84,7 @@ impl Serve {
             .arg(dir)
             .arg("--config")
             .arg(dir.join("config.yaml"))
-            .env("KUBECONFIG", kubeconfig_path())
+            .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("RUST_LOG", "info,kuota=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -133,6 +143,7 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::rbac::assert_log_permitted("kuota serve", &self.log_text());
     }
 }
 
@@ -307,9 +318,15 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
     let fx = QueueFixture::new("replicas", "3").await;
     let client = fx.client.clone();
     let lease = unique_name("lease");
-    let dir = serve_dir(&lease, &fx.ns);
+    let dir = serve_dir(&lease).await;
     let replicas = [Serve::start(&dir, "a"), Serve::start(&dir, "b")];
-    let first = leader_of(&client, &fx.ns, &lease, &[&replicas[0], &replicas[1]]).await;
+    let first = leader_of(
+        &client,
+        KUOTA_NAMESPACE,
+        &lease,
+        &[&replicas[0], &replicas[1]],
+    )
+    .await;
     let [a, b] = replicas;
     let (mut leader, follower) = if first == 0 { (a, b) } else { (b, a) };
 
@@ -341,7 +358,7 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
     // The leader dies without releasing the Lease: the follower takes it once it lapses.
     leader.kill9().await;
     let taken = wait_until(Duration::from_secs(LEASE_SECONDS + 10), || async {
-        holder(&client, &fx.ns, &lease)
+        holder(&client, KUOTA_NAMESPACE, &lease)
             .await
             .is_some_and(|h| follower.holds(&h))
     })
@@ -350,7 +367,7 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
         taken.is_some(),
         "the follower did not take the Lease within its duration ({LEASE_SECONDS} s) and a \
          margin; holder: {:?}\nlog:\n{}",
-        holder(&client, &fx.ns, &lease).await,
+        holder(&client, KUOTA_NAMESPACE, &lease).await,
         follower.log_text()
     );
 
@@ -401,9 +418,9 @@ async fn a_replica_killed_mid_stream_restarts_without_double_admission_or_stuck_
     let fx = QueueFixture::new("midstream", "5").await;
     let client = fx.client.clone();
     let lease = unique_name("lease");
-    let dir = serve_dir(&lease, &fx.ns);
+    let dir = serve_dir(&lease).await;
     let mut kuota = Serve::start(&dir, "first");
-    leader_of(&client, &fx.ns, &lease, &[&kuota]).await;
+    leader_of(&client, KUOTA_NAMESPACE, &lease, &[&kuota]).await;
 
     // 20 Jobs of 500m over 5 cpu: 10 fit. Kill as soon as admissions have begun.
     let names: Vec<String> = (0..20).map(|i| format!("job-{i:02}")).collect();
@@ -436,7 +453,7 @@ async fn a_replica_killed_mid_stream_restarts_without_double_admission_or_stuck_
 
     // A fresh process takes the Lease once the dead one's lapses, and finishes the work.
     let restarted = Serve::start(&dir, "second");
-    leader_of(&client, &fx.ns, &lease, &[&restarted]).await;
+    leader_of(&client, KUOTA_NAMESPACE, &lease, &[&restarted]).await;
     wait_settled(&client, &fx.ns, 20, 10, &restarted).await;
     let wls = workloads(&client, &fx.ns).await;
     for (job, at) in &at_kill {
@@ -464,9 +481,9 @@ async fn sigterm_releases_the_lease_and_exits_zero() {
     let fx = QueueFixture::new("sigterm", "1").await;
     let client = fx.client.clone();
     let lease = unique_name("lease");
-    let dir = serve_dir(&lease, &fx.ns);
+    let dir = serve_dir(&lease).await;
     let mut kuota = Serve::start(&dir, "only");
-    leader_of(&client, &fx.ns, &lease, &[&kuota]).await;
+    leader_of(&client, KUOTA_NAMESPACE, &lease, &[&kuota]).await;
     // Scheduling works before the signal.
     create_jobs(&client, &fx.ns, &["one".to_string()], "500m").await;
     wait_settled(&client, &fx.ns, 1, 1, &kuota).await;
@@ -481,7 +498,7 @@ async fn sigterm_releases_the_lease_and_exits_zero() {
     );
     // Released, not left to expire: a successor may take it at once.
     assert_eq!(
-        holder(&client, &fx.ns, &lease).await,
+        holder(&client, KUOTA_NAMESPACE, &lease).await,
         None,
         "the Lease still names a holder after SIGTERM:\n{log}"
     );

@@ -118,9 +118,32 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 /// this for its whole run: a controller watches the whole cluster, so two running at once
 /// would both act on each other's Workloads (each test's own ClusterQueue does not keep
 /// the other controller away), and the double-admission and usage checks would be void.
-pub(crate) async fn controller_lock() -> tokio::sync::MutexGuard<'static, ()> {
+///
+/// When the test releases it (returns), the in-process controllers it started must not
+/// have been refused anything by the API server: kuota runs under the shipped RBAC
+/// (`crate::rbac`), and a refusal fails the test, naming the verb and resource.
+pub(crate) async fn controller_lock() -> ControllerLock {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
+    let guard = LOCK.lock().await;
+    // Records left by a controller started without the lock are not this test's.
+    crate::rbac::take_controller_records();
+    ControllerLock { _guard: guard }
+}
+
+/// The guard of [`controller_lock`]; checks the controllers' refusals when dropped.
+pub(crate) struct ControllerLock {
+    _guard: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Drop for ControllerLock {
+    fn drop(&mut self) {
+        for record in crate::rbac::take_controller_records() {
+            crate::rbac::assert_permitted(
+                "kuota's controller (ServiceAccount kuota-controller)",
+                &record,
+            );
+        }
+    }
 }
 
 /// A test's namespace, with a ResourceFlavor of its own and a ClusterQueue selecting only

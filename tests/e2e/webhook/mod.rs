@@ -71,6 +71,8 @@ pub struct Kuota {
     /// The registry served on the health listener's `/metrics` (share it with a
     /// controller, as `kuota serve` does).
     pub metrics: kuota::telemetry::Metrics,
+    /// Refusals of the ServiceAccount's client, checked when the webhook stops.
+    forbidden: Option<kuota::telemetry::forbidden::Forbidden>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     feed: Vec<tokio::task::JoinHandle<()>>,
@@ -78,8 +80,20 @@ pub struct Kuota {
 }
 
 impl Kuota {
-    /// Serves the webhook with `policies`, its index fed by watches through `client`.
+    /// Serves the webhook with `policies`, its index fed by watches as the install's
+    /// `kuota-webhook` ServiceAccount (`client`, the test's admin, only names the
+    /// cluster). A permission the API server refuses it fails the test when it stops.
     pub async fn start(client: &Client, policies: PolicySet) -> Self {
+        let _cluster = client;
+        let (client, record) = crate::rbac::Identity::Webhook.client().await;
+        let mut kuota = Self::start_as(&client, policies).await;
+        kuota.forbidden = Some(record);
+        kuota
+    }
+
+    /// [`Kuota::start`] with the index fed through `client` as it is (a test's own
+    /// ServiceAccount), refusals unchecked.
+    pub async fn start_as(client: &Client, policies: PolicySet) -> Self {
         let dir = std::env::temp_dir().join(unique_name("kuota-e2e-certs"));
         let host = webhook_host();
         let ca_pem = crate::support::write_serving_certs(&dir, &host);
@@ -138,6 +152,7 @@ impl Kuota {
             watch_health,
             largest_review,
             metrics,
+            forbidden: None,
             stop: Some(tx),
             server: Some(server),
             feed,
@@ -155,6 +170,17 @@ impl Kuota {
         }
         for t in self.feed.drain(..) {
             t.abort();
+        }
+        self.check_permitted();
+    }
+
+    /// Fails the test if the API server refused the webhook's ServiceAccount anything.
+    fn check_permitted(&mut self) {
+        if let Some(record) = self.forbidden.take() {
+            crate::rbac::assert_permitted(
+                "kuota's webhook (ServiceAccount kuota-webhook)",
+                &record,
+            );
         }
     }
 
@@ -179,6 +205,7 @@ impl Drop for Kuota {
             t.abort();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        self.check_permitted();
     }
 }
 

@@ -72,7 +72,7 @@ async fn a_watch_that_keeps_failing_turns_readyz_red_and_is_named() {
     let ns = unique_name("wh-ready");
     create_namespace(&admin, &ns, &[]).await;
     let limited = client_without_local_queues(&admin, &ns, &ns).await;
-    let mut kuota = Kuota::start(&limited, PolicySet::default()).await;
+    let mut kuota = Kuota::start_as(&limited, PolicySet::default()).await;
 
     // kube-rs backs off 0.8 s, 1.6 s, 3.2 s...: three failures take a few seconds.
     let health = kuota.watch_health.clone();
