@@ -1,7 +1,9 @@
 //! kuota: a Kueue-compatible admission, quota and gang-placement engine.
 //!
 //! The crate is a pure, deterministic engine core (`engine`) wrapped by thin
-//! shells (`sim` today; webhook and controller later). See docs/architecture.md.
+//! shells: the simulator (`sim`), the admission webhook (`webhook`) and the queue
+//! controller (`controller`), which `serve` wires into `kuota serve`. Imports point down
+//! the layering docs/architecture.md declares (checked by tests/layering.rs).
 
 pub mod api;
 pub mod config;

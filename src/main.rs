@@ -32,7 +32,7 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Serve the admission webhook over TLS (see docs/webhook-server.md).
-    Serve(kuota::serve::ServeArgs),
+    Serve(Box<kuota::serve::ServeArgs>),
     /// Create or rotate the webhook's CA and serving certificate (see webhook-certs/README.md).
     Certs(kuota::webhook::certs::CertsArgs),
     /// Print the kueue.x-k8s.io CRDs kuota serves (or write one file per CRD with --out-dir).
@@ -248,7 +248,7 @@ fn main() -> ExitCode {
     {
         Command::Simulate(args) => simulate(args),
         Command::Check { files } => check(&files),
-        Command::Serve(args) => kuota::serve::serve_cli(args),
+        Command::Serve(args) => kuota::serve::serve_cli(*args),
         Command::Certs(args) => kuota::webhook::certs::run_cli(&args),
         Command::Crds(args) => crds(&args),
     }

@@ -382,7 +382,8 @@ fn deployment_runs_kuota_serve_hardened_with_probes_and_cert_secret() {
     let c = webhook_container(&p);
     let args = c.args.clone().unwrap_or_default();
     assert_eq!(args.first().map(String::as_str), Some("serve"));
-    assert!(args.contains(&"--cert-dir=/certs".to_string()));
+    // The listeners and certDir come from Kueue's Configuration, which both Deployments pass.
+    assert!(args.contains(&"--config=/etc/kuota/config.yaml".to_string()));
     let sc = c
         .security_context
         .clone()

@@ -1,19 +1,61 @@
-//! Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta1`) as a strict serde schema.
+//! Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta2` and `v1beta1`) as a strict
+//! serde schema.
 //!
-//! Field names follow Kueue's apis/config/v1beta1. Every struct denies unknown fields, so a
-//! typo is an error naming its path. Sections kuota does not act on are kept as raw values
-//! ([`Ignored`]): they are accepted (a Kueue file applies unchanged) and reported once as
-//! ignored, but their contents are not checked, since Kueue's own loader owns them.
+//! Field names follow Kueue's apis/config/v1beta2 and v1beta1. One schema holds the fields
+//! of both versions; [`Configuration::fields_not_in`] lists those a document uses that its
+//! own version does not have (v1beta1's `waitForPodsReady.enable` in a v1beta2 file), so a
+//! mixed-up version is refused as Kueue's strict decoder refuses it. Every struct denies
+//! unknown fields, so a typo is an error naming its path. Sections kuota does not act on
+//! are kept as raw values ([`Ignored`]): they are accepted (a Kueue file applies unchanged)
+//! and reported once as ignored, but their contents are not checked, since Kueue's own
+//! loader owns them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 
-/// The API version of the Kueue document kuota reads.
-pub const API_VERSION: &str = "config.kueue.x-k8s.io/v1beta1";
+/// The API version of Kueue's current Configuration.
+pub const API_VERSION: &str = "config.kueue.x-k8s.io/v1beta2";
+/// The API version of Kueue's previous Configuration, still read by Kueue and kuota.
+pub const API_VERSION_V1BETA1: &str = "config.kueue.x-k8s.io/v1beta1";
+/// The API group both versions belong to.
+pub const GROUP: &str = "config.kueue.x-k8s.io";
 /// The kind of the Kueue document kuota reads.
 pub const KIND: &str = "Configuration";
+
+/// Which version a document declares: defaults and allowed fields differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V1beta1,
+    V1beta2,
+}
+
+impl Version {
+    /// The version an `apiVersion` names, if it is one of Kueue's.
+    pub fn of(api_version: &str) -> Option<Self> {
+        match api_version {
+            API_VERSION => Some(Self::V1beta2),
+            API_VERSION_V1BETA1 => Some(Self::V1beta1),
+            _ => None,
+        }
+    }
+
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Self::V1beta1 => API_VERSION_V1BETA1,
+            Self::V1beta2 => API_VERSION,
+        }
+    }
+
+    /// `apiVersion kind`, for errors.
+    pub fn document(self) -> &'static str {
+        match self {
+            Self::V1beta1 => "config.kueue.x-k8s.io/v1beta1 Configuration",
+            Self::V1beta2 => "config.kueue.x-k8s.io/v1beta2 Configuration",
+        }
+    }
+}
 
 /// A section kuota accepts but does not act on.
 pub type Ignored = serde_json::Value;
@@ -28,10 +70,10 @@ pub struct Configuration {
     /// member of the default `managedJobsNamespaceSelector`'s exclusions.
     pub namespace: Option<String>,
     // ControllerManager (inline in Kueue's type).
-    pub webhook: Option<Ignored>,
+    pub webhook: Option<Webhook>,
     pub leader_election: Option<LeaderElection>,
-    pub metrics: Option<Ignored>,
-    pub health: Option<Ignored>,
+    pub metrics: Option<Metrics>,
+    pub health: Option<Health>,
     pub pprof_bind_address: Option<Ignored>,
     pub controller: Option<Ignored>,
     pub tls: Option<Ignored>,
@@ -50,6 +92,36 @@ pub struct Configuration {
     pub resources: Option<Ignored>,
     pub feature_gates: Option<BTreeMap<String, bool>>,
     pub object_retention_policies: Option<Ignored>,
+    /// v1beta2 only.
+    pub visibility_server: Option<Ignored>,
+}
+
+/// Kueue's `webhook`: where the admission server listens and finds its certificate.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Webhook {
+    pub port: Option<i64>,
+    pub host: Option<String>,
+    pub cert_dir: Option<String>,
+}
+
+/// Kueue's `metrics`: `bindAddress` is honoured, the rest accepted and reported.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metrics {
+    pub bind_address: Option<String>,
+    pub enable_cluster_queue_resources: Option<bool>,
+    pub custom_labels: Option<Ignored>,
+    pub local_queue_metrics: Option<Ignored>,
+}
+
+/// Kueue's `health`: the probe listener and its endpoint names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Health {
+    pub health_probe_bind_address: Option<String>,
+    pub readiness_endpoint_name: Option<String>,
+    pub liveness_endpoint_name: Option<String>,
 }
 
 impl Configuration {
@@ -61,9 +133,14 @@ impl Configuration {
                 out.push(path);
             }
         };
-        note(self.webhook.is_some(), "webhook");
-        note(self.metrics.is_some(), "metrics");
-        note(self.health.is_some(), "health");
+        if let Some(m) = &self.metrics {
+            note(
+                m.enable_cluster_queue_resources.is_some(),
+                "metrics.enableClusterQueueResources",
+            );
+            note(m.custom_labels.is_some(), "metrics.customLabels");
+            note(m.local_queue_metrics.is_some(), "metrics.localQueueMetrics");
+        }
         note(self.pprof_bind_address.is_some(), "pprofBindAddress");
         note(self.controller.is_some(), "controller");
         note(self.tls.is_some(), "tls");
@@ -79,6 +156,7 @@ impl Configuration {
             self.object_retention_policies.is_some(),
             "objectRetentionPolicies",
         );
+        note(self.visibility_server.is_some(), "visibilityServer");
         if let Some(i) = &self.integrations {
             note(
                 i.external_frameworks.is_some(),
@@ -89,6 +167,49 @@ impl Configuration {
                 i.label_keys_to_copy.is_some(),
                 "integrations.labelKeysToCopy",
             );
+        }
+        out
+    }
+}
+
+impl Configuration {
+    /// Paths of the fields present that `version` does not have: a v1beta1 field in a
+    /// v1beta2 document or the reverse (Kueue's strict decoder refuses both).
+    pub fn fields_not_in(&self, version: Version) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        match version {
+            Version::V1beta2 => {
+                // Removed in v1beta2: presence enables waitForPodsReady and fairSharing.
+                if self
+                    .wait_for_pods_ready
+                    .as_ref()
+                    .is_some_and(|w| w.enable.is_some())
+                {
+                    out.push("waitForPodsReady.enable");
+                }
+                if self
+                    .fair_sharing
+                    .as_ref()
+                    .is_some_and(|f| f.enable.is_some())
+                {
+                    out.push("fairSharing.enable");
+                }
+                if self.queue_visibility.is_some() {
+                    out.push("queueVisibility");
+                }
+                if self
+                    .integrations
+                    .as_ref()
+                    .is_some_and(|i| i.pod_options.is_some())
+                {
+                    out.push("integrations.podOptions");
+                }
+            }
+            Version::V1beta1 => {
+                if self.visibility_server.is_some() {
+                    out.push("visibilityServer");
+                }
+            }
         }
         out
     }
@@ -112,8 +233,8 @@ pub struct LeaderElection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WaitForPodsReady {
-    #[serde(default)]
-    pub enable: bool,
+    /// v1beta1 only (in v1beta2 the section's presence, or its default, enables it).
+    pub enable: Option<bool>,
     pub timeout: Option<String>,
     pub block_admission: Option<bool>,
     pub requeuing_strategy: Option<RequeuingStrategy>,
@@ -152,8 +273,8 @@ pub struct Integrations {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FairSharing {
-    #[serde(default)]
-    pub enable: bool,
+    /// v1beta1 only (in v1beta2 the section's presence enables fair sharing).
+    pub enable: Option<bool>,
     pub preemption_strategies: Option<Vec<String>>,
 }
 

@@ -1,8 +1,8 @@
 //! `kuota serve --config`: Kueue's `Configuration` file, plus kuota's own settings.
 //!
 //! A configuration file holds YAML documents of two kinds, each at most once:
-//! - Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta1`), unchanged from a Kueue
-//!   install ([`kueue`]);
+//! - Kueue's `Configuration` (`config.kueue.x-k8s.io/v1beta2`, or the older `v1beta1`),
+//!   unchanged from a Kueue install ([`kueue`]), each version with Kueue's defaults for it;
 //! - kuota's `KuotaConfiguration` (`config.kuota.dev/v1alpha1`), for what Kueue has no field
 //!   for ([`kuota`]).
 //!
@@ -31,16 +31,20 @@ use crate::placement::Strategy;
 
 /// Namespace kuota runs in when the Configuration names none (its install's namespace).
 pub const DEFAULT_NAMESPACE: &str = "kuota-system";
-/// Name of the leader-election Lease when `leaderElection.resourceName` is unset.
-pub const DEFAULT_LEASE_NAME: &str = "kuota-controller";
+/// Name of the leader-election Lease when `leaderElection.resourceName` is unset, with or
+/// without a configuration file, so replicas started either way elect one leader. Kueue's
+/// default is `c1f6bfd2.kueue.x-k8s.io`; kuota's own keeps the two from sharing a Lease
+/// when both run in one namespace during a switch.
+pub const DEFAULT_LEASE_NAME: &str = "c1f6bfd2.kuota.dev";
 /// The label every namespace carries with its own name.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// `kuota serve --config FILE` (repeatable): the files [`Settings::load`] reads.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ConfigArgs {
-    /// A file with Kueue's Configuration (config.kueue.x-k8s.io/v1beta1) and/or kuota's
-    /// KuotaConfiguration (config.kuota.dev/v1alpha1). Repeatable; each kind at most once.
+    /// A file with Kueue's Configuration (config.kueue.x-k8s.io/v1beta2 or v1beta1) and/or
+    /// kuota's KuotaConfiguration (config.kuota.dev/v1alpha1). Repeatable; each kind at most
+    /// once. Its listeners (webhook, metrics, health) apply unless a flag sets them.
     #[arg(long = "config", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -62,9 +66,11 @@ pub enum ConfigError {
         source: serde_norway::Error,
     },
     #[error(
-        "{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} nor {} {}",
-        kueue::API_VERSION,
+        "{file}: document {doc}: apiVersion {api_version:?} kind {kind:?} is neither {} {} ({} or {}) nor {} {}",
+        kueue::GROUP,
         kueue::KIND,
+        "v1beta2",
+        "v1beta1",
         kuota::API_VERSION,
         kuota::KIND
     )]
@@ -73,6 +79,17 @@ pub enum ConfigError {
         doc: usize,
         api_version: String,
         kind: String,
+    },
+    /// Fields of the other version of Kueue's Configuration.
+    #[error(
+        "{file}: {api_version} Configuration has no field {}: {} of the other version; fix the field or the apiVersion",
+        fields.join(", "),
+        if fields.len() == 1 { "it is a field" } else { "they are fields" }
+    )]
+    WrongVersion {
+        file: String,
+        api_version: &'static str,
+        fields: Vec<&'static str>,
     },
     #[error("{file}: a second {kind} document (each kind may appear once)")]
     Duplicate { file: String, kind: &'static str },
@@ -136,9 +153,10 @@ pub struct Requeuing {
 pub struct PodsReady {
     pub timeout: Duration,
     pub requeuing: Requeuing,
-    /// `blockAdmission` (v1beta1 defaults it to `enable`, so true).
+    /// `blockAdmission` (defaults: true in v1beta1 when enabled, false in v1beta2).
     pub block_admission: bool,
-    /// `recoveryTimeout` (defaults to `timeout`); `None` when set to 0s, which disables it.
+    /// `recoveryTimeout` (defaults to `timeout`; `None` when set to 0, which turns the
+    /// check off).
     pub recovery_timeout: Option<Duration>,
 }
 
@@ -158,6 +176,33 @@ impl PodsReady {
     }
 }
 
+/// Where a listener of Kueue's `ControllerManager` binds, as the file says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bind {
+    /// `"0"` (metrics, health) or `""` (health): not served.
+    Off,
+    /// `host:port`, host possibly empty (every interface) or a name to resolve.
+    Addr(String),
+}
+
+/// The listeners Kueue's `webhook`, `metrics` and `health` sections set. `None` where the
+/// file says nothing: kuota's flag defaults then apply (docs/configuration.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listeners {
+    /// `webhook.host` and `webhook.port` as `host:port`.
+    pub webhook: Option<String>,
+    /// `webhook.certDir`.
+    pub cert_dir: Option<PathBuf>,
+    /// `metrics.bindAddress`.
+    pub metrics: Option<Bind>,
+    /// `health.healthProbeBindAddress`.
+    pub health: Option<Bind>,
+    /// `health.readinessEndpointName` (Kueue's default `readyz`).
+    pub readiness_endpoint: Option<String>,
+    /// `health.livenessEndpointName` (Kueue's default `healthz`).
+    pub liveness_endpoint: Option<String>,
+}
+
 /// A loaded configuration: Kueue's defaults, the file's values and kuota's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -169,18 +214,23 @@ pub struct Settings {
     pub unsupported_frameworks: Vec<String>,
     pub manage_jobs_without_queue_name: bool,
     pub managed_jobs_namespace_selector: LabelSelector,
-    /// `None` when `waitForPodsReady.enable` is false.
+    /// `None` when off: v1beta1's `waitForPodsReady.enable` false or absent, v1beta2's
+    /// `featureGates.DisableWaitForPodsReady` true (v1beta2 turns it on by default).
     pub wait_for_pods_ready: Option<PodsReady>,
     pub client: ClientLimits,
     pub leader_election: LeaderElection,
+    /// The listeners the file sets.
+    pub listeners: Listeners,
     /// Field paths present in the file that kuota accepts and does not act on.
     pub ignored: Vec<String>,
 }
 
 impl Default for Settings {
-    /// Kueue's defaults for an empty Configuration, kuota's for an empty KuotaConfiguration.
+    /// kuota without a configuration file: as an empty v1beta1 Configuration (so
+    /// waitForPodsReady stays off), kuota's defaults for an empty KuotaConfiguration.
     fn default() -> Self {
         Self::from_documents(
+            kueue::Version::V1beta1,
             &kueue::Configuration::default(),
             &kuota::KuotaConfiguration::default(),
         )
@@ -219,8 +269,9 @@ impl Settings {
         docs.settings()
     }
 
-    /// Maps the two documents, validating every value.
+    /// Maps the two documents, validating every value; `version` picks Kueue's defaults.
     pub fn from_documents(
+        version: kueue::Version,
         cfg: &kueue::Configuration,
         own: &kuota::KuotaConfiguration,
     ) -> Result<Self, Vec<FieldError>> {
@@ -230,10 +281,10 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
         let (frameworks, unsupported_frameworks) = frameworks(cfg.integrations.as_ref(), &mut errs);
-        let wait_for_pods_ready = pods_ready(cfg.wait_for_pods_ready.as_ref(), &mut errs);
+        let wait_for_pods_ready = pods_ready(version, cfg, &mut errs);
         let settings = Self {
             engine: EngineConfig {
-                fair_sharing: fair_sharing(cfg.fair_sharing.as_ref(), &mut errs),
+                fair_sharing: fair_sharing(version, cfg.fair_sharing.as_ref(), &mut errs),
                 placement: placement(own.placement.as_ref(), &mut errs),
                 preemption_min_runtime: min_runtime(own.preemption_protection.as_ref(), &mut errs),
                 admission_fair_sharing: admission_fair_sharing(cfg, &mut errs),
@@ -249,6 +300,7 @@ impl Settings {
             wait_for_pods_ready,
             client: client_limits(cfg.client_connection.as_ref(), &mut errs),
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),
+            listeners: listeners(cfg, &mut errs),
             ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
         };
         if errs.is_empty() {
@@ -262,7 +314,7 @@ impl Settings {
 /// The documents found so far, and the file the settings are reported against.
 #[derive(Default)]
 struct Documents {
-    kueue: Option<kueue::Configuration>,
+    kueue: Option<(kueue::Version, kueue::Configuration)>,
     kuota: Option<kuota::KuotaConfiguration>,
     files: Vec<String>,
 }
@@ -289,24 +341,33 @@ impl Documents {
                     .unwrap_or("")
                     .to_string()
             };
-            match (field("apiVersion").as_str(), field("kind").as_str()) {
-                (kueue::API_VERSION, kueue::KIND) => {
-                    let c = decode(file, kueue::KIND, value)?;
-                    if self.kueue.replace(c).is_some() {
+            let api_version = field("apiVersion");
+            match (kueue::Version::of(&api_version), field("kind").as_str()) {
+                (Some(version), kueue::KIND) => {
+                    let c: kueue::Configuration = decode(file, version.document(), value)?;
+                    let fields = c.fields_not_in(version);
+                    if !fields.is_empty() {
+                        return Err(ConfigError::WrongVersion {
+                            file: file.to_string(),
+                            api_version: version.api_version(),
+                            fields,
+                        });
+                    }
+                    if self.kueue.replace((version, c)).is_some() {
                         return Err(duplicate(file, kueue::KIND));
                     }
                 }
-                (kuota::API_VERSION, kuota::KIND) => {
-                    let c = decode(file, kuota::KIND, value)?;
+                (None, kuota::KIND) if api_version == kuota::API_VERSION => {
+                    let c = decode(file, "config.kuota.dev/v1alpha1 KuotaConfiguration", value)?;
                     if self.kuota.replace(c).is_some() {
                         return Err(duplicate(file, kuota::KIND));
                     }
                 }
-                (api_version, kind) => {
+                (_, kind) => {
                     return Err(ConfigError::UnknownDocument {
                         file: file.to_string(),
                         doc: doc_no,
-                        api_version: api_version.to_string(),
+                        api_version,
                         kind: kind.to_string(),
                     });
                 }
@@ -316,14 +377,15 @@ impl Documents {
     }
 
     fn settings(self) -> Result<Settings, ConfigError> {
-        Settings::from_documents(
-            &self.kueue.unwrap_or_default(),
-            &self.kuota.unwrap_or_default(),
+        let (version, kueue) = self
+            .kueue
+            .unwrap_or((kueue::Version::V1beta1, Default::default()));
+        Settings::from_documents(version, &kueue, &self.kuota.unwrap_or_default()).map_err(
+            |errors| ConfigError::Invalid {
+                file: self.files.join(", "),
+                errors,
+            },
         )
-        .map_err(|errors| ConfigError::Invalid {
-            file: self.files.join(", "),
-            errors,
-        })
     }
 }
 
@@ -391,11 +453,13 @@ fn frameworks(
 }
 
 fn fair_sharing(
+    version: kueue::Version,
     fs: Option<&kueue::FairSharing>,
     errs: &mut Vec<FieldError>,
 ) -> Option<Vec<FairPreemptionStrategy>> {
     use FairPreemptionStrategy::{LessThanInitialShare, LessThanOrEqualToFinalShare};
-    let fs = fs.filter(|fs| fs.enable)?;
+    // v1beta1 turns it on with `enable`; v1beta2 with the section itself.
+    let fs = fs.filter(|fs| version == kueue::Version::V1beta2 || fs.enable == Some(true))?;
     let path = Path::new("fairSharing").child("preemptionStrategies");
     let Some(names) = fs.preemption_strategies.as_ref().filter(|s| !s.is_empty()) else {
         return Some(vec![LessThanOrEqualToFinalShare, LessThanInitialShare]);
@@ -513,23 +577,54 @@ fn duration(text: Option<&str>, path: &Path, errs: &mut Vec<FieldError>) -> Opti
     }
 }
 
+/// Kueue's `waitForPodsReady` with the defaults of `version` (apis/config/*/defaults.go):
+/// v1beta1 turns it on with `enable` (timeout 5m, blockAdmission true); v1beta2 turns it on
+/// unless `featureGates.DisableWaitForPodsReady` (timeout 30m, also for 0, blockAdmission
+/// false). Both default `recoveryTimeout` to the timeout.
 fn pods_ready(
-    w: Option<&kueue::WaitForPodsReady>,
+    version: kueue::Version,
+    cfg: &kueue::Configuration,
     errs: &mut Vec<FieldError>,
 ) -> Option<PodsReady> {
-    let w = w.filter(|w| w.enable)?;
+    let empty = kueue::WaitForPodsReady::default();
+    let w = match version {
+        kueue::Version::V1beta1 => cfg
+            .wait_for_pods_ready
+            .as_ref()
+            .filter(|w| w.enable == Some(true))?,
+        kueue::Version::V1beta2 => {
+            let gates = cfg.feature_gates.as_ref();
+            if gates.and_then(|g| g.get("DisableWaitForPodsReady")) == Some(&true) {
+                return None;
+            }
+            cfg.wait_for_pods_ready.as_ref().unwrap_or(&empty)
+        }
+    };
     let path = Path::new("waitForPodsReady");
-    let timeout = match duration(w.timeout.as_deref(), &path.child("timeout"), errs) {
-        Some(d) if d.is_zero() => {
+    let timeout = match (
+        version,
+        duration(w.timeout.as_deref(), &path.child("timeout"), errs),
+    ) {
+        (kueue::Version::V1beta2, Some(d)) if d.is_zero() => Duration::from_secs(30 * 60),
+        (kueue::Version::V1beta1, Some(d)) if d.is_zero() => {
             errs.push(FieldError::required(
                 &path.child("timeout"),
                 "must be specified",
             ));
             d
         }
-        Some(d) => d,
-        None => Duration::from_secs(5 * 60),
+        (_, Some(d)) => d,
+        (kueue::Version::V1beta1, None) => Duration::from_secs(5 * 60),
+        (kueue::Version::V1beta2, None) => Duration::from_secs(30 * 60),
     };
+    let recovery_path = path.child("recoveryTimeout");
+    let recovery_timeout = match w.recovery_timeout.as_deref() {
+        None => Some(timeout),
+        text => duration(text, &recovery_path, errs).filter(|d| !d.is_zero()),
+    };
+    let block_admission = w
+        .block_admission
+        .unwrap_or(version == kueue::Version::V1beta1);
     let rpath = path.child("requeuingStrategy");
     let rs = w.requeuing_strategy.as_ref();
     let timestamp = rs
@@ -565,15 +660,9 @@ fn pods_ready(
         rs.and_then(|r| r.backoff_max_seconds),
         3600,
     );
-    let recovery_timeout = match w.recovery_timeout.as_deref() {
-        None => Some(timeout),
-        Some(text) => {
-            duration(Some(text), &path.child("recoveryTimeout"), errs).filter(|d| !d.is_zero())
-        }
-    };
     Some(PodsReady {
         timeout,
-        block_admission: w.block_admission.unwrap_or(true),
+        block_admission,
         recovery_timeout,
         requeuing: Requeuing {
             timestamp,
@@ -605,6 +694,76 @@ fn client_limits(c: Option<&kueue::ClientConnection>, errs: &mut Vec<FieldError>
         1
     });
     ClientLimits { qps, burst }
+}
+
+/// The listeners Kueue's `webhook`, `metrics` and `health` sections set.
+fn listeners(cfg: &kueue::Configuration, errs: &mut Vec<FieldError>) -> Listeners {
+    let mut out = Listeners::default();
+    if let Some(w) = &cfg.webhook {
+        let path = Path::new("webhook").child("port");
+        let port = match w.port {
+            Some(p) if !(1..=65535).contains(&p) => {
+                errs.push(FieldError::invalid_num(
+                    &path,
+                    p,
+                    "must be between 1 and 65535",
+                ));
+                None
+            }
+            Some(p) => Some(p),
+            // Kueue's default port; a host alone still needs one.
+            None => w.host.as_ref().map(|_| 9443),
+        };
+        out.webhook = port.map(|p| host_port(w.host.as_deref().unwrap_or(""), p));
+        out.cert_dir = w
+            .cert_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+    }
+    if let Some(m) = &cfg.metrics {
+        out.metrics = m.bind_address.as_deref().map(|a| bind(a, &["0"]));
+    }
+    if let Some(h) = &cfg.health {
+        out.health = h
+            .health_probe_bind_address
+            .as_deref()
+            .map(|a| bind(a, &["0", ""]));
+        let name = |n: &Option<String>, field: &str, errs: &mut Vec<FieldError>| {
+            let n = n.as_deref()?;
+            if n.is_empty() || n.contains(['/', '?', '#']) {
+                let p = Path::new("health").child(field);
+                errs.push(FieldError::invalid(
+                    &p,
+                    n,
+                    "must be a non-empty path segment",
+                ));
+                return None;
+            }
+            Some(n.to_string())
+        };
+        out.readiness_endpoint = name(&h.readiness_endpoint_name, "readinessEndpointName", errs);
+        out.liveness_endpoint = name(&h.liveness_endpoint_name, "livenessEndpointName", errs);
+    }
+    out
+}
+
+/// A Go bind address (`:8080`, `127.0.0.1:8080`, `[::1]:8080`); `off` values disable it.
+fn bind(addr: &str, off: &[&str]) -> Bind {
+    if off.contains(&addr) {
+        Bind::Off
+    } else {
+        Bind::Addr(addr.to_string())
+    }
+}
+
+/// `host:port` as Go's net.JoinHostPort writes it (IPv6 hosts in brackets).
+fn host_port(host: &str, port: i64) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 fn leader_election(
@@ -662,15 +821,14 @@ fn leader_election(
     }
 }
 
-/// Whether `path` holds a configuration document (for `kuota check`): the first
-/// document's apiVersion is Kueue's or kuota's configuration group.
+/// Whether `path` holds a configuration document (for `kuota check`): an apiVersion of
+/// Kueue's or kuota's configuration group.
 pub fn is_config_file(path: &FsPath) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;
     };
     text.lines().any(|l| {
         let l = l.trim();
-        l.starts_with("apiVersion:")
-            && (l.contains(kueue::API_VERSION) || l.contains(kuota::API_VERSION))
+        l.starts_with("apiVersion:") && (l.contains(kueue::GROUP) || l.contains(kuota::API_VERSION))
     })
 }

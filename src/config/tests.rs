@@ -280,7 +280,9 @@ fn unknown_fields_are_errors_naming_the_path() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("k.yaml: KuotaConfiguration preemptionProtection.minRunTime: unknown field"),
+        e.contains(
+            "k.yaml: config.kuota.dev/v1alpha1 KuotaConfiguration preemptionProtection.minRunTime: unknown field"
+        ),
         "{e}"
     );
 }
@@ -288,13 +290,12 @@ fn unknown_fields_are_errors_naming_the_path() {
 #[test]
 fn kueue_sections_kuota_does_not_use_are_accepted_and_listed() {
     let s = ok(
-        "webhook:\n  port: 9443\nmetrics:\n  bindAddress: :8443\ninternalCertManagement:\n  enable: false\nfeatureGates:\n  TopologyAwareScheduling: true\nintegrations:\n  frameworks: [batch/job]\n  podOptions: {}\n",
+        "webhook:\n  port: 9443\nmetrics:\n  bindAddress: :8443\n  enableClusterQueueResources: true\ninternalCertManagement:\n  enable: false\nfeatureGates:\n  TopologyAwareScheduling: true\nintegrations:\n  frameworks: [batch/job]\n  podOptions: {}\n",
     );
     assert_eq!(
         s.ignored,
         vec![
-            "webhook",
-            "metrics",
+            "metrics.enableClusterQueueResources",
             "internalCertManagement",
             "featureGates",
             "integrations.podOptions"
@@ -433,4 +434,237 @@ fn admission_fair_sharing_bad_values_name_the_field() {
         e.contains("admissionFairSharing") && e.contains("usageHalfLife"),
         "{e}"
     );
+}
+
+const V1BETA2: &str = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n";
+
+fn v1beta2(body: &str) -> Settings {
+    Settings::parse("v1beta2.yaml", &format!("{V1BETA2}{body}"))
+        .unwrap_or_else(|e| panic!("{body}: {e}"))
+}
+
+/// Kueue's apis/config/v1beta2/defaults.go: waitForPodsReady on with a 30-minute timeout
+/// (0 means the default too), blockAdmission false, recoveryTimeout the timeout; fair
+/// sharing on when its section is present.
+#[test]
+fn v1beta2_has_kueues_v1beta2_defaults() {
+    let s = v1beta2("");
+    let w = s
+        .wait_for_pods_ready
+        .expect("v1beta2 turns waitForPodsReady on");
+    assert_eq!(w.timeout, Duration::from_secs(30 * 60));
+    assert!(!w.block_admission);
+    assert_eq!(w.recovery_timeout, Some(w.timeout));
+    assert_eq!(w.requeuing.timestamp, "Eviction");
+    assert_eq!(w.requeuing.backoff_base, Duration::from_secs(60));
+    assert_eq!(w.requeuing.backoff_max, Duration::from_secs(3600));
+    assert_eq!(w.requeuing.backoff_limit_count, None);
+    assert!(s.engine.fair_sharing.is_none());
+    assert_eq!(s.leader_election.lease_name, DEFAULT_LEASE_NAME);
+    assert_eq!(s.listeners, Listeners::default());
+    let w = v1beta2(
+        "waitForPodsReady:\n  timeout: 0s\n  recoveryTimeout: 0s\n  blockAdmission: true\n",
+    )
+    .wait_for_pods_ready
+    .unwrap();
+    assert_eq!(w.timeout, Duration::from_secs(30 * 60));
+    assert_eq!(w.recovery_timeout, None);
+    assert!(w.block_admission);
+    let w = v1beta2("waitForPodsReady:\n  timeout: 1.5h\n  recoveryTimeout: 90s\n")
+        .wait_for_pods_ready
+        .unwrap();
+    assert_eq!(w.timeout, Duration::from_secs(5400));
+    assert_eq!(w.recovery_timeout, Some(Duration::from_secs(90)));
+    // Kueue's feature gate is the only way to turn it off in v1beta2.
+    assert!(
+        v1beta2("featureGates:\n  DisableWaitForPodsReady: true\n")
+            .wait_for_pods_ready
+            .is_none()
+    );
+    let fs = v1beta2("fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n");
+    assert_eq!(fs.engine.fair_sharing, Some(vec![LessThanInitialShare]));
+    let fs = v1beta2("fairSharing: {}\n");
+    assert_eq!(
+        fs.engine.fair_sharing,
+        Some(vec![LessThanOrEqualToFinalShare, LessThanInitialShare])
+    );
+}
+
+/// Kueue's apis/config/v1beta1/defaults.go: waitForPodsReady off unless enabled, then a
+/// 5-minute timeout and blockAdmission true.
+#[test]
+fn v1beta1_has_kueues_v1beta1_defaults() {
+    assert!(ok("").wait_for_pods_ready.is_none());
+    let w = ok("waitForPodsReady:\n  enable: true\n")
+        .wait_for_pods_ready
+        .unwrap();
+    assert_eq!(w.timeout, Duration::from_secs(5 * 60));
+    assert!(w.block_admission);
+    assert_eq!(w.recovery_timeout, Some(w.timeout));
+    assert!(ok("fairSharing: {}\n").engine.fair_sharing.is_none());
+    // No file at all: as an empty v1beta1 document, with the same Lease.
+    let none = Settings::load(&[]).expect("no files");
+    assert!(none.wait_for_pods_ready.is_none());
+    assert_eq!(none.leader_election.lease_name, DEFAULT_LEASE_NAME);
+}
+
+#[test]
+fn a_field_of_the_other_version_is_refused_naming_file_field_and_version() {
+    let e = Settings::parse(
+        "mixed.yaml",
+        &format!("{V1BETA2}waitForPodsReady:\n  enable: true\nfairSharing:\n  enable: true\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "mixed.yaml: config.kueue.x-k8s.io/v1beta2 Configuration has no field waitForPodsReady.enable, fairSharing.enable: they are fields of the other version; fix the field or the apiVersion"
+    );
+    let e = err("visibilityServer:\n  bindPort: 8082\n");
+    assert!(
+        e.starts_with(
+            "config.yaml: config.kueue.x-k8s.io/v1beta1 Configuration has no field visibilityServer"
+        ),
+        "{e}"
+    );
+    // A wrong type and an unknown field name the file, the version and the field.
+    let e = Settings::parse("t.yaml", &format!("{V1BETA2}webhook:\n  port: high\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "t.yaml: config.kueue.x-k8s.io/v1beta2 Configuration webhook.port: invalid type"
+        ),
+        "{e}"
+    );
+    let e = Settings::parse("u.yaml", &format!("{V1BETA2}health:\n  probeAddress: :1\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "u.yaml: config.kueue.x-k8s.io/v1beta2 Configuration health.probeAddress: unknown field"
+        ),
+        "{e}"
+    );
+    let e = Settings::parse(
+        "v.yaml",
+        "apiVersion: config.kueue.x-k8s.io/v1beta3\nkind: Configuration\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("v1beta3"), "{e}");
+}
+
+#[test]
+fn listeners_are_read_from_the_webhook_metrics_and_health_sections() {
+    let s = v1beta2(
+        "webhook:\n  host: 127.0.0.1\n  port: 9444\n  certDir: /etc/certs\nmetrics:\n  bindAddress: \"0\"\nhealth:\n  healthProbeBindAddress: :8081\n  readinessEndpointName: ready\n  livenessEndpointName: live\n",
+    );
+    assert_eq!(
+        s.listeners,
+        Listeners {
+            webhook: Some("127.0.0.1:9444".to_string()),
+            cert_dir: Some(PathBuf::from("/etc/certs")),
+            metrics: Some(Bind::Off),
+            health: Some(Bind::Addr(":8081".to_string())),
+            readiness_endpoint: Some("ready".to_string()),
+            liveness_endpoint: Some("live".to_string()),
+        }
+    );
+    assert_eq!(
+        v1beta2("webhook:\n  host: \"::1\"\n")
+            .listeners
+            .webhook
+            .as_deref(),
+        Some("[::1]:9443")
+    );
+    let e = Settings::parse("p.yaml", &format!("{V1BETA2}webhook:\n  port: 70000\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("webhook.port: Invalid value: 70000"), "{e}");
+}
+
+/// Kueue's own shipped file loads unchanged (tests/fixtures/kueue-config/SOURCE.md).
+#[test]
+fn kueues_shipped_configuration_loads_unchanged() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kueue-config/controller_manager_config.yaml");
+    let s = Settings::load(&[path]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.leader_election.lease_name, "c1f6bfd2.kueue.x-k8s.io");
+    assert_eq!(s.listeners.health, Some(Bind::Addr(":8081".to_string())));
+    assert_eq!(s.listeners.metrics, Some(Bind::Addr(":8443".to_string())));
+    assert_eq!(s.listeners.webhook.as_deref(), Some(":9443"));
+    assert_eq!(
+        s.client,
+        ClientLimits {
+            qps: 300.0,
+            burst: 500
+        }
+    );
+    assert_eq!(
+        s.frameworks,
+        [
+            "batch/job",
+            "ray.io/rayjob",
+            "ray.io/raycluster",
+            "jobset.x-k8s.io/jobset"
+        ]
+    );
+    assert!(s.unsupported_frameworks.contains(&"pod".to_string()));
+    assert_eq!(
+        s.wait_for_pods_ready.map(|w| w.timeout),
+        Some(Duration::from_secs(1800))
+    );
+    assert!(
+        s.ignored.contains(&"controller".to_string()),
+        "{:?}",
+        s.ignored
+    );
+}
+
+/// The configuration kuota's own manifests ship (kustomize and Helm) loads, with one Lease.
+#[test]
+fn the_shipped_configurations_load() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let base = std::fs::read_to_string(root.join("manifests/base/configuration.yaml")).unwrap();
+    // The chart writes its values' `configuration` with apiVersion, kind and frameworks.
+    let values: serde_json::Value = serde_norway::from_str(
+        &std::fs::read_to_string(root.join("manifests/helm/kuota/values.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut chart = values["configuration"].clone();
+    chart["apiVersion"] = "config.kueue.x-k8s.io/v1beta2".into();
+    chart["kind"] = "Configuration".into();
+    chart["integrations"] = serde_json::json!({"frameworks": values["integrations"]["frameworks"]});
+    let chart = serde_norway::to_string(&chart).unwrap();
+    for (name, text) in [("base", embedded_config(&base)), ("helm", chart)] {
+        let s = Settings::parse(name, &text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        assert_eq!(s.leader_election.lease_name, DEFAULT_LEASE_NAME, "{name}");
+        assert_eq!(
+            s.listeners.cert_dir,
+            Some(PathBuf::from("/certs")),
+            "{name}"
+        );
+        assert_eq!(
+            s.listeners.health,
+            Some(Bind::Addr(":8080".to_string())),
+            "{name}"
+        );
+    }
+}
+
+/// The `controller_manager_config.yaml: |` block of a ConfigMap, unindented.
+fn embedded_config(configmap: &str) -> String {
+    let mut lines = configmap.lines().skip_while(|l| {
+        !l.trim_start()
+            .starts_with("controller_manager_config.yaml:")
+    });
+    lines.next().expect("the ConfigMap key");
+    let body: Vec<&str> = lines
+        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+        .collect();
+    body.iter()
+        .map(|l| l.get(4..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

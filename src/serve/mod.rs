@@ -2,6 +2,8 @@
 //! the cluster index and its watches, the admission policies, CA injection, the metrics
 //! registry and the leader-elected queue controller. Nothing below imports it.
 
+pub mod listeners;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,8 @@ pub enum ServeError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Server(#[from] ServerError),
+    #[error(transparent)]
+    Listen(#[from] listeners::ListenError),
     /// The process stopped because it must not go on (an engine panic).
     #[error("{0}")]
     Fatal(String),
@@ -36,6 +40,8 @@ pub enum ServeError {
 pub struct ServeArgs {
     #[command(flatten)]
     pub server: ServerConfig,
+    #[command(flatten)]
+    pub listeners: listeners::ListenerFlags,
     /// Directory of admission policy files (reloaded when it changes).
     #[arg(long, value_name = "DIR")]
     pub policies: Option<PathBuf>,
@@ -93,7 +99,7 @@ pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
 }
 
 /// Builds the handlers' state and router and serves them until a signal.
-pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     use crate::policy::PolicyHandle;
 
     let policies = match &args.policies {
@@ -105,6 +111,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .as_ref()
         .map(|dir| policies.watch(dir.clone(), args.policy_reload_interval));
     let settings = crate::config::Settings::load(&args.config.files)?;
+    args.server = listeners::resolve(&args.listeners, &settings.listeners, args.server).await?;
     settings.report();
     let index = Arc::new(ClusterIndex::new(IndexConfig {
         managed_jobs_namespace_selector: Some(settings.managed_jobs_namespace_selector.clone()),
@@ -284,6 +291,10 @@ mod tests {
         .expect("flags");
         assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
         assert!(cli.serve.ready_without_index);
+        // Listener flags are kept apart, to override the Configuration file's.
+        assert_eq!(cli.serve.listeners.listen, "127.0.0.1:1".parse().ok());
+        assert_eq!(cli.serve.listeners.cert_dir, Some(PathBuf::from("/x")));
+        assert_eq!(cli.serve.listeners.health_listen, None);
         assert!(Cli::try_parse_from(["kuota", "--drain-delay=5"]).is_err());
     }
 }

@@ -75,17 +75,49 @@ pub struct Diagnosis {
     pub warnings: Vec<String>,
 }
 
-/// Listener, TLS and limit settings. Also the clap arguments of `kuota serve`.
+/// Where `/metrics` is served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// On the health listener, next to the probes.
+    #[default]
+    OnHealth,
+    /// On a plain-HTTP listener of its own.
+    Separate(SocketAddr),
+    /// Not served.
+    Off,
+}
+
+/// The admission listener's address by default.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
+/// The health listener's address by default.
+pub const DEFAULT_HEALTH_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8080);
+/// The certificate directory by default.
+pub const DEFAULT_CERT_DIR: &str = "/certs";
+
+/// Listener, TLS and limit settings. Also the clap arguments of `kuota serve`, except the
+/// listeners and the certificate directory, which `kuota serve` resolves from its flags and
+/// the Configuration file.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerConfig {
     /// Address of the TLS admission listener.
-    #[arg(long, default_value = "0.0.0.0:9443")]
+    #[arg(skip = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Address of the plain-HTTP listener for /healthz, /readyz and /metrics.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Address of the plain-HTTP listener for the probes (and `/metrics`, by default).
+    #[arg(skip = DEFAULT_HEALTH_LISTEN)]
     pub health_listen: SocketAddr,
+    /// Where `/metrics` is served.
+    #[arg(skip)]
+    pub metrics: MetricsListen,
+    /// Path of the readiness probe (Kueue's `health.readinessEndpointName`).
+    #[arg(skip = String::from("/readyz"))]
+    pub readiness_path: String,
+    /// Path of the liveness probe (Kueue's `health.livenessEndpointName`).
+    #[arg(skip = String::from("/healthz"))]
+    pub liveness_path: String,
     /// Directory holding tls.crt and tls.key (a mounted kubernetes.io/tls Secret).
-    #[arg(long, default_value = "/certs")]
+    #[arg(skip = PathBuf::from(DEFAULT_CERT_DIR))]
     pub cert_dir: PathBuf,
     /// How often to look for a renewed certificate.
     #[arg(long, default_value = "5s", value_parser = parse_flag)]
@@ -121,6 +153,9 @@ impl ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             health_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics: MetricsListen::OnHealth,
+            readiness_path: "/readyz".to_string(),
+            liveness_path: "/healthz".to_string(),
             cert_dir: cert_dir.into(),
             cert_reload_interval: Duration::from_secs(5),
             rotate_before: Duration::from_secs(720 * 3600),
@@ -151,6 +186,7 @@ pub struct WebhookServer {
     config: ServerConfig,
     listener: TcpListener,
     health_listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     certs: Arc<CertStore>,
     app: Router,
     ready: Readiness,
@@ -190,10 +226,15 @@ impl WebhookServer {
     ) -> Result<Self, ServerError> {
         let listener = bind(config.listen).await?;
         let health_listener = bind(config.health_listen).await?;
+        let metrics_listener = match config.metrics {
+            MetricsListen::Separate(addr) => Some(bind(addr).await?),
+            MetricsListen::OnHealth | MetricsListen::Off => None,
+        };
         Ok(Self {
             config,
             listener,
             health_listener,
+            metrics_listener,
             certs,
             app,
             ready,
@@ -226,6 +267,13 @@ impl WebhookServer {
             .unwrap_or(self.config.health_listen)
     }
 
+    /// The address `/metrics` is served on, when it has a listener of its own.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
     pub fn cert_store(&self) -> Arc<CertStore> {
         self.certs.clone()
     }
@@ -238,6 +286,7 @@ impl WebhookServer {
             config,
             listener,
             health_listener,
+            metrics_listener,
             certs,
             app,
             ready,
@@ -258,7 +307,17 @@ impl WebhookServer {
         let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(certs.clone())?));
         let service = TowerToHyperService::new(harden_counting(app, &config, oversize));
         let builders = Arc::new(ConnBuilders::new());
-        let background = Background::spawn(health_listener, &shared, config.cert_reload_interval);
+        let background = Background::spawn(
+            Probes {
+                listener: health_listener,
+                readiness_path: config.readiness_path.clone(),
+                liveness_path: config.liveness_path.clone(),
+                metrics: config.metrics == MetricsListen::OnHealth,
+            },
+            metrics_listener,
+            &shared,
+            config.cert_reload_interval,
+        );
         log_listening(&listener, &certs, config.listen);
 
         let graceful = GracefulShutdown::new();
@@ -331,26 +390,52 @@ struct Background {
     stop: watch::Sender<bool>,
     reloader: JoinHandle<()>,
     health: JoinHandle<()>,
+    metrics: Option<JoinHandle<()>>,
+}
+
+/// The probe listener and what it serves.
+struct Probes {
+    listener: TcpListener,
+    readiness_path: String,
+    liveness_path: String,
+    /// Whether `/metrics` is served here too.
+    metrics: bool,
 }
 
 impl Background {
-    /// Starts the probe listener and the certificate reloader.
+    /// Starts the probe listener, the metrics listener if separate, and the certificate
+    /// reloader.
     fn spawn(
-        health_listener: TcpListener,
+        probes: Probes,
+        metrics_listener: Option<TcpListener>,
         shared: &Arc<Shared>,
         reload_interval: Duration,
     ) -> Self {
         let (stop, stop_rx) = watch::channel(false);
-        let health = tokio::spawn(serve_health(
-            health_listener,
-            shared.clone(),
+        let mut app = Router::new()
+            .route(&probes.liveness_path, get(|| async { "ok" }))
+            .route(&probes.readiness_path, get(readyz));
+        if probes.metrics {
+            app = app.route("/metrics", get(metrics));
+        }
+        let health = tokio::spawn(serve_plain(
+            "health",
+            probes.listener,
+            app.with_state(shared.clone()),
             stop_rx.clone(),
         ));
+        let metrics = metrics_listener.map(|listener| {
+            let app = Router::new()
+                .route("/metrics", get(metrics))
+                .with_state(shared.clone());
+            tokio::spawn(serve_plain("metrics", listener, app, stop_rx.clone()))
+        });
         let reloader = tokio::spawn(reload_loop(shared.clone(), reload_interval, stop_rx));
         Self {
             stop,
             reloader,
             health,
+            metrics,
         }
     }
 
@@ -360,6 +445,9 @@ impl Background {
         let _ = self.stop.send(true);
         let _ = self.reloader.await;
         let _ = self.health.await;
+        if let Some(metrics) = self.metrics {
+            let _ = metrics.await;
+        }
     }
 }
 
@@ -747,14 +835,14 @@ async fn reload_loop(shared: Arc<Shared>, interval: Duration, mut stop: watch::R
     }
 }
 
-/// The plain-HTTP probe listener. Separate from the TLS one so kubelet
+/// A plain-HTTP listener (probes, metrics). Separate from the TLS one so kubelet
 /// probes need no certificates and cannot be starved by admission traffic.
-async fn serve_health(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(shared);
+async fn serve_plain(
+    name: &'static str,
+    listener: TcpListener,
+    app: Router,
+    mut stop: watch::Receiver<bool>,
+) {
     let stopped = async move {
         // Err means the sender is gone, which also means "stop".
         let _ = stop.wait_for(|s| *s).await;
@@ -763,7 +851,7 @@ async fn serve_health(listener: TcpListener, shared: Arc<Shared>, mut stop: watc
         .with_graceful_shutdown(stopped)
         .await
     {
-        error!(error = %e, "health listener failed");
+        error!(error = %e, listener = name, "plain-HTTP listener failed");
     }
 }
 

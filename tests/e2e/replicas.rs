@@ -71,11 +71,22 @@ impl Serve {
     /// Starts `kuota serve` with the certificate and configuration in `dir`; its log goes
     /// to `dir/<name>.log`.
     fn start(dir: &Path, name: &str) -> Self {
+        let config = vec![
+            "serve".to_string(),
+            "--config".to_string(),
+            dir.join("config.yaml").display().to_string(),
+        ];
+        Self::start_with(dir, name, &config)
+    }
+
+    /// Starts `kuota <args>` with its own listeners and the certificate in `dir` (flags
+    /// that override what a Configuration file says).
+    fn start_with(dir: &Path, name: &str, args: &[String]) -> Self {
         let health = free_port();
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_kuota"))
-            .arg("serve")
+            .args(args)
             .arg("--listen")
             .arg(free_port().to_string())
             .arg("--health-listen")
@@ -506,4 +517,96 @@ async fn sigterm_releases_the_lease_and_exits_zero() {
     drop(kuota);
     fx.teardown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The args of the shipped controller Deployment (manifests/base/controller.yaml), with
+/// `--config` pointing at a copy of the shipped ConfigMap's Configuration in `dir`.
+fn shipped_controller_args(dir: &Path) -> Vec<String> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("manifests/base/controller.yaml"))
+        .expect("controller.yaml");
+    let deployment: Deployment = serde_norway::Deserializer::from_str(&text)
+        .find_map(|doc| serde::Deserialize::deserialize(doc).ok())
+        .expect("a Deployment");
+    let args = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("pod spec")
+        .containers[0]
+        .args
+        .clone()
+        .expect("args");
+    let configmap = std::fs::read_to_string(root.join("manifests/base/configuration.yaml"))
+        .expect("configuration.yaml");
+    let value: serde_json::Value = serde_norway::from_str(&configmap).expect("a ConfigMap");
+    let config = value["data"]["controller_manager_config.yaml"]
+        .as_str()
+        .expect("the Configuration");
+    std::fs::write(dir.join("shipped-config.yaml"), config).expect("write");
+    args.into_iter()
+        .map(|a| match a.strip_prefix("--config=") {
+            Some(_) => format!("--config={}", dir.join("shipped-config.yaml").display()),
+            None => a,
+        })
+        .collect()
+}
+
+/// One Lease whichever way kuota starts: a replica started with the shipped Deployment's
+/// args (its Configuration, `--config`) and one started with the same args but no
+/// `--config` contend for the same Lease, and exactly one of them leads.
+#[tokio::test]
+async fn replicas_from_the_shipped_args_with_and_without_config_elect_one_leader() {
+    let _only = controller_lock().await;
+    let client = crate::support::client().await;
+    let (ns, lease) = ("kuota-system", kuota::config::DEFAULT_LEASE_NAME);
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    let mut object = k8s_openapi::api::core::v1::Namespace::default();
+    object.metadata.name = Some(ns.to_string());
+    // Already there when the suite runs after an install: fine.
+    let _ = namespaces.create(&PostParams::default(), &object).await;
+    let dir = std::env::temp_dir().join(unique_name("kuota-shipped"));
+    crate::support::write_serving_certs(&dir, "127.0.0.1");
+    let with_config = shipped_controller_args(&dir);
+    assert!(
+        with_config.iter().any(|a| a.starts_with("--config=")),
+        "the shipped controller passes --config: {with_config:?}"
+    );
+    let without: Vec<String> = with_config
+        .iter()
+        .filter(|a| !a.starts_with("--config"))
+        .cloned()
+        .collect();
+    let replicas = [
+        Serve::start_with(&dir, "with-config", &with_config),
+        Serve::start_with(&dir, "without-config", &without),
+    ];
+    let first = leader_of(&client, ns, lease, &[&replicas[0], &replicas[1]]).await;
+    let follower = &replicas[1 - first];
+    // The other one follows the same Lease: it says so, and keeps saying so.
+    let follows = wait_until(Duration::from_secs(20), || async {
+        http_get(follower.health, "/metrics")
+            .await
+            .1
+            .contains(r#"replica_role="follower""#)
+    })
+    .await;
+    assert!(
+        follows.is_some(),
+        "the second replica never reported itself a follower; its log:\n{}",
+        follower.log_text()
+    );
+    for _ in 0..10 {
+        let holder = holder(&client, ns, lease).await.expect("a holder");
+        assert!(
+            replicas[first].holds(&holder),
+            "the Lease changed hands: {holder}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    drop(replicas);
+    // Leave no held Lease behind for whatever runs next.
+    let _ = Api::<Lease>::namespaced(client.clone(), ns)
+        .delete(lease, &Default::default())
+        .await;
 }
