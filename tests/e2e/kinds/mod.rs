@@ -283,7 +283,18 @@ pub(crate) async fn lifecycle(case: &KindCase) {
 
     // 3. Started with the flavor in every template; the operator runs its pods.
     let carries = |o: &Value| !(case.suspended)(o) && carries_flavor(case, o, &rf);
-    wait_object(&api, "victim", "started with the flavor", carries).await;
+    let started = wait_object(&api, "victim", "started with the flavor", carries).await;
+    for t in templates(case, &started) {
+        // Kueue's AssignQueueLabelsForPods (on by default).
+        assert_eq!(
+            t["metadata"]["labels"]["kueue.x-k8s.io/local-queue-name"],
+            "lq"
+        );
+        assert_eq!(
+            t["metadata"]["labels"]["kueue.x-k8s.io/cluster-queue-name"],
+            json!(fx.cq)
+        );
+    }
     operator_writes(&api, "victim", &case.running).await;
 
     // 4. The preemptor.
@@ -325,10 +336,14 @@ pub(crate) async fn lifecycle(case: &KindCase) {
     );
     // Its pods gone, the quota goes to the preemptor.
     operator_writes(&api, "victim", &case.stopped).await;
-    wait_workload(&client, &ns, kind, "victim", "requeued", |wl| {
+    let requeued = wait_workload(&client, &ns, kind, "victim", "requeued", |wl| {
         !holds_quota(wl)
     })
     .await;
+    assert_eq!(
+        condition(&requeued, "Admitted").map(|c| (c.0, c.1)),
+        Some(("False", "NoReservation"))
+    );
     wait_workload(&client, &ns, kind, "preemptor", "admitted", is_admitted).await;
     wait_object(&api, "preemptor", "started with the flavor", carries).await;
     operator_writes(&api, "preemptor", &case.running).await;
