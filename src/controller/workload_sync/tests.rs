@@ -301,7 +301,13 @@ fn each_kind_finishes_its_workload_from_its_operators_status() {
     use crate::integrations::{jobset::JobSet, kubeflow::PyTorchJob, ray::RayCluster, ray::RayJob};
     let admitted = workload(admitted());
     let cond = |t: &str, m: &str| json!({"type": t, "status": "True", "message": m});
-    let cases: [(&dyn JobIntegration, serde_json::Value, Option<(&str, &str)>); 7] = [
+    /// A kind, its operator's status, and the Finished reason and message expected.
+    type Case<'a> = (
+        &'a dyn JobIntegration,
+        serde_json::Value,
+        Option<(&'a str, &'a str)>,
+    );
+    let cases: [Case; 7] = [
         (
             &BatchJob,
             json!({"conditions": [cond("Complete", "done")]}),
