@@ -53,6 +53,12 @@ pub const PARENT_WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/parent-workload";
 pub const ORIGINAL_POD_SETS_INFO_ANNOTATION: &str = "kueue.x-k8s.io/original-pod-sets-info";
 /// Label on a started job's pod template naming its PodSet (the ungater finds pods by it).
 pub const PODSET_LABEL: &str = "kueue.x-k8s.io/podset";
+/// Pod label naming the LocalQueue of its admitted workload (Kueue's
+/// `AssignQueueLabelsForPods`, beta and on by default).
+pub const LOCAL_QUEUE_LABEL: &str = "kueue.x-k8s.io/local-queue-name";
+/// Pod label naming the ClusterQueue that admitted its workload (same feature; only when
+/// the name is a DNS-1123 label).
+pub const CLUSTER_QUEUE_LABEL: &str = "kueue.x-k8s.io/cluster-queue-name";
 /// Annotation on a pod template naming the admitted Workload.
 pub const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
 /// Pod-template annotation: all pods in one domain of this level.
@@ -144,6 +150,8 @@ pub const WORKLOAD_DEACTIVATION_TARGET: &str = "DeactivationTarget";
 
 /// QuotaReserved=False reason: waiting for quota.
 pub const REASON_PENDING: &str = "Pending";
+/// Admitted=False reason: no quota reserved (Kueue's `WorkloadAdmittedReasonNoReservation`).
+pub const REASON_NO_RESERVATION: &str = "NoReservation";
 /// QuotaReserved=False reason: queue missing or inactive.
 pub const REASON_INADMISSIBLE: &str = "Inadmissible";
 /// QuotaReserved=True reason.

@@ -19,9 +19,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
 use crate::api::constants::{
-    PODSET_LABEL, PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, TOPOLOGY_SCHEDULING_GATE,
-    WORKLOAD_ANNOTATION,
+    CLUSTER_QUEUE_LABEL, LOCAL_QUEUE_LABEL, PODSET_LABEL, PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+    TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ANNOTATION,
 };
+use crate::api::validate::dns1123_label_errors;
 use crate::api::{PodSetAssignment, ResourceFlavor, Workload};
 use crate::controller::translate::decode;
 use crate::controller::watch::Kind;
@@ -205,6 +206,16 @@ fn stamp_template(job: &mut Value, pointer: &PointerBuf, wl: &Workload, psa: &Po
     let wl_name = wl.metadata.name.clone().unwrap_or_default();
     if let Some(labels) = template_map_mut(job, pointer, "labels", true) {
         labels.insert(PODSET_LABEL.into(), Value::String(psa.name.clone()));
+        // Kueue's assignQueueLabels (AssignQueueLabelsForPods, on by default).
+        if let Some(queue) = &wl.spec.queue_name {
+            labels.insert(LOCAL_QUEUE_LABEL.into(), Value::String(queue.clone()));
+        }
+        let cq = wl.status.as_ref().and_then(|s| s.admission.as_ref());
+        if let Some(cq) = cq.map(|a| &a.cluster_queue)
+            && dns1123_label_errors(cq).is_empty()
+        {
+            labels.insert(CLUSTER_QUEUE_LABEL.into(), Value::String(cq.clone()));
+        }
     }
     let tas = psa.topology_assignment.is_some();
     let explicit = wl
@@ -248,7 +259,7 @@ fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplat
     for (field, keys, recorded) in [
         (
             "labels",
-            &[PODSET_LABEL][..],
+            &[PODSET_LABEL, LOCAL_QUEUE_LABEL, CLUSTER_QUEUE_LABEL][..],
             meta.and_then(|m| m.labels.as_ref()),
         ),
         (
@@ -472,9 +483,12 @@ mod tests {
             json!([
                 {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
-                // Kueue stamps every admitted template with its PodSet and Workload.
+                // Kueue stamps every admitted template with its PodSet, Workload and
+                // queues.
                 {"op": "add", "path": "/spec/template/metadata", "value": {
-                    "labels": {"kueue.x-k8s.io/podset": "main"},
+                    "labels": {"kueue.x-k8s.io/podset": "main",
+                        "kueue.x-k8s.io/local-queue-name": "lq",
+                        "kueue.x-k8s.io/cluster-queue-name": "cq"},
                     "annotations": {"kueue.x-k8s.io/workload": admitted_workload().metadata.name}}},
                 {"op": "add", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
                 {"op": "add", "path": "/spec/template/spec/tolerations",
@@ -493,7 +507,9 @@ mod tests {
         json_patch::merge(
             &mut stale,
             &json!({"spec": {"template": {
-                "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"},
+                "metadata": {"labels": {"kueue.x-k8s.io/podset": "main",
+                        "kueue.x-k8s.io/local-queue-name": "lq",
+                        "kueue.x-k8s.io/cluster-queue-name": "cq"},
                     "annotations": {"kueue.x-k8s.io/workload": admitted_workload().metadata.name}},
                 "spec": {"nodeSelector": {"team": "a", "instance-type": "spot"}}}}}),
         );
@@ -644,3 +660,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod kind_tests;

@@ -11,8 +11,9 @@ use super::events::Recorder;
 use super::{Attempt, WriteError, Writer, is_not_found};
 use crate::api::constants::{
     REASON_ADMITTED, REASON_DEACTIVATED_MAX_EXECUTION, REASON_EVICTED_BY_PREEMPTION,
-    REASON_PENDING, REASON_QUOTA_RESERVED, WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
-    WORKLOAD_PREEMPTED, WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
+    REASON_NO_RESERVATION, REASON_PENDING, REASON_QUOTA_RESERVED, WORKLOAD_ADMITTED,
+    WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED, WORKLOAD_QUOTA_RESERVED,
+    WORKLOAD_REQUEUED,
 };
 use crate::api::{Admission, Workload};
 use crate::controller::translate::decode;
@@ -336,7 +337,8 @@ pub fn requeue_patch(wl: &Workload, now: &Time) -> Option<Value> {
         &mut conds,
         WORKLOAD_ADMITTED,
         false,
-        REASON_PENDING,
+        // Kueue's SyncAdmittedCondition for a workload without a reservation.
+        REASON_NO_RESERVATION,
         "The workload has no reservation",
         gen_,
         now,

@@ -319,3 +319,69 @@ fn a_failing_job_is_retried_ever_more_slowly_until_it_reconciles() {
     retries.succeeded(&job("a"));
     assert_eq!(retries.failed(&job("a")), Duration::from_millis(800));
 }
+
+/// Each kind's finished status, read its operator's way, finishes its Workload with
+/// Kueue's reason and the operator's message; a RayCluster never finishes.
+#[test]
+fn each_kind_finishes_its_workload_from_its_operators_status() {
+    use crate::integrations::{jobset::JobSet, kubeflow::PyTorchJob, ray::RayCluster, ray::RayJob};
+    let admitted = workload(admitted());
+    let cond = |t: &str, m: &str| json!({"type": t, "status": "True", "message": m});
+    /// A kind, its operator's status, and the Finished reason and message expected.
+    type Case<'a> = (
+        &'a dyn JobIntegration,
+        serde_json::Value,
+        Option<(&'a str, &'a str)>,
+    );
+    let cases: [Case; 7] = [
+        (
+            &BatchJob,
+            json!({"conditions": [cond("Complete", "done")]}),
+            Some((REASON_SUCCEEDED, "done")),
+        ),
+        (
+            &BatchJob,
+            json!({"conditions": [cond("Failed", "BackoffLimitExceeded")]}),
+            Some((REASON_FAILED, "BackoffLimitExceeded")),
+        ),
+        (
+            &JobSet,
+            json!({"conditions": [cond("Completed", "jobset completed")]}),
+            Some((REASON_SUCCEEDED, "jobset completed")),
+        ),
+        (
+            &PyTorchJob,
+            json!({"conditions": [cond("Running", ""), cond("Failed", "oom")]}),
+            Some((REASON_FAILED, "oom")),
+        ),
+        (
+            &RayJob,
+            json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "ok"}),
+            Some((REASON_SUCCEEDED, "ok")),
+        ),
+        (
+            &RayJob,
+            json!({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "boom"}),
+            Some((REASON_FAILED, "boom")),
+        ),
+        (
+            &RayCluster,
+            json!({"state": "failed", "reason": "head crashed"}),
+            None,
+        ),
+    ];
+    for (integration, status, expected) in cases {
+        let v = json!({"spec": {}, "status": status});
+        let view = JobObject::from_value(&v).expect("a job");
+        let step = plan(&job_state(integration, &view), Some(&admitted));
+        let want = match expected {
+            Some((reason, message)) => Step::Finish {
+                reason,
+                message: message.into(),
+            },
+            // Admitted and running: nothing to do.
+            None => Step::Nothing,
+        };
+        assert_eq!(step, want, "{} {status}", integration.kind());
+    }
+}

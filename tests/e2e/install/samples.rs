@@ -1,9 +1,9 @@
 //! The README's walk-through, replayed against the real API server: manifests/samples apply
 //! with kuota's CRDs (server-side apply), the Jobs wait suspended on their queues, then
 //! kuota's controller (in-process, with the controller tests' harness) admits `finetune`
-//! and leaves `too-big` pending with a message saying why. The PyTorchJob and RayJob
-//! samples need the Kubeflow and KubeRay CRDs, which are not installed here: stand-ins that
-//! check apiVersion, kind and metadata take their place (their specs are not schema-checked).
+//! and leaves `too-big` pending with a message saying why. The JobSet, PyTorchJob, RayJob
+//! and RayCluster samples are checked against their projects' real CRDs (the vendored
+//! ones of `tests/fixtures/crds`).
 //!
 //! No Nodes are created: `finetune` requests no topology, and whichever flavor kuota picks
 //! (the TAS flavor h100 needs Nodes to place on, a100 does not), the test checks the Job is
@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kuota::api::{ResourceFlavor, Workload};
 
-use super::kustomize::{kubectl, stand_in_crd_versioned};
+use super::kustomize::kubectl;
 use crate::controller::{condition, start_controller, wait_for_workload};
 use crate::support::{client, ensure_crds, wait_until};
 
@@ -64,8 +64,14 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
     let client = client().await;
     ensure_crds(&client).await;
     forget_earlier_runs(&client).await;
-    stand_in_crd_versioned(&client, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs").await;
-    stand_in_crd_versioned(&client, "ray.io", "v1", "RayJob", "rayjobs").await;
+    for crd in [
+        "kubeflow.org_pytorchjobs.yaml",
+        "ray.io_rayjobs.yaml",
+        "ray.io_rayclusters.yaml",
+        "jobset.x-k8s.io_jobsets.yaml",
+    ] {
+        crate::kinds::install_crd(&client, crd).await;
+    }
     let (ok, stdout, stderr) = kubectl(&[
         "apply",
         "--server-side",

@@ -428,7 +428,7 @@ async fn the_requeue_writes_the_accumulated_time_in_its_one_patch() {
                 "conditions": [
                     {"type": "QuotaReserved", "status": "False", "reason": "Pending",
                      "message": "m", "observedGeneration": 1, "lastTransitionTime": at},
-                    {"type": "Admitted", "status": "False", "reason": "Pending",
+                    {"type": "Admitted", "status": "False", "reason": "NoReservation",
                      "message": "The workload has no reservation", "observedGeneration": 1,
                      "lastTransitionTime": at},
                     {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "m",
