@@ -158,6 +158,11 @@ pub struct WorkloadTemplate {
     /// `unconstrained: true`, plus slice fields). Needs a TAS flavor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_request: Option<api::PodSetTopologyRequest>,
+    /// *Extension*: the share of this class's workloads whose pods never become ready
+    /// (a bad image, a missing secret), spread evenly over its rounds; 0 to 1. They
+    /// hold their quota until waitForPodsReady takes it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub never_ready_fraction: Option<f64>,
 }
 
 /// A workload the simulator will submit.
@@ -177,6 +182,9 @@ pub struct SimWorkload {
     /// The object handed to the engine. Its creation timestamp is set by the
     /// simulator, which owns the mapping from virtual to engine time.
     pub object: api::Workload,
+    /// Its pods never become ready: it never finishes, and only waitForPodsReady
+    /// takes its quota back.
+    pub never_ready: bool,
 }
 
 /// Everything the generator creates.
@@ -412,8 +420,12 @@ impl<'e> Generation<'e> {
                 let at = arrivals.next().unwrap_or(0);
                 let name = format!("{}-{wsi}-{round}-{ti}", t.class);
                 self.seq.push((at, self.workloads.len()));
-                self.workloads
-                    .push(t.instantiate(namespace, &name, lq, cq, at));
+                let mut w = t.instantiate(namespace, &name, lq, cq, at);
+                // Evenly spread: round r is never ready when the running share crosses
+                // a whole workload there.
+                let share = |r: u32| (f64::from(r) * t.never_ready).floor();
+                w.never_ready = share(round + 1) > share(round);
+                self.workloads.push(w);
             }
         }
         Ok(())
@@ -596,6 +608,7 @@ struct Template {
     /// Per-pod amounts, in the engine's unit for each resource.
     per_pod: BTreeMap<String, i64>,
     topology_request: Option<api::PodSetTopologyRequest>,
+    never_ready: f64,
 }
 
 impl Template {
@@ -652,7 +665,19 @@ impl Template {
                 source,
             })?;
         }
+        let never_ready = t.never_ready_fraction.unwrap_or(0.0);
+        if never_ready.is_nan() || never_ready < 0.0 {
+            return Err(GeneratorError::Negative {
+                field: field("neverReadyFraction"),
+            });
+        }
+        if never_ready > 1.0 {
+            return Err(GeneratorError::TooLarge {
+                field: field("neverReadyFraction"),
+            });
+        }
         Ok(Self {
+            never_ready,
             class: t.class_name.clone(),
             runtime: Millis::try_from(t.runtime_ms).map_err(|_| GeneratorError::TooLarge {
                 field: field("runtimeMs"),
@@ -706,6 +731,7 @@ impl Template {
             runtime: self.runtime,
             total_requests,
             object,
+            never_ready: false,
         }
     }
 }

@@ -72,6 +72,21 @@ pub struct Totals {
     pub events: u64,
     /// The run hit `SimConfig::max_batches` before the queue drained.
     pub truncated: bool,
+    /// Workloads whose pods never become ready (`neverReadyFraction`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub never_ready: u64,
+    /// GPU-hours those workloads held quota for, until waitForPodsReady took it back or
+    /// the run ended.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub never_ready_gpu_hours: f64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Mean and percentiles (nearest rank) of a set of durations, in ms.
@@ -292,6 +307,13 @@ impl Report {
                 String::new()
             }
         );
+        if t.never_ready > 0 {
+            let _ = writeln!(
+                out,
+                "never ready {}  GPU-hours they held {:.1}",
+                t.never_ready, t.never_ready_gpu_hours
+            );
+        }
         let bound = match (t.capacity_bound_ms, &t.binding_resource) {
             (Some(b), Some(r)) if b > 0 => {
                 format!(
@@ -759,6 +781,20 @@ fn outcome_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
         ),
         num_row("never admitted", never(a), never(b), &int),
     ];
+    if a.totals.never_ready + b.totals.never_ready > 0 {
+        rows.push(num_row(
+            "evictions",
+            a.totals.evictions as f64,
+            b.totals.evictions as f64,
+            &int,
+        ));
+        rows.push(num_row(
+            "GPU-hours held by never-ready gangs",
+            a.totals.never_ready_gpu_hours,
+            b.totals.never_ready_gpu_hours,
+            &|v| format!("{v:.1}"),
+        ));
+    }
     if a.gpus.is_some() || b.gpus.is_some() {
         let st = |r: &Report| r.gpus.as_ref().map_or(0.0, |g| g.mean_stranded);
         rows.push(num_row("GPUs stranded (mean)", st(a), st(b), &|v| {

@@ -115,6 +115,8 @@ struct WlRun {
     pending: Option<(PendingReason, std::sync::Arc<str>)>,
     /// GPUs this run holds per node index, from its topology assignment.
     placed: Vec<(usize, i64)>,
+    /// Since when a workload that never gets ready holds quota.
+    held_since: Option<Millis>,
 }
 
 /// Time-weighted accumulator of one ClusterQueue resource.
@@ -243,6 +245,7 @@ impl<'p> Simulation<'p> {
                 preempted: 0,
                 pending: None,
                 placed: Vec::new(),
+                held_since: None,
             };
             plan.workloads.len()
         ];
@@ -260,6 +263,7 @@ impl<'p> Simulation<'p> {
             now: 0,
             totals: Totals {
                 workloads: plan.workloads.len() as u64,
+                never_ready: plan.workloads.iter().filter(|w| w.never_ready).count() as u64,
                 ..Default::default()
             },
             anomalies: Vec::new(),
@@ -488,6 +492,7 @@ impl<'p> Simulation<'p> {
                     self.anomaly(format!("t={t}ms: WorkloadEvicted({key}) failed: {e}"));
                 }
                 self.unplace(wl);
+                self.release_never_ready(t, wl);
                 let r = &mut self.runs[wl];
                 r.phase = Phase::Pending;
                 if let Some(c) = r.holder.take() {
@@ -600,10 +605,40 @@ impl<'p> Simulation<'p> {
             self.cqs[c].admissions += 1;
             self.touched.insert(c);
         }
+        if self.plan.workloads[i].never_ready {
+            // Its pods never get ready: it never finishes, and holds its quota until
+            // waitForPodsReady evicts it (or the run ends).
+            self.runs[i].held_since = Some(t);
+            return true;
+        }
+        if self.cfg.engine.pods_ready.is_some() {
+            // The kubelet's part: its pods are ready as it starts.
+            let key = self.plan.workloads[i].key.clone();
+            if let Err(e) = self.apply(Event::PodsReady {
+                workload: key.clone(),
+                ready: true,
+            }) {
+                self.anomaly(format!("t={t}ms: PodsReady({key}) failed: {e}"));
+            }
+        }
         let runtime = self.plan.workloads[i].runtime;
         self.queue
             .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
         true
+    }
+
+    /// A workload that never gets ready gave its quota back at `t` (or the run ends):
+    /// the GPU-hours it held are counted.
+    fn release_never_ready(&mut self, t: Millis, i: usize) {
+        let Some(since) = self.runs[i].held_since.take() else {
+            return;
+        };
+        let gpus = self.plan.workloads[i]
+            .total_requests
+            .get(GPU_RESOURCE)
+            .copied()
+            .unwrap_or(0);
+        self.totals.never_ready_gpu_hours += gpus as f64 * (t - since).max(0) as f64 / 3_600_000.0;
     }
 
     /// Stops a preemption victim and counts it for both ClusterQueues; false if already stopping.

@@ -671,6 +671,7 @@ impl Objects {
                 runtime,
                 total_requests,
                 object,
+                never_ready: false,
             });
         }
         Ok(out)

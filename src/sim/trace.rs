@@ -368,6 +368,7 @@ fn row_workload(
         runtime,
         total_requests,
         object,
+        never_ready: false,
     })
 }
 

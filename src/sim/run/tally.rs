@@ -26,6 +26,9 @@ impl<'p> Simulation<'p> {
             o.refresh(&self.engine);
         }
         let end = self.now;
+        for i in 0..self.runs.len() {
+            self.release_never_ready(end, i);
+        }
         if self.totals.finished == 0 {
             self.totals.makespan_ms = end;
         }
