@@ -1,6 +1,8 @@
 //! Property tests: random quota trees and workload streams must never break the quota
 //! invariants a Kueue user relies on.
 
+#[path = "properties/livelock.rs"]
+mod livelock;
 #[path = "properties/sim.rs"]
 mod sim;
 #[path = "properties/strategies.rs"]
@@ -65,6 +67,74 @@ proptest! {
         sim.schedule()?;
         let again = matches!(sim.state(&second), WorkloadState::Admitted { .. });
         prop_assert_eq!(again, admitted, "identical workload admitted: first {}, second {}", admitted, again);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Preemption never loops on topology-aware clusters, under classical and fair-sharing
+    /// preemption and every placement strategy: time always advances within a bounded
+    /// number of cycles, no preemptor preempts the same victim twice while it is still
+    /// pending, no gang is preempted more than a bounded number of times per hour of
+    /// virtual time, and every gang that fits the cluster finishes.
+    #[test]
+    fn topology_preemption_never_loops(case in livelock::case()) {
+        let cycles = livelock::cycle_bound(&case);
+        let out = livelock::run(&case, cycles);
+        prop_assert!(
+            out.max_cycles_at_an_instant <= cycles,
+            "more than {} cycles at one instant without time advancing", cycles
+        );
+        prop_assert!(out.repeated.is_none(), "{}", out.repeated.unwrap_or_default());
+        let per_hour = livelock::preemption_bound(&case);
+        prop_assert!(
+            out.max_preemptions_per_hour() <= per_hour,
+            "a gang was preempted {} times within an hour (bound {})",
+            out.max_preemptions_per_hour(), per_hour
+        );
+    }
+}
+
+/// Every gpu-gangs seed that once livelocked (docs/placement.md, "Preemption never
+/// loops"): a gang preempted for a host that its requeued victim took back in the same
+/// instant, 10,000 times. Each must drain with no anomaly and few preemptions.
+#[test]
+fn gpu_gangs_seeds_that_once_looped_drain() {
+    use kuota::placement::Strategy;
+    use kuota::sim::{Scenario, SimConfig, simulate};
+    let looped = [
+        (Strategy::Kuota, 6),
+        (Strategy::Kuota, 9),
+        (Strategy::Kuota, 22),
+        (Strategy::KueueBestFit, 6),
+        (Strategy::KueueBestFit, 9),
+        (Strategy::FirstFit, 1),
+        (Strategy::FirstFit, 9),
+    ];
+    let scenario = Scenario::builtin("gpu-gangs").expect("built in");
+    for (placement, seed) in looped {
+        let mut cfg = SimConfig {
+            seed,
+            ..SimConfig::default()
+        };
+        cfg.engine.placement = placement;
+        let r = simulate(&scenario, cfg).expect("runs");
+        assert!(
+            r.anomalies.is_empty() && !r.totals.truncated,
+            "{placement:?} seed {seed}: {:?}",
+            r.anomalies
+        );
+        assert_eq!(
+            r.totals.finished, r.totals.workloads,
+            "{placement:?} seed {seed}"
+        );
+        // 7 to 19 with the fix; the loop made 10,000.
+        assert!(
+            r.totals.preemptions <= 40,
+            "{placement:?} seed {seed}: {} preemptions",
+            r.totals.preemptions
+        );
     }
 }
 

@@ -87,8 +87,9 @@ pub(super) struct CycleState {
     /// Victims of this cycle and workloads admitted in it: neither is preempted again
     /// in the same cycle (Kueue's rule too).
     untouchable: FastSet<WlId>,
-    /// Preemptors whose reservation is charged to the tree right now.
-    charged: FastSet<WlId>,
+    /// Preemptors whose reservation is charged to the tree (and whose nodes are
+    /// claimed) right now.
+    pub(super) charged: FastSet<WlId>,
 }
 
 impl Engine {
@@ -117,7 +118,8 @@ impl Engine {
         for pass in [Pass::Nominal, Pass::Borrowing] {
             self.run_pass(pass, &mut st);
         }
-        // Reservations live only inside cycles: outside, the tree holds real usage only.
+        // Reservations live only inside cycles: outside, the tree and the inventory hold
+        // real usage only.
         // In id order: the set's order must not reach the tree (sums commute, but the
         // rule is that no hash order feeds engine state).
         let mut charged: Vec<WlId> = std::mem::take(&mut st.charged).into_iter().collect();
@@ -154,39 +156,6 @@ impl Engine {
         }
     }
 
-    /// Charges every waiting preemptor's reservation: the quota its victims are freeing
-    /// is spoken for, so neither newer workloads nor the requeued victims take it
-    /// (which would make the preemptor preempt again, forever).
-    fn charge_reservations(&mut self, st: &mut CycleState) {
-        let ids: Vec<WlId> = self.preemptors.iter().copied().collect();
-        for id in ids {
-            let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
-                self.preemptors.remove(&id);
-                continue;
-            };
-            if !matches!(w.state, WlState::Pending) {
-                self.preemptors.remove(&id);
-                continue;
-            }
-            if let Some((c, usage)) = w.reservation.clone() {
-                let node = self.cqs[c as usize].node;
-                self.tree.add_amounts(node, &usage);
-                st.charged.insert(id);
-            }
-        }
-    }
-
-    /// Takes a preemptor's reservation out of the tree, before it is evaluated itself.
-    fn discharge(&mut self, id: WlId) {
-        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
-            return;
-        };
-        if let Some((c, usage)) = &w.reservation {
-            let node = self.cqs[*c as usize].node;
-            self.tree.remove_amounts(node, usage);
-        }
-    }
-
     fn run_pass(&mut self, pass: Pass, st: &mut CycleState) {
         let n = self.cqs.len();
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
@@ -219,6 +188,9 @@ impl Engine {
                         self.discharge(id);
                     }
                     let assignment = self.assign(c, id, None, st);
+                    if preemptor {
+                        self.claim_until_decided(id);
+                    }
                     let mut head = self.head(c, id, assignment, wake_mark);
                     head.preemptor = preemptor;
                     heads.push(Some(head));
@@ -254,13 +226,17 @@ impl Engine {
                 let Some(mut h) = heads[i as usize].take() else {
                     continue;
                 };
+                if h.preemptor {
+                    // Its turn: the nodes it claimed are its own to take.
+                    self.inventory.release(h.id);
+                }
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
-                self.settle_reservation(id, &outcome, st);
+                self.settle_reservation(id, matches!(outcome, Outcome::Deferred), st);
                 match outcome {
                     Outcome::Admitted => {}
                     // The rest of this queue waits for the borrowing pass, keeping its order.
@@ -278,31 +254,6 @@ impl Engine {
                 .into_iter()
                 .filter(|c| !closed.contains(c))
                 .collect();
-        }
-    }
-
-    /// A preemptor whose victims are gone keeps its reservation while its head is
-    /// only deferred to the borrowing pass: otherwise its requeued victims, which
-    /// fit within nominal quota, would take the quota back in the first pass and it
-    /// would preempt again. Once decided otherwise, the reservation ends.
-    fn settle_reservation(&mut self, id: WlId, outcome: &Outcome, st: &mut CycleState) {
-        if st.charged.contains(&id) {
-            // Charged again by this very decision (it preempted).
-            return;
-        }
-        let Some(w) = self.wls.get(id as usize).and_then(|w| w.as_ref()) else {
-            return;
-        };
-        let Some((c, usage)) = w.reservation.clone() else {
-            return;
-        };
-        if matches!(outcome, Outcome::Deferred) && matches!(w.state, WlState::Pending) {
-            let node = self.cqs[c as usize].node;
-            self.tree.add_amounts(node, &usage);
-            st.charged.insert(id);
-        } else {
-            self.preemptors.remove(&id);
-            self.wl_mut(id).reservation = None;
         }
     }
 
@@ -765,11 +716,7 @@ impl Engine {
             .or_default()
             .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
         self.issue_preemptions(id, targets, &a.explanation, &mut st.untouchable);
-        let node = self.cqs[c as usize].node;
-        self.tree.add_amounts(node, &a.usage);
-        self.wl_mut(id).reservation = Some((c, a.usage.clone()));
-        self.preemptors.insert(id);
-        st.charged.insert(id);
+        self.reserve(c, id, a, st);
     }
 
     /// With one PodSet carrying minCount, the largest count in [minCount, count) that

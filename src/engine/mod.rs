@@ -317,6 +317,7 @@ pub(crate) mod preempt;
 pub(crate) mod queue;
 pub(crate) mod quota;
 pub mod report;
+mod reserve;
 pub(crate) mod resources;
 mod state;
 mod topology;

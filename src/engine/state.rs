@@ -83,9 +83,8 @@ pub(crate) struct Wl {
     pub resume_gen: u64,
     /// Victims this workload waits for after preempting them.
     pub waiting_for: Vec<WlId>,
-    /// Quota held for it while its victims stop: (ClusterQueue, usage). Charged to the
-    /// tree during cycles only, so nothing else takes what the preemption frees.
-    pub reservation: Option<(CqId, FrAmounts)>,
+    /// Quota and nodes held for it while its victims stop (see [`super::reserve`]).
+    pub reservation: Option<super::reserve::Reservation>,
     /// The ClusterQueue whose namespaceSelector admitted this workload's namespace, and
     /// the selector generation of that verdict: rechecked only after a change.
     pub namespace_ok: Option<(CqId, u64)>,
