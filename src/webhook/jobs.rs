@@ -28,7 +28,7 @@ use crate::api::constants::{
     PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, elastic_job_warning,
 };
 use crate::api::quantity::resource_value_str;
-use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, dns1123_subdomain_errors};
+use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, job_name_label_errors};
 use crate::integrations::object::{ContainerView, SpecView};
 use crate::integrations::{
     self, JobIntegration, JobObject, PatchBuilder, RuleOptions, is_managed_owner_kind,
@@ -244,19 +244,7 @@ pub fn validate(
 /// Kueue's `ValidateJobOnCreate`: queue and prebuilt workload names are DNS subdomains, the
 /// max execution time a positive integer.
 fn generic_create_rules(job: &JobObject<'_>) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    for key in [QUEUE_NAME_LABEL, PREBUILT_WORKLOAD_LABEL] {
-        if let Some(v) = job.label(key) {
-            let msgs = dns1123_subdomain_errors(v);
-            if !msgs.is_empty() {
-                errs.push(FieldError::invalid(
-                    &labels_path().key(key),
-                    v,
-                    msgs.join(","),
-                ));
-            }
-        }
-    }
+    let mut errs = job_name_label_errors(|key| job.label(key));
     if let Err(e) = max_execution_time(job.label(MAX_EXEC_TIME_SECONDS_LABEL)) {
         errs.push(e);
     }
