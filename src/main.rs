@@ -27,7 +27,8 @@ enum Command {
     /// Load and validate Kueue manifests (and generator.yaml, nodes.yaml, trace files and
     /// `kuota serve --config` files); exit non-zero on any error.
     Check {
-        /// Manifest files to check.
+        /// Manifest files to check; a directory stands for every *.yaml, *.yml and *.json
+        /// under it.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -520,58 +521,114 @@ fn load_scenario(args: &SimulateArgs) -> Result<Scenario, SimulateError> {
 }
 
 fn check(paths: &[PathBuf]) -> ExitCode {
+    let report = check_report(paths);
+    for line in &report.lines {
+        eprintln!("{line}");
+    }
+    let (errors, warnings, files) = (report.errors, report.warnings, report.files);
+    if errors > 0 {
+        eprintln!("{errors} error(s), {warnings} warning(s) in {files} file(s)");
+        ExitCode::FAILURE
+    } else {
+        println!("{files} file(s) OK, {warnings} warning(s)");
+        ExitCode::SUCCESS
+    }
+}
+
+/// What `kuota check` reports: its lines, and the errors and warnings among them.
+#[derive(Debug, Default)]
+struct CheckReport {
+    lines: Vec<String>,
+    errors: usize,
+    warnings: usize,
+    files: usize,
+}
+
+impl CheckReport {
+    fn error(&mut self, line: String) {
+        self.lines.push(format!("error: {line}"));
+        self.errors += 1;
+    }
+
+    fn warning(&mut self, line: String) {
+        self.lines.push(line);
+        self.warnings += 1;
+    }
+}
+
+/// Checks `paths` (files, or directories standing for the files under them).
+fn check_report(paths: &[PathBuf]) -> CheckReport {
+    let mut report = CheckReport::default();
+    let mut listed = Vec::new();
+    for p in paths {
+        match checked_files(p) {
+            Ok(found) => listed.extend(found),
+            Err(e) => report.error(format!("{}: {e}", p.display())),
+        }
+    }
+    report.files = listed.len();
     let mut files = Vec::new();
-    let mut errors = 0usize;
     // Kueue/kuota configuration files (`kuota serve --config`) are checked as such.
-    let (configs, paths_rest): (Vec<&PathBuf>, Vec<&PathBuf>) =
-        paths.iter().partition(|p| kuota::config::is_config_file(p));
+    let (configs, rest): (Vec<&PathBuf>, Vec<&PathBuf>) = listed
+        .iter()
+        .partition(|p| kuota::config::is_config_file(p));
     for p in configs {
         match kuota::config::Settings::load(std::slice::from_ref(p)) {
             Ok(settings) => {
                 for field in &settings.ignored {
-                    eprintln!(
+                    report.warning(format!(
                         "{}: warning: {field}: accepted, not used by kuota",
                         p.display()
-                    );
+                    ));
                 }
                 for name in &settings.unsupported_frameworks {
-                    eprintln!(
-                        "{}: warning: integrations.frameworks: {name:?} is a Kueue framework kuota does not run",
-                        p.display()
-                    );
+                    report.warning(format!("{}: warning: integrations.frameworks: {name:?} is a Kueue framework kuota does not run", p.display()));
                 }
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                errors += 1;
-            }
+            Err(e) => report.error(e.to_string()),
         }
     }
-    for p in paths_rest {
+    for p in rest {
         match SourceFile::read(p) {
             Ok(f) => files.push(f),
-            Err(e) => {
-                eprintln!("error: {e}");
-                errors += 1;
-            }
+            Err(e) => report.error(e.to_string()),
         }
     }
-    let diagnostics = sim::scenario::check(&files);
-    for d in &diagnostics {
-        eprintln!("{d}");
+    for d in sim::scenario::check(&files) {
+        if d.error {
+            report.lines.push(d.to_string());
+            report.errors += 1;
+        } else {
+            report.warning(d.to_string());
+        }
     }
-    errors += diagnostics.iter().filter(|d| d.error).count();
-    let warnings = diagnostics.len() - diagnostics.iter().filter(|d| d.error).count();
-    if errors > 0 {
-        eprintln!(
-            "{errors} error(s), {warnings} warning(s) in {} file(s)",
-            paths.len()
-        );
-        ExitCode::FAILURE
-    } else {
-        println!("{} file(s) OK, {warnings} warning(s)", paths.len());
-        ExitCode::SUCCESS
+    report
+}
+
+/// The files `kuota check` reads for `path`: the file itself, or every `*.yaml`, `*.yml`
+/// and `*.json` under a directory, recursively, in name order (as `kubectl apply -R -f`
+/// reads a directory).
+fn checked_files(path: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
     }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    entries.sort();
+    let mut out = Vec::new();
+    for entry in entries {
+        if entry.is_dir() {
+            out.extend(checked_files(&entry)?);
+        } else if entry
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            out.push(entry);
+        }
+    }
+    Ok(out)
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
@@ -583,6 +640,58 @@ fn fail(e: &dyn std::fmt::Display) -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// A directory is read recursively (YAML and JSON only); every warning is counted,
+    /// the configuration file's as well as the manifests'; a queue name the webhook
+    /// refuses is an error.
+    #[test]
+    fn check_reads_a_directory_and_counts_every_warning() {
+        let dir = std::env::temp_dir().join(format!("kuota-check-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("queues/nested")).expect("mkdir");
+        let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).expect("write");
+        write(
+            "config.yaml",
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\npprofBindAddress: :8082\nmultiKueue: {}\n",
+        );
+        write(
+            "queues/cq.yaml",
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n  namespaceSelector: {}\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: nowhere\n      resources: [{name: cpu, nominalQuota: 1}]\n",
+        );
+        write(
+            "queues/nested/lq.json",
+            r#"{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "default"}, "spec": {"clusterQueue": "cq"}}"#,
+        );
+        write("queues/notes.txt", "not a manifest");
+        let report = check_report(std::slice::from_ref(&dir));
+        assert_eq!((report.files, report.errors), (3, 0), "{:?}", report.lines);
+        assert_eq!(report.warnings, 3, "{:?}", report.lines);
+        assert!(
+            report
+                .lines
+                .iter()
+                .any(|l| l.contains("ResourceFlavor \"nowhere\" is not defined")),
+            "{:?}",
+            report.lines
+        );
+
+        write(
+            "queues/job.yaml",
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: default, labels: {kueue.x-k8s.io/queue-name: Bad_Name}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n",
+        );
+        let report = check_report(std::slice::from_ref(&dir));
+        assert_eq!((report.files, report.errors), (4, 1), "{:?}", report.lines);
+        assert!(
+            report.lines.iter().any(|l| l.contains(
+                "metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: \"Bad_Name\""
+            )),
+            "{:?}",
+            report.lines
+        );
+        let missing = check_report(&[dir.join("absent")]);
+        assert_eq!(missing.errors, 1, "{:?}", missing.lines);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn cli_is_well_formed() {

@@ -208,13 +208,15 @@ fn every_manifest_parses_into_api_types_without_unknown_fields() {
 
 /// What an outage of kuota can block (docs/webhook.md, "What a kuota outage blocks"): at
 /// most 3 s per call; job kinds and Pods never in kube-system or kuota-system; objects
-/// without a queue name only in namespaces labelled `kuota.dev/managed=true`.
+/// without a queue name only in namespaces labelled `kuota.dev/managed=true`, except the
+/// policy entries, which fail open.
 fn check_blast_radius(
     name: &str,
     timeout: Option<i32>,
     ns: &Option<LabelSelector>,
     obj: &Option<LabelSelector>,
     rules: &Option<Vec<k8s_openapi::api::admissionregistration::v1::RuleWithOperations>>,
+    failure_policy: Option<&str>,
 ) {
     assert!(
         timeout.is_some_and(|t| (1..=3).contains(&t)),
@@ -248,7 +250,23 @@ fn check_blast_radius(
                     .any(|e| e.key == "kueue.x-k8s.io/queue-name" && e.operator == op)
             })
     };
-    if on_queue_label("DoesNotExist") {
+    if on_queue_label("DoesNotExist") && failure_policy == Some("Ignore") {
+        // Policies only, failing open: an outage blocks nothing here, and the entry
+        // leaves the labelled namespaces to the entry below.
+        assert!(
+            name.ends_with("-policy.kuota.dev"),
+            "{name}: only the policy entries fail open"
+        );
+        let skips_managed = ns.match_expressions.iter().flatten().any(|e| {
+            e.key == "kuota.dev/managed"
+                && e.operator == "NotIn"
+                && e.values.iter().flatten().any(|v| v == "true")
+        });
+        assert!(
+            skips_managed,
+            "{name}: namespaces not labelled kuota.dev/managed=true"
+        );
+    } else if on_queue_label("DoesNotExist") {
         assert_eq!(
             ns.match_labels
                 .as_ref()
@@ -304,7 +322,7 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
         assert!(path.starts_with("/mutate-"), "{path}");
         // A job kind's labelled and unlabelled entries share the path.
         assert!(
-            paths.insert(path) || w.name.contains("-unlabelled."),
+            paths.insert(path) || w.name.contains("-unlabelled.") || w.name.contains("-policy."),
             "duplicate path in {}",
             w.name
         );
@@ -314,10 +332,17 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
             &w.namespace_selector,
             &w.object_selector,
             &w.rules,
+            w.failure_policy.as_deref(),
         );
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        let fail_open = w.name.ends_with("-policy.kuota.dev");
+        assert_eq!(
+            w.failure_policy.as_deref(),
+            Some(if fail_open { "Ignore" } else { "Fail" }),
+            "{}",
+            w.name
+        );
         assert_eq!(
             w.reinvocation_policy.as_deref(),
             Some("IfNeeded"),
@@ -344,7 +369,7 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
         assert!(path.starts_with("/validate-"), "{path}");
         // A job kind's labelled and unlabelled entries share the path.
         assert!(
-            paths.insert(path) || w.name.contains("-unlabelled."),
+            paths.insert(path) || w.name.contains("-unlabelled.") || w.name.contains("-policy."),
             "duplicate path in {}",
             w.name
         );
@@ -354,10 +379,17 @@ fn webhooks_point_at_the_service_with_kueue_paths_and_safe_settings() {
             &w.namespace_selector,
             &w.object_selector,
             &w.rules,
+            w.failure_policy.as_deref(),
         );
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        let fail_open = w.name.ends_with("-policy.kuota.dev");
+        assert_eq!(
+            w.failure_policy.as_deref(),
+            Some(if fail_open { "Ignore" } else { "Fail" }),
+            "{}",
+            w.name
+        );
         assert!(w.timeout_seconds.is_some_and(|t| (1..=10).contains(&t)));
         assert!(
             w.client_config.ca_bundle.is_none(),

@@ -318,3 +318,42 @@ fn replica_role_and_escaped_label_values() {
     assert!(classic.contains("# TYPE kuota_api_writes_total counter"));
     assert!(!classic.contains("# EOF"));
 }
+
+/// Every sample of the exposition carries `replica_role` with the registry's current role,
+/// as docs/observability.md promises: the families the simulator fills, the state gauges,
+/// and the process-wide count of unknown fields.
+#[test]
+fn every_sample_carries_replica_role() {
+    let metrics = Metrics::new();
+    metrics.set_replica_role(ReplicaRole::Leader);
+    simulate(
+        &Scenario::demo(),
+        SimConfig {
+            metrics: Some(metrics.clone()),
+            ..SimConfig::default()
+        },
+    )
+    .expect("runs");
+    // A cluster object with a field this kuota does not know is counted on every registry.
+    let _: kuota::api::LocalQueue = kuota::api::lenient::from_value(
+        "LocalQueue",
+        &serde_json::json!({"metadata": {"name": "q", "namespace": "n"},
+            "spec": {"clusterQueue": "cq", "newerKnob": 1}}),
+    )
+    .expect("decodes");
+    let text = metrics.encode();
+    let samples = parse(&text);
+    let names: std::collections::BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains("kuota_unknown_fields_total"), "{names:?}");
+    assert!(names.len() > 20, "{names:?}");
+    for s in &samples {
+        assert!(
+            s.labels
+                .iter()
+                .any(|(k, v)| k == "replica_role" && v == "leader"),
+            "{} {:?} has no replica_role=leader",
+            s.name,
+            s.labels
+        );
+    }
+}

@@ -310,3 +310,58 @@ fn invalid_files_are_rejected_with_file_and_line_and_the_last_good_set_stays() {
     handle.reload(&dir).expect("good again");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job without a queue name in a namespace not labelled `kuota.dev/managed=true` comes
+/// through the fail-open `*-policy.kuota.dev` entries: a policy selecting the namespace
+/// polices it (checks and default queue); anywhere else kuota leaves it exactly as an
+/// outage would, even with manageJobsWithoutQueueName on.
+#[tokio::test]
+async fn jobs_without_a_queue_in_unlabelled_namespaces_get_policies_only() {
+    let policies = PolicyHandle::load_dir(policies_dir()).expect("example policies load");
+    let config = WebhookConfig {
+        manage_jobs_without_queue_name: true,
+        ..WebhookConfig::default()
+    };
+    let s = state_with(config, policies);
+    let too_big = small_job(
+        "gpu-a",
+        json!({"kuota.dev/team": "a", "kuota.dev/owner": "alice"}),
+        3,
+        8,
+    );
+    assert_forbidden(
+        &validate(&s, &too_big).await,
+        "gpu-teams.yaml",
+        "maxGPUsPerJob",
+        "requests 24 nvidia.com/gpu",
+    );
+    let fits = small_job(
+        "gpu-a",
+        json!({"kuota.dev/team": "a", "kuota.dev/owner": "alice"}),
+        1,
+        8,
+    );
+    assert_eq!(validate(&s, &fits).await["allowed"], true);
+    let resp = post(&s, MUTATE_JOB, &review(JOB, "CREATE", Some(&fits), None)).await;
+    let out = apply(&fits, &resp);
+    assert_eq!(
+        out["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+        "gpu-queue"
+    );
+    assert_eq!(out["spec"]["suspend"], true);
+
+    // No policy selects `plain`: not suspended, whatever manageJobsWithoutQueueName says.
+    let elsewhere = small_job("plain", json!({}), 1, 1);
+    let resp = post(
+        &s,
+        MUTATE_JOB,
+        &review(JOB, "CREATE", Some(&elsewhere), None),
+    )
+    .await;
+    assert!(patch_of(&resp).0.is_empty(), "{resp}");
+    assert_eq!(validate(&s, &elsewhere).await["allowed"], true);
+    // In a labelled namespace the same job is kuota's: suspended.
+    let managed = small_job("team-b", json!({}), 1, 1);
+    let resp = post(&s, MUTATE_JOB, &review(JOB, "CREATE", Some(&managed), None)).await;
+    assert_eq!(apply(&managed, &resp)["spec"]["suspend"], true, "{resp}");
+}

@@ -24,7 +24,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store::Writer as StoreWriter;
 use kuota::api::{Admission, Workload};
-use kuota::controller::actuate::events::Recorder;
+use kuota::controller::actuate::events::{Recorder, workload_ref};
 use kuota::controller::actuate::job::start_patch;
 use kuota::controller::actuate::workload::{FIELD_MANAGER, admit_patch, finish_patch};
 use kuota::controller::watch::Kind;
@@ -222,13 +222,15 @@ async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
     )?)?;
     let key = WorkloadKey::new(ctx.ns.as_str(), wl_name.as_str());
     let cq = &admission.cluster_queue;
+    // As kuota's writer does: the Event names the Workload it wrote, uid included.
+    let regarding = workload_ref(&key, Some(&admitted.metadata));
     ctx.recorder.workload_normal(
-        &key,
+        regarding.clone(),
         "QuotaReserved",
         &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
     );
     ctx.recorder.workload_normal(
-        &key,
+        regarding,
         "Admitted",
         &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
     );

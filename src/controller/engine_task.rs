@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::ControllerError;
 use super::actuate::Actuators;
+use super::actuate::events::workload_ref;
 use super::actuate::finalizer::Finalizers;
 use super::actuate::queue_status::QueueStatus;
 use super::invalid_admission;
@@ -212,9 +213,11 @@ impl EngineTask {
             return;
         }
         warn!(workload = %key, problems = %note, "a Workload is in a state kuota never writes");
-        self.actuators
-            .recorder
-            .workload_warning(key, invalid_admission::EVENT_REASON, &note);
+        self.actuators.recorder.workload_warning(
+            workload_ref(key, Some(&wl.metadata)),
+            invalid_admission::EVENT_REASON,
+            &note,
+        );
         self.warned.insert(key.clone(), note);
     }
 
@@ -237,9 +240,13 @@ impl EngineTask {
     fn rejected(&self, e: EngineError, workload: Option<WorkloadKey>) {
         warn!(error = %e, "the engine rejected an object");
         if let Some(key) = workload {
+            let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
+                .within(&key.namespace);
+            let stored = self.actuators.stores.workloads.get(&r);
+            let regarding = workload_ref(&key, stored.as_ref().map(|o| &o.metadata));
             self.actuators
                 .recorder
-                .workload_warning(&key, "InvalidWorkload", &e.to_string());
+                .workload_warning(regarding, "InvalidWorkload", &e.to_string());
         }
     }
 }

@@ -715,7 +715,9 @@ impl Engine {
             .entry(root)
             .or_default()
             .extend(targets.iter().filter(|t| !t.by_other).map(|t| t.id));
-        self.issue_preemptions(id, targets, &a.explanation, &mut st.untouchable);
+        // The message in Kueue's words, as at its nomination (see `as_nominated`).
+        let explanation = self.as_nominated(c, &a.explanation, &st.untouchable);
+        self.issue_preemptions(id, targets, &explanation, &mut st.untouchable);
         self.reserve(c, id, a, st);
     }
 

@@ -7,6 +7,43 @@ use smallvec::SmallVec;
 use super::quota::{NodeId, QuotaTree};
 use super::resources::{FrId, Names};
 
+impl super::state::Engine {
+    /// `explanation` with the unused quota as it was before the workloads admitted this
+    /// cycle (those of `this_cycle` that are admitted) took theirs. Kueue writes a
+    /// preemptor's message at its nomination, against the cycle's snapshot, so quota an
+    /// earlier head of the same cycle was admitted into still counts as unused there
+    /// (scheduler_test.go, "multiple preemptions preemption possible after earlier
+    /// workload fits": "1 more needed", not 2). The tree is restored before returning.
+    pub(super) fn as_nominated(
+        &mut self,
+        cq: super::state::CqId,
+        explanation: &Explanation,
+        this_cycle: &super::FastSet<super::queue::WlId>,
+    ) -> Explanation {
+        let admitted: Vec<(NodeId, super::resources::FrAmounts)> = this_cycle
+            .iter()
+            .filter_map(|&id| match &self.wl(id).state {
+                super::state::WlState::Admitted(a) => {
+                    Some((self.cqs[a.cq as usize].node, a.usage.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if admitted.is_empty() {
+            return explanation.clone();
+        }
+        for (node, usage) in &admitted {
+            self.tree.remove_amounts(*node, usage);
+        }
+        let node = self.cqs[cq as usize].node;
+        let out = explanation.with_availability(|fr| self.tree.available(node, fr));
+        for (node, usage) in &admitted {
+            self.tree.add_amounts(*node, usage);
+        }
+        out
+    }
+}
+
 /// Formats an amount of `resource` (milli-units for cpu, whole units otherwise) the
 /// way a user wrote it: "2", "500m", "4Gi".
 pub fn human(resource: &str, v: i64) -> String {
@@ -248,6 +285,19 @@ pub struct Explanation {
 }
 
 impl Explanation {
+    /// The same notes, each shortage's unused quota as `avail` gives it.
+    pub fn with_availability(&self, avail: impl Fn(FrId) -> i64) -> Self {
+        let mut out = self.clone();
+        for (_, notes) in &mut out.pod_sets {
+            for note in notes.iter_mut() {
+                if let Note::Shortage { fr, avail: a, .. } = note {
+                    *a = avail(*fr).max(0);
+                }
+            }
+        }
+        out
+    }
+
     /// The message a user reads, naming the workload's `pod_sets` by index.
     pub fn render(&self, names: &Names, pod_sets: &[super::model::PodSetReq]) -> String {
         let mut out = self.render_notes(names, pod_sets, Note::write);

@@ -399,7 +399,9 @@ impl Assigner<'_> {
         let Err(why) = self.place_alone(ps, count, fname) else {
             return;
         };
-        notes.push(Note::Text(format!("flavor {fname}: {why}")));
+        // Kueue's words, without the flavor's name (scheduler_tas_test.go): `topology
+        // "tas-single-level" allows to fit only 1 out of 2 pod(s)`.
+        notes.push(Note::Text(why.to_string()));
         // Kueue's reason: TopologyPlacementFailed only when the pods would not
         // fit even with every placed workload gone; when only other workloads
         // are in the way it is WaitingForQuota (the message still says why).

@@ -164,6 +164,14 @@ pub struct Kind {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Access {
+    pub verb: Value,
+    pub group: Value,
+    pub resource: Value,
+    pub replica_role: ReplicaRole,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookRequest {
     pub path: Value,
     pub result: Value,

@@ -179,11 +179,67 @@ impl Collector for StateCollector {
     }
 }
 
+/// `kuota_unknown_fields_total{kind,replica_role}` from the process-wide counts, labelled
+/// with this registry's role when scraped (the counts are kept where decoding happens,
+/// which holds no registry).
+#[derive(Debug)]
+struct UnknownFieldsCollector(Arc<AtomicU8>);
+
+impl Collector for UnknownFieldsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let replica_role = ReplicaRole::from_u8(self.0.load(Ordering::Relaxed));
+        let family = CounterFamily::<labels::Kind>::default();
+        for (kind, n) in crate::api::lenient::unknown_fields_by_kind() {
+            let label = labels::Kind {
+                kind: Value::new(&kind),
+                replica_role,
+            };
+            family.get_or_create(&label).inc_by(n);
+        }
+        let m = encoder.encode_descriptor(
+            "kuota_unknown_fields",
+            "Fields of objects read from the cluster that this kuota does not know (a newer Kueue's), ignored while decoding, by kind",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(m)
+    }
+}
+
+/// `kuota_api_forbidden_total{verb,group,resource,replica_role}`: the process's refused
+/// API calls ([`super::forbidden`]), labelled with this registry's role when scraped.
+#[derive(Debug)]
+struct ForbiddenCollector(Arc<AtomicU8>);
+
+impl Collector for ForbiddenCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let replica_role = ReplicaRole::from_u8(self.0.load(Ordering::Relaxed));
+        let family = CounterFamily::<labels::Access>::default();
+        for (access, n) in super::forbidden::Forbidden::process().counts() {
+            let label = labels::Access {
+                verb: Value::new(&access.verb),
+                group: Value::new(&access.group),
+                resource: Value::new(&access.resource),
+                replica_role,
+            };
+            family.get_or_create(&label).inc_by(n);
+        }
+        let m = encoder.encode_descriptor(
+            "kuota_api_forbidden",
+            "API calls of this process the API server's authorizer refused, by RBAC verb, API group and resource (grant them in kuota's ClusterRole)",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(m)
+    }
+}
+
 struct Inner {
     registry: Registry,
     families: Families,
     state: Arc<Mutex<Arc<StateGauges>>>,
-    role: AtomicU8,
+    /// Shared with the collectors that label their series at scrape time.
+    role: Arc<AtomicU8>,
 }
 
 /// kuota's metrics. Cheap to clone (shared); every method takes `&self` and is
@@ -495,19 +551,16 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::default();
         let families = Families::register(&mut r);
-        r.register_collector(Box::new(super::unknown_fields::UnknownFieldsCollector));
-        r.register(
-            "kuota_api_forbidden",
-            "API calls of this process the API server's authorizer refused, by RBAC verb, API group and resource (grant them in kuota's ClusterRole)",
-            super::forbidden::Forbidden::process().family(),
-        );
+        let role = Arc::new(AtomicU8::new(ReplicaRole::Standalone.to_u8()));
+        r.register_collector(Box::new(UnknownFieldsCollector(role.clone())));
+        r.register_collector(Box::new(ForbiddenCollector(role.clone())));
         let state = Arc::new(Mutex::new(Arc::new(StateGauges::default())));
         r.register_collector(Box::new(StateCollector(state.clone())));
         let m = Self(Arc::new(Inner {
             registry: r,
             families,
             state,
-            role: AtomicU8::new(ReplicaRole::Standalone.to_u8()),
+            role,
         }));
         m.set_build_info();
         m

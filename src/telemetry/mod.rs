@@ -11,7 +11,6 @@ pub mod metrics;
 pub mod observed;
 pub mod observer;
 mod state;
-pub mod unknown_fields;
 
 pub use labels::ReplicaRole;
 pub use metrics::{CONTENT_TYPE, Metrics, StateGauges};

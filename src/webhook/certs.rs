@@ -297,9 +297,21 @@ fn serving_problem(
 }
 
 fn san_covers(info: &CertInfo, name: &str) -> bool {
-    // IP SANs are not in `dns_names`; extra IP SANs are only for local
-    // testing, so we do not renew over them.
-    name.parse::<std::net::IpAddr>().is_ok() || info.dns_names.iter().any(|n| n == name)
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => info.ip_addresses.contains(&ip),
+        Err(_) => info.dns_names.iter().any(|n| n == name),
+    }
+}
+
+/// Every subject alternative name of `info`, DNS names then IP addresses.
+fn san_list(info: &CertInfo) -> String {
+    let ips = info.ip_addresses.iter().map(ToString::to_string);
+    info.dns_names
+        .iter()
+        .cloned()
+        .chain(ips)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Brings `args.out_dir` to a good state (see the module docs) and returns
@@ -718,11 +730,17 @@ pub fn run(args: &CertsArgs, out: &mut dyn Write) -> Result<(), CertsError> {
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default(),
             info.serial,
-            info.dns_names.join(", "),
+            san_list(info),
         ),
     )?;
-    if outcome.ca != Action::Kept && !args.check {
-        log(out, "new CA: set the caBundle of the webhook configurations (--patch-manifests or --print-patch)".into())?;
+    if outcome.ca != Action::Kept
+        && !args.check
+        && args.patch_manifests.is_none()
+        && !args.print_patch
+    {
+        // The shipped install injects the caBundle itself (`kuota serve
+        // --inject-ca-bundle`, or cert-manager's injector): the only step left is the Secret.
+        log(out, "new CA: apply the Secret (--secret); kuota serve --inject-ca-bundle, as the shipped manifests run it, sets the caBundles from it. Only an install without that flag needs --patch-manifests or --print-patch".into())?;
     }
 
     let ca_b64 = BASE64.encode(outcome.ca_pair.cert_pem.as_bytes());
@@ -862,6 +880,50 @@ mod tests {
         ensure(&args).expect("check passes after rotation");
         args.rotate_before = Duration::from_secs(400 * 86_400);
         assert!(matches!(ensure(&args), Err(CertsError::CheckFailed(_))));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// What `kuota certs` prints names the IP SANs too, and a new CA does not send the
+    /// user to patch caBundles the shipped install injects itself.
+    #[test]
+    fn the_output_lists_ip_sans_and_leaves_the_ca_bundle_to_the_injector() {
+        let dir = temp_dir("print");
+        let mut args = CertsArgs::new(&dir);
+        args.extra_sans = vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
+        let mut out = Vec::new();
+        run(&args, &mut out).expect("run");
+        let text = String::from_utf8(out).expect("utf-8");
+        let names = text
+            .lines()
+            .find_map(|l| l.split_once("names: ").map(|(_, n)| n.to_string()))
+            .expect("a names line");
+        assert!(names.ends_with("localhost, 127.0.0.1, ::1"), "{names}");
+        assert!(names.starts_with("kuota-webhook, "), "{names}");
+        let hint = text
+            .lines()
+            .find(|l| l.starts_with("new CA"))
+            .expect("{text}");
+        assert!(hint.contains("--inject-ca-bundle"), "{hint}");
+
+        // An IP SAN the certificate lacks is a reason to reissue, like a DNS name.
+        args.extra_sans.push("10.0.0.7".into());
+        let outcome = ensure(&args).expect("again");
+        assert_eq!(outcome.serving, Action::Renewed);
+        assert!(
+            outcome
+                .serving_info
+                .ip_addresses
+                .contains(&"10.0.0.7".parse().expect("ip"))
+        );
+        // Asked to patch, it does not repeat the hint.
+        args.force = true;
+        args.print_patch = true;
+        args.patch_manifests =
+            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("manifests/base"));
+        let mut out = Vec::new();
+        run(&args, &mut out).expect("run");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(!text.contains("new CA"), "{text}");
         let _ = fs::remove_dir_all(&dir);
     }
 

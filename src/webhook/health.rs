@@ -138,7 +138,6 @@ pub fn index_readiness(
         if state.index.is_synced() {
             warnings.extend(super::routing::unrouted_namespaces(
                 &state.index,
-                &state.policies.current(),
                 &state.config,
             ));
         }

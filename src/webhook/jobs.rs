@@ -26,12 +26,13 @@
 
 use super::WebhookState;
 use super::review::{AdmissionRequest, Operation, Verdict};
+use super::routing::MANAGED_NAMESPACE_LABEL;
 use crate::api::constants::{
     ELASTIC_JOB_ANNOTATION, ELASTIC_JOB_ANNOTATION_VALUE, MAX_EXEC_TIME_SECONDS_LABEL,
     PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, elastic_job_warning,
 };
 use crate::api::quantity::resource_value_str;
-use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, dns1123_subdomain_errors};
+use crate::api::validate::{FIELD_IMMUTABLE_MSG, FieldError, Path, job_name_label_errors};
 use crate::integrations::object::{ContainerView, SpecView};
 use crate::integrations::{
     self, JobIntegration, JobObject, PatchBuilder, RuleOptions, is_managed_owner_kind,
@@ -121,8 +122,19 @@ pub fn mutate(
     if (integ.requires_managed_namespace() && !ns_managed) || owner_is_managed(job) {
         return Verdict::allow();
     }
-    let mut warnings = Vec::new();
     let labels_exist = job.metadata.labels.is_some();
+    if policies_only(state, req, job, None) {
+        // Only a policy's default LocalQueue applies here (see `policies_only`); a job
+        // that gets one is then kuota's like any job naming a queue.
+        let policies = state.policies.current();
+        if policies
+            .default_local_queue(&index.namespace_labels(ns))
+            .is_none()
+        {
+            return Verdict::allow();
+        }
+    }
+    let mut warnings = Vec::new();
 
     let mut has_queue = integrations::queue_name(job).is_some();
     if !has_queue {
@@ -214,6 +226,14 @@ pub fn validate(
     if let Err(v) = check_kind(integ, job) {
         return v;
     }
+    if policies_only(state, req, job, old) {
+        let violations = check_policies(state, integ, req, job, old);
+        if violations.is_empty() {
+            return Verdict::allow();
+        }
+        let msgs: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        return Verdict::forbidden(msgs.join("; "));
+    }
     let mut errs = generic_create_rules(job);
     match old {
         None => errs.extend(integ.validate_create(job, &opts)),
@@ -247,22 +267,31 @@ pub fn validate(
     Verdict::patched(Vec::new(), warnings)
 }
 
+/// Whether the job is one only the `v<kind>-policy.kuota.dev` entries send: no queue name
+/// (before or after an update) in a namespace not labelled `kuota.dev/managed=true`. Those
+/// entries fail open (`failurePolicy: Ignore`), so what kuota says about such a job is
+/// what its admission policies say and nothing more: an outage then changes nothing but
+/// the policing, and a namespace a policy selects is policed whatever its labels. Before
+/// the index has synced the namespace's labels are unknown, and the job gets the full
+/// validation it would get in a managed namespace.
+fn policies_only(
+    state: &WebhookState,
+    req: &AdmissionRequest<'_, JobObject<'_>>,
+    job: &JobObject<'_>,
+    old: Option<&JobObject<'_>>,
+) -> bool {
+    let unlabelled = |j: &JobObject<'_>| j.label(QUEUE_NAME_LABEL).is_none();
+    if !unlabelled(job) || !old.is_none_or(unlabelled) || !state.index.is_synced() {
+        return false;
+    }
+    let ns_labels = state.index.namespace_labels(namespace_of(req, job));
+    ns_labels.get(MANAGED_NAMESPACE_LABEL).map(String::as_str) != Some("true")
+}
+
 /// Kueue's `ValidateJobOnCreate`: queue and prebuilt workload names are DNS subdomains, the
 /// max execution time a positive integer.
 fn generic_create_rules(job: &JobObject<'_>) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    for key in [QUEUE_NAME_LABEL, PREBUILT_WORKLOAD_LABEL] {
-        if let Some(v) = job.label(key) {
-            let msgs = dns1123_subdomain_errors(v);
-            if !msgs.is_empty() {
-                errs.push(FieldError::invalid(
-                    &labels_path().key(key),
-                    v,
-                    msgs.join(","),
-                ));
-            }
-        }
-    }
+    let mut errs = job_name_label_errors(|key| job.label(key));
     if let Err(e) = max_execution_time(job.label(MAX_EXEC_TIME_SECONDS_LABEL)) {
         errs.push(e);
     }

@@ -1,14 +1,15 @@
 //! Whether the webhook configurations send kuota the Jobs it acts on.
 //!
-//! `manifests/base/*-webhook.yaml` send Jobs without a queue-name label only from namespaces
-//! labelled `kuota.dev/managed=true`, so a kuota outage cannot block Jobs elsewhere
-//! (docs/webhook.md, "What a kuota outage blocks"). A namespace where kuota would act on
-//! such Jobs but that lacks the label silently loses that behaviour: no default LocalQueue,
-//! no policy. [`unrouted_namespaces`] finds them from the index and the policies, and
+//! `manifests/base/*-webhook.yaml` send Jobs without a queue-name label to kuota's full
+//! handling (defaulting, suspension) only from namespaces labelled `kuota.dev/managed=true`,
+//! so a kuota outage cannot block Jobs elsewhere (docs/webhook.md, "What a kuota outage
+//! blocks"). Everywhere else they reach only kuota's admission policies, through entries
+//! that fail open, so a namespace a policy selects is policed whatever its labels. A
+//! namespace where kuota would default or suspend such Jobs but that lacks the label
+//! silently loses that behaviour; [`unrouted_namespaces`] finds them from the index, and
 //! `/readyz` lists them as warnings. Pure: no I/O.
 
 use super::{ClusterIndex, WebhookConfig};
-use crate::policy::PolicySet;
 
 /// Namespace label that routes a namespace's Jobs without a queue name to kuota.
 pub const MANAGED_NAMESPACE_LABEL: &str = "kuota.dev/managed";
@@ -18,11 +19,7 @@ const MAX_LISTED: usize = 20;
 
 /// One line per namespace where kuota acts on Jobs without a queue name but the label
 /// that routes them to it is missing, saying why kuota acts there.
-pub fn unrouted_namespaces(
-    index: &ClusterIndex,
-    policies: &PolicySet,
-    config: &WebhookConfig,
-) -> Vec<String> {
+pub fn unrouted_namespaces(index: &ClusterIndex, config: &WebhookConfig) -> Vec<String> {
     let mut out = Vec::new();
     let mut more = 0usize;
     for (ns, labels) in index.namespaces() {
@@ -31,9 +28,9 @@ pub fn unrouted_namespaces(
         {
             continue;
         }
-        let reason = if let Some(p) = policies.matching(&labels).next() {
-            format!("admission policy {:?} selects it", p.name)
-        } else if config.local_queue_defaulting && index.has_default_local_queue(&ns) {
+        // Policies are not a reason: the `*-policy.kuota.dev` entries bring them every
+        // job without a queue name, whatever the namespace's labels.
+        let reason = if config.local_queue_defaulting && index.has_default_local_queue(&ns) {
             "it has a LocalQueue named \"default\"".to_string()
         } else if config.manage_jobs_without_queue_name {
             "manageJobsWithoutQueueName is on".to_string()
@@ -87,18 +84,12 @@ mod tests {
             q.metadata.namespace = Some(n.into());
             index.apply(IndexEvent::LocalQueueApplied(Box::new(q)));
         }
-        let policies = PolicySet::from_files([(
-            "p.yaml",
-            "apiVersion: kuota.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: gpu-cap}\n\
-             spec:\n  namespaceSelector: {matchLabels: {tier: gpu}}\n  maxGPUsPerJob: 8\n",
-        )])
-        .expect("valid");
         let config = WebhookConfig::default();
+        // gpu, which an admission policy may select, is not named: policies reach kuota
+        // in every namespace.
         assert_eq!(
-            unrouted_namespaces(&index, &policies, &config),
+            unrouted_namespaces(&index, &config),
             vec![
-                "namespace gpu: admission policy \"gpu-cap\" selects it, but it lacks the \
-                 kuota.dev/managed=true label, so its Jobs without a queue name never reach kuota",
                 "namespace team-a: it has a LocalQueue named \"default\", but it lacks the \
                  kuota.dev/managed=true label, so its Jobs without a queue name never reach kuota",
             ]
@@ -107,7 +98,7 @@ mod tests {
             manage_jobs_without_queue_name: true,
             ..WebhookConfig::default()
         };
-        let lines = unrouted_namespaces(&index, &PolicySet::default(), &everything);
+        let lines = unrouted_namespaces(&index, &everything);
         assert_eq!(lines.len(), 3, "gpu, plain, team-a: {lines:?}");
     }
 }

@@ -108,6 +108,8 @@ pub struct CertInfo {
     pub not_after: SystemTime,
     /// DNS subject alternative names.
     pub dns_names: Vec<String>,
+    /// IP address subject alternative names.
+    pub ip_addresses: Vec<std::net::IpAddr>,
     /// Hex AuthorityKeyIdentifier (empty when absent): with the CA's
     /// `subject_key_id` it tells rotation which CA signed a certificate.
     pub authority_key_id: String,
@@ -121,7 +123,19 @@ impl fmt::Debug for CertInfo {
             .field("serial", &self.serial)
             .field("not_after", &unix_seconds(self.not_after))
             .field("dns_names", &self.dns_names)
+            .field("ip_addresses", &self.ip_addresses)
             .finish()
+    }
+}
+
+/// An IP SAN's octets (4 for IPv4, 16 for IPv6) as an address.
+fn ip_from_octets(octets: &[u8]) -> Option<std::net::IpAddr> {
+    match octets.len() {
+        4 => <[u8; 4]>::try_from(octets).ok().map(std::net::IpAddr::from),
+        16 => <[u8; 16]>::try_from(octets)
+            .ok()
+            .map(std::net::IpAddr::from),
+        _ => None,
     }
 }
 
@@ -130,19 +144,25 @@ impl CertInfo {
     pub fn from_der(der: &[u8]) -> Result<Self, CertParseError> {
         let (_, cert) = X509Certificate::from_der(der)?;
         let validity = cert.validity();
-        let dns_names = match cert.subject_alternative_name() {
-            Ok(Some(san)) => san
-                .value
-                .general_names
-                .iter()
-                .filter_map(|n| match n {
-                    GeneralName::DNSName(s) => Some((*s).to_string()),
-                    _ => None,
-                })
-                .collect(),
+        let general_names = match cert.subject_alternative_name() {
+            Ok(Some(san)) => san.value.general_names.clone(),
             Ok(None) => Vec::new(),
             Err(e) => return Err(CertParseError::SubjectAltName(e)),
         };
+        let dns_names = general_names
+            .iter()
+            .filter_map(|n| match n {
+                GeneralName::DNSName(s) => Some((*s).to_string()),
+                _ => None,
+            })
+            .collect();
+        let ip_addresses = general_names
+            .iter()
+            .filter_map(|n| match n {
+                GeneralName::IPAddress(b) => ip_from_octets(b),
+                _ => None,
+            })
+            .collect();
         let mut authority_key_id = String::new();
         let mut subject_key_id = String::new();
         for ext in cert.iter_extensions() {
@@ -161,6 +181,7 @@ impl CertInfo {
             not_before: from_unix(validity.not_before.timestamp()),
             not_after: from_unix(validity.not_after.timestamp()),
             dns_names,
+            ip_addresses,
             authority_key_id,
             subject_key_id,
         })

@@ -14,6 +14,7 @@
 
 mod support;
 
+mod absent_parts;
 mod api_compat;
 mod bad_input;
 mod controller;

@@ -93,14 +93,16 @@ pub fn local_queue(ns: &str, name: &str) -> IndexEvent {
     IndexEvent::LocalQueueApplied(Box::new(q))
 }
 
-/// An index that has synced: team-a (LocalQueue `default`), team-b (no default queue),
-/// gpu-a (tier gpu), research-a (tier research), kube-system, and WorkloadPriorityClass
-/// `default`.
+/// An index that has synced: team-a (LocalQueue `default`) and team-b (no default queue),
+/// both labelled `kuota.dev/managed=true` as namespaces whose jobs without a queue name
+/// kuota handles; gpu-a (tier gpu), research-a (tier research) and plain, not labelled so;
+/// kube-system; and WorkloadPriorityClass `default`.
 pub fn synced_index() -> Arc<ClusterIndex> {
     let idx = ClusterIndex::default();
     for e in [
-        namespace("team-a", &[]),
-        namespace("team-b", &[]),
+        namespace("team-a", &[("kuota.dev/managed", "true")]),
+        namespace("team-b", &[("kuota.dev/managed", "true")]),
+        namespace("plain", &[]),
         namespace("gpu-a", &[("kuota.dev/tier", "gpu")]),
         namespace("research-a", &[("kuota.dev/tier", "research")]),
         namespace("kube-system", &[]),

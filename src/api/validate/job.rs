@@ -2,7 +2,9 @@
 //! (non-negative counts, a pod template with containers, a restart policy a Job may use),
 //! with the API server's messages, so `kuota check` and the webhook report them too.
 
+use super::names::dns1123_subdomain_errors;
 use super::{FieldError, IS_NEGATIVE_MSG, Path, validate_object_meta, validate_pod_template};
+use crate::api::constants::{PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 
 /// Restart policies a Job's pods may use; `Always` would restart a finished pod forever.
@@ -37,6 +39,27 @@ pub fn validate_job(job: &Job) -> Vec<FieldError> {
     }));
     let path = Path::new("spec").child("template");
     errs.extend(validate_pod_template(&spec.template, &path));
+    let labels = job.metadata.labels.as_ref();
+    errs.extend(job_name_label_errors(|key| {
+        labels.and_then(|l| l.get(key)).map(String::as_str)
+    }));
+    errs
+}
+
+/// Kueue's `ValidateJobOnCreate` rule on a job's labels (any kind): the queue name and
+/// the prebuilt Workload's name must be DNS-1123 subdomains, as Kueue's webhook requires
+/// and `kuota check` reports. `label` reads one label of the job.
+pub fn job_name_label_errors<'a>(label: impl Fn(&str) -> Option<&'a str>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for key in [QUEUE_NAME_LABEL, PREBUILT_WORKLOAD_LABEL] {
+        if let Some(v) = label(key) {
+            let msgs = dns1123_subdomain_errors(v);
+            if !msgs.is_empty() {
+                let path = Path::new("metadata").child("labels").key(key);
+                errs.push(FieldError::invalid(&path, v, msgs.join(",")));
+            }
+        }
+    }
     errs
 }
 
@@ -113,6 +136,23 @@ mod tests {
         )
         .expect("decodes");
         assert!(validate_job(&job).is_empty());
+    }
+
+    /// The name the webhook refuses, `kuota check` refuses, with the webhook's message.
+    #[test]
+    fn a_queue_name_that_is_no_dns_subdomain_is_refused() {
+        let job: Job = serde_norway::from_str(
+            "metadata: {name: j, namespace: ns, labels: {kueue.x-k8s.io/queue-name: Bad_Name}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c}]\n",
+        )
+        .expect("decodes");
+        let m: Vec<String> = validate_job(&job).iter().map(ToString::to_string).collect();
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with(
+                "metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"
+            ),
+            "{m:?}"
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@ mod workload;
 
 pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
-pub use job::{JOB_RESTART_POLICIES, JobSpecFields, validate_job, validate_job_spec};
+pub use job::{
+    JOB_RESTART_POLICIES, JobSpecFields, job_name_label_errors, validate_job, validate_job_spec,
+};
 pub use names::{
     dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, qualified_name_errors,
 };

@@ -91,14 +91,14 @@ impl Recorder {
         }
     }
 
-    /// A Normal Event on a Workload.
-    pub fn workload_normal(&self, key: &WorkloadKey, reason: &str, note: &str) {
-        self.publish(workload_ref(key), NORMAL, reason, note);
+    /// A Normal Event on a Workload (see [`workload_ref`]).
+    pub fn workload_normal(&self, regarding: ObjectReference, reason: &str, note: &str) {
+        self.publish(regarding, NORMAL, reason, note);
     }
 
-    /// A Warning Event on a Workload.
-    pub fn workload_warning(&self, key: &WorkloadKey, reason: &str, note: &str) {
-        self.publish(workload_ref(key), WARNING, reason, note);
+    /// A Warning Event on a Workload (see [`workload_ref`]).
+    pub fn workload_warning(&self, regarding: ObjectReference, reason: &str, note: &str) {
+        self.publish(regarding, WARNING, reason, note);
     }
 
     /// A Warning Event on any object the controller read.
@@ -225,13 +225,18 @@ impl Publisher {
     }
 }
 
-/// The reference of a Workload.
-pub fn workload_ref(key: &WorkloadKey) -> ObjectReference {
+/// The reference of a Workload as `meta` (the object as last read or written) names it:
+/// with its `uid` and `resourceVersion`, as client-go's `ref.GetReference` fills the
+/// `involvedObject` of Kueue's Events. `kubectl describe` finds Events by that uid, so an
+/// Event without it is shown on no object.
+pub fn workload_ref(key: &WorkloadKey, meta: Option<&ObjectMeta>) -> ObjectReference {
     ObjectReference {
         api_version: Some(API_VERSION_V1BETA2.to_string()),
         kind: Some("Workload".to_string()),
         name: Some(key.name.to_string()),
         namespace: Some(key.namespace.to_string()),
+        uid: meta.and_then(|m| m.uid.clone()),
+        resource_version: meta.and_then(|m| m.resource_version.clone()),
         ..ObjectReference::default()
     }
 }
@@ -276,8 +281,18 @@ mod tests {
             seen
         });
         let key = WorkloadKey::new("team", "job-a-1");
+        let meta = ObjectMeta {
+            uid: Some("6f1c0b1e-uid".into()),
+            resource_version: Some("42".into()),
+            ..ObjectMeta::default()
+        };
         let say = |note: &str| {
-            publisher.deliver(workload_ref(&key), NORMAL, "Pending".into(), note.into())
+            publisher.deliver(
+                workload_ref(&key, Some(&meta)),
+                NORMAL,
+                "Pending".into(),
+                note.into(),
+            )
         };
         say("quota 1").await.expect("created");
         say("quota 1").await.expect("counted");
@@ -293,6 +308,9 @@ mod tests {
         assert_eq!(first["reportingController"], "kuota");
         assert_eq!(first["reportingInstance"], "kuota-0");
         assert_eq!(first["regarding"]["name"], "job-a-1");
+        assert_eq!(first["regarding"]["uid"], "6f1c0b1e-uid");
+        assert_eq!(first["regarding"]["resourceVersion"], "42");
+        assert_eq!(first["regarding"]["apiVersion"], "kueue.x-k8s.io/v1beta2");
         let name = first["metadata"]["name"].as_str().expect("a name");
         assert!(name.starts_with("job-a-1."), "{name}");
 

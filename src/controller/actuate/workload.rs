@@ -2,12 +2,13 @@
 //! resourceVersion the patch was computed from, with Kueue's conditions, reasons and
 //! messages. The pure `*_patch` builders decide whether anything needs writing at all.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use super::events::Recorder;
+use super::events::{Recorder, workload_ref};
 use super::{Attempt, WriteError, Writer, is_not_found};
 use crate::api::constants::{
     REASON_ADMITTED, REASON_DEACTIVATED_MAX_EXECUTION, REASON_EVICTED_BY_PREEMPTION,
@@ -385,10 +386,11 @@ pub struct WorkloadWriter<'a> {
     pub recorder: &'a Recorder,
 }
 
-/// Whether a write happened.
-#[derive(Debug, PartialEq, Eq)]
+/// Whether a write happened; a write carries the reference of the Workload it wrote, for
+/// the Events about it.
+#[derive(Debug, PartialEq)]
 pub enum Written {
-    Yes,
+    Yes(Box<ObjectReference>),
     Unchanged,
 }
 
@@ -470,9 +472,10 @@ impl WorkloadWriter<'_> {
                         Subresource::Main => api.patch(&key.name, &pp, &Patch::Merge(&body)).await,
                     };
                     match patched {
-                        Ok(_) => {
+                        Ok(patched) => {
                             self.writer.wrote("Workload");
-                            Ok(Attempt::Done(Written::Yes))
+                            let regarding = workload_ref(key, Some(&patched.metadata));
+                            Ok(Attempt::Done(Written::Yes(Box::new(regarding))))
                         }
                         Err(e) if is_not_found(&e) => Err(WriteError::Gone {
                             kind: "Workload",
@@ -494,21 +497,21 @@ impl WorkloadWriter<'_> {
         let written = self
             .write(key, |wl, now| admit_patch(wl, admission, now))
             .await?;
-        if written == Written::Unchanged {
+        let Written::Yes(regarding) = written else {
             // Already admitted or finished: this admission did not land.
             return Err(WriteError::Gone {
                 kind: "Workload",
                 name: key.to_string(),
             });
-        }
+        };
         let cq = &admission.cluster_queue;
         self.recorder.workload_normal(
-            key,
+            (*regarding).clone(),
             REASON_QUOTA_RESERVED,
             &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
         );
         self.recorder.workload_normal(
-            key,
+            *regarding,
             REASON_ADMITTED,
             &format!("Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
         );
@@ -522,12 +525,11 @@ impl WorkloadWriter<'_> {
         reason: &str,
         message: &str,
     ) -> Result<(), WriteError> {
-        if self
+        if let Written::Yes(regarding) = self
             .write(key, |wl, now| pending_patch(wl, reason, message, now))
             .await?
-            == Written::Yes
         {
-            self.recorder.workload_warning(key, reason, message);
+            self.recorder.workload_warning(*regarding, reason, message);
         }
         Ok(())
     }
@@ -544,8 +546,8 @@ impl WorkloadWriter<'_> {
         let build = |wl: &Workload, now: &Time| {
             evict_patch(wl, REASON_EVICTED_BY_PREEMPTION, Some(reason), message, now)
         };
-        if self.write(key, build).await? == Written::Yes {
-            self.recorder.workload_normal(key, "Preempted", note);
+        if let Written::Yes(regarding) = self.write(key, build).await? {
+            self.recorder.workload_normal(*regarding, "Preempted", note);
         }
         Ok(())
     }
@@ -569,11 +571,11 @@ impl WorkloadWriter<'_> {
             held.store(has_admission(wl), std::sync::atomic::Ordering::Relaxed);
             evict_patch(wl, reason, None, message, now)
         };
-        if self.write(key, build).await? == Written::Yes
+        if let Written::Yes(regarding) = self.write(key, build).await?
             && held.load(std::sync::atomic::Ordering::Relaxed)
         {
             self.recorder
-                .workload_normal(key, &format!("EvictedDueTo{reason}"), message);
+                .workload_normal(*regarding, &format!("EvictedDueTo{reason}"), message);
         }
         Ok(())
     }

@@ -170,6 +170,14 @@ fn cluster_queue_warnings(objs: &Objects) -> Vec<Diagnostic> {
         .iter()
         .filter_map(|(_, c)| c.metadata.name.clone())
         .collect();
+    for (src, cohort) in &objs.cohorts {
+        let name = cohort.metadata.name.as_deref().unwrap_or("");
+        for f in cohort.spec.resource_groups.iter().flat_map(|g| &g.flavors) {
+            if !flavors.contains(&f.name) {
+                out.push(warning(src, format!("Cohort {name}: ResourceFlavor {:?} is not defined in these files; no queue can use this quota until it exists", f.name)));
+            }
+        }
+    }
     for (src, cq) in &objs.cluster_queues {
         let name = cq.metadata.name.as_deref().unwrap_or("");
         for g in &cq.spec.resource_groups {

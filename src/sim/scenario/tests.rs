@@ -89,6 +89,48 @@ spec: {clusterQueue: missing}
     assert!(d[0].message.contains("missing"));
 }
 
+/// A flavor that a ClusterQueue or a Cohort names and no file defines is a warning each;
+/// one defined in another file of the same check is none.
+#[test]
+fn check_warns_about_a_flavor_defined_nowhere() {
+    let queues = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: org}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: shared, resources: [{name: cpu, nominalQuota: 1}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  cohortName: org
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - {name: default-flavor, resources: [{name: cpu, nominalQuota: 1}]}
+    - {name: spot, resources: [{name: cpu, nominalQuota: 1}]}
+"#;
+    let flavor = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default-flavor}\n";
+    let d = check(&[
+        SourceFile::new("queues.yaml", queues),
+        SourceFile::new("flavor.yaml", flavor),
+    ]);
+    let messages: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+    assert!(d.iter().all(|d| !d.error), "{d:?}");
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].starts_with("Cohort org: ResourceFlavor \"shared\" is not defined"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].starts_with("ClusterQueue cq: ResourceFlavor \"spot\" is not defined"),
+        "{messages:?}"
+    );
+}
+
 #[test]
 fn check_warns_that_kuota_does_not_run_elastic_jobs() {
     let job = |value: &str| {

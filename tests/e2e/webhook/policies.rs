@@ -1,5 +1,6 @@
 //! A namespace policy holds every Job in the namespaces it selects, labelled for a queue
-//! or not: leaving out the queue-name label is no way around it.
+//! or not: leaving out the queue-name label is no way around it, and neither is leaving
+//! the namespace without the `kuota.dev/managed=true` label.
 
 use kuota::api::constants::QUEUE_NAME_LABEL;
 use kuota::policy::PolicySet;
@@ -12,6 +13,17 @@ use crate::support::{client, unique_name};
 
 #[tokio::test]
 async fn a_policy_holds_jobs_without_a_queue_name() {
+    policy_holds_every_job(true).await;
+}
+
+/// Through the shipped `*-policy.kuota.dev` entries, which fail open (the outage side is
+/// in outage.rs): the policy holds as well where the namespace is not labelled.
+#[tokio::test]
+async fn a_policy_holds_jobs_in_a_namespace_not_labelled_managed() {
+    policy_holds_every_job(false).await;
+}
+
+async fn policy_holds_every_job(managed: bool) {
     let client = client().await;
     let ns = unique_name("wh-policy");
     let policy = format!(
@@ -19,12 +31,11 @@ async fn a_policy_holds_jobs_without_a_queue_name() {
          spec:\n  namespaceSelector: {{matchLabels: {{kuota.dev/e2e-policy: {ns}}}}}\n  maxGPUsPerJob: 1\n"
     );
     let set = PolicySet::from_files([("gpu-cap.yaml", policy.as_str())]).expect("valid policy");
-    create_namespace(
-        &client,
-        &ns,
-        &[(MANAGED_LABEL, "true"), ("kuota.dev/e2e-policy", &ns)],
-    )
-    .await;
+    let mut labels = vec![("kuota.dev/e2e-policy", ns.as_str())];
+    if managed {
+        labels.push((MANAGED_LABEL, "true"));
+    }
+    create_namespace(&client, &ns, &labels).await;
     let mut kuota = Kuota::start(&client, set).await;
     kuota
         .wait_for_namespace_label(&ns, "kuota.dev/e2e-policy")

@@ -116,7 +116,12 @@ Every entry: sideEffects None (reviews read only the in-memory index), timeoutSe
 - name: {{ .name }}
   admissionReviewVersions: ["v1"]
   sideEffects: None
+  {{- if eq (.scope | default "") "policy" }}
+  # Ignore: with kuota down these jobs pass unpoliced, as before this entry existed.
+  failurePolicy: Ignore
+  {{- else }}
   failurePolicy: Fail
+  {{- end }}
   timeoutSeconds: 3
   matchPolicy: Equivalent
   {{- if .mutating }}
@@ -138,13 +143,18 @@ Every entry: sideEffects None (reviews read only the in-memory index), timeoutSe
     {{- end }}
     # kuota never blocks its own recovery or the control plane's.
     matchExpressions:
+      {{- if eq . "policy" }}
+      - key: kuota.dev/managed
+        operator: NotIn
+        values: ["true"]
+      {{- end }}
       - key: kubernetes.io/metadata.name
         operator: NotIn
         values: ["kube-system", {{ include "kuota.namespace" $.root | quote }}]
   objectSelector:
     matchExpressions:
       - key: kueue.x-k8s.io/queue-name
-        operator: {{ if eq . "unlabelled" }}DoesNotExist{{ else }}Exists{{ end }}
+        operator: {{ if eq . "labelled" }}Exists{{ else }}DoesNotExist{{ end }}
   {{- end }}
   {{- if .kubelet }}
   matchConditions:
@@ -169,6 +179,7 @@ The webhook entries of the enabled job frameworks. Argument: dict root, mutating
 {{ include "kuota.webhookEntry" (dict "root" $root "name" (printf "%s%s.kb.io" $prefix .short) "path" $path "rules" $rules "mutating" $mutating "scope" "labelled" "kubelet" .kubelet) }}
 {{- if .unlabelled }}
 {{ include "kuota.webhookEntry" (dict "root" $root "name" (printf "%s%s-unlabelled.kuota.dev" $prefix .short) "path" $path "rules" $rules "mutating" $mutating "scope" "unlabelled" "kubelet" .kubelet) }}
+{{ include "kuota.webhookEntry" (dict "root" $root "name" (printf "%s%s-policy.kuota.dev" $prefix .short) "path" $path "rules" $rules "mutating" $mutating "scope" "policy" "kubelet" .kubelet) }}
 {{- end }}
 {{- end }}
 {{- end }}
