@@ -281,7 +281,7 @@ pub fn run(case: &Case, cycle_budget: u64) -> Outcome {
                     let stop = t + case.eviction_delay;
                     clock.entry(stop).or_default().push(At::Stopped(i));
                 }
-                Decision::Pending { .. } => {}
+                Decision::Pending { .. } | Decision::RequeueState { .. } => {}
             }
         }
         if let Some(w) = eng.next_wakeup().filter(|w| *w > t) {
