@@ -117,7 +117,7 @@ impl Sim {
                     self.admits.push((workload.clone(), flavors));
                 }
                 Decision::Preempt { .. } | Decision::Evict { .. } => changes += 1,
-                Decision::Pending { .. } => {}
+                Decision::Pending { .. } | Decision::RequeueState { .. } => {}
             }
         }
         self.check()?;

@@ -338,7 +338,7 @@ impl<'a> Runner<'a> {
                     _ = self.preempted.insert(victim, reason.as_str().into())
                 }
                 Decision::Evict { workload, .. } => _ = self.evicted.insert(workload),
-                Decision::Pending { .. } => {}
+                Decision::Pending { .. } | Decision::RequeueState { .. } => {}
             }
         }
         self.check_nodes(&touched, out);
