@@ -149,6 +149,8 @@ pub struct Settings {
     pub unsupported_frameworks: Vec<String>,
     pub manage_jobs_without_queue_name: bool,
     pub managed_jobs_namespace_selector: LabelSelector,
+    /// Kueue's `namespace`: where kuota runs (its jobs are never managed unlabelled).
+    pub namespace: String,
     /// `None` when `waitForPodsReady.enable` is false.
     pub wait_for_pods_ready: Option<PodsReady>,
     pub client: ClientLimits,
@@ -227,6 +229,7 @@ impl Settings {
                 .managed_jobs_namespace_selector
                 .clone()
                 .unwrap_or_else(|| default_namespace_selector(&namespace)),
+            namespace: namespace.clone(),
             wait_for_pods_ready: pods_ready(cfg.wait_for_pods_ready.as_ref(), &mut errs),
             client: client_limits(cfg.client_connection.as_ref(), &mut errs),
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),

@@ -320,6 +320,8 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub engine: Sender<Input>,
     pub manage_without_queue_name: bool,
+    /// Where jobs without a queue name are managed (with `manage_without_queue_name`).
+    pub namespaces: super::managed_namespaces::NamespaceCheck,
     /// Workloads this controller created that its watch may not show yet: a reconcile
     /// in that window would otherwise create them again (a write the API server refuses
     /// with a conflict; one job in ten did so in the cluster benchmark).
@@ -408,6 +410,18 @@ async fn reconcile(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action,
         .is_some_and(|o| is_managed_owner_kind(&o.api_version, &o.kind));
     if !opts.is_managed(&view) || owned_by_managed_job {
         return Ok(Action::await_change());
+    }
+    if crate::integrations::queue_name(&view).is_none() {
+        // Managed only for manageJobsWithoutQueueName, and only where
+        // managedJobsNamespaceSelector says (never kube-system nor kuota's namespace).
+        let client = &ctx.writer.client;
+        let managed = ctx.namespaces.manages(client, &ns).await;
+        if !managed.map_err(|source| SyncError::Api {
+            name: name.clone(),
+            source,
+        })? {
+            return Ok(Action::await_change());
+        }
     }
     let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
     let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource()).within(&ns);

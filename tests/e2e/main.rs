@@ -17,6 +17,7 @@ mod execution_time;
 mod in_use;
 mod install;
 mod kinds;
+mod managed_namespaces;
 mod metrics;
 mod preemption;
 mod replicas;
