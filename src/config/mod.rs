@@ -214,6 +214,8 @@ pub struct Settings {
     pub unsupported_frameworks: Vec<String>,
     pub manage_jobs_without_queue_name: bool,
     pub managed_jobs_namespace_selector: LabelSelector,
+    /// Kueue's `namespace`: where kuota runs (its jobs are never managed unlabelled).
+    pub namespace: String,
     /// `None` when off: v1beta1's `waitForPodsReady.enable` false or absent, v1beta2's
     /// `featureGates.DisableWaitForPodsReady` true (v1beta2 turns it on by default).
     pub wait_for_pods_ready: Option<PodsReady>,
@@ -297,6 +299,7 @@ impl Settings {
                 .managed_jobs_namespace_selector
                 .clone()
                 .unwrap_or_else(|| default_namespace_selector(&namespace)),
+            namespace: namespace.clone(),
             wait_for_pods_ready,
             client: client_limits(cfg.client_connection.as_ref(), &mut errs),
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),

@@ -24,6 +24,7 @@ pub mod compact;
 pub mod engine_task;
 pub mod invalid_admission;
 pub mod kind;
+pub mod managed_namespaces;
 pub mod pods_ready;
 pub mod translate;
 pub mod ungate;
@@ -50,6 +51,9 @@ pub struct ControllerConfig {
     pub integrations: Vec<String>,
     /// Kueue's `manageJobsWithoutQueueName`: jobs without a queue name get Workloads too.
     pub manage_jobs_without_queue_name: bool,
+    /// Where jobs without a queue name are managed then (Kueue's
+    /// `managedJobsNamespaceSelector`; never kube-system nor kuota's own namespace).
+    pub managed_namespaces: managed_namespaces::ManagedNamespaces,
     /// Scheduling settings: fair sharing, placement, preemption protection.
     pub engine: EngineConfig,
     /// At most one status write per ClusterQueue and LocalQueue per this interval.
@@ -126,6 +130,7 @@ impl Default for ControllerConfig {
         Self {
             integrations: vec!["batch/job".to_string()],
             manage_jobs_without_queue_name: false,
+            managed_namespaces: managed_namespaces::ManagedNamespaces::default(),
             engine: EngineConfig::default(),
             queue_status_interval: Duration::from_secs(1),
             write_concurrency: 64,
@@ -287,6 +292,9 @@ pub async fn run(
                     engine: tx.clone(),
                     manage_without_queue_name: config.manage_jobs_without_queue_name,
                     wait_for_pods_ready: config.engine.pods_ready.is_some(),
+                    namespaces: managed_namespaces::NamespaceCheck::new(
+                        config.managed_namespaces.clone(),
+                    ),
                     created: workload_sync::created_cache(),
                 },
                 job_triggers.receiver(*integration),

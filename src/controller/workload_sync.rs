@@ -343,6 +343,8 @@ pub struct Ctx {
     pub manage_without_queue_name: bool,
     /// waitForPodsReady is on: the job's Workload carries the `PodsReady` condition.
     pub wait_for_pods_ready: bool,
+    /// Where jobs without a queue name are managed (with `manage_without_queue_name`).
+    pub namespaces: super::managed_namespaces::NamespaceCheck,
     /// Workloads this controller created that its watch may not show yet: a reconcile
     /// in that window would otherwise create them again (a write the API server refuses
     /// with a conflict; one job in ten did so in the cluster benchmark).
@@ -492,6 +494,18 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         .is_some_and(|o| is_managed_owner_kind(&o.api_version, &o.kind));
     if !opts.is_managed(&view) || owned_by_managed_job {
         return Ok(Action::await_change());
+    }
+    if crate::integrations::queue_name(&view).is_none() {
+        // Managed only for manageJobsWithoutQueueName, and only where
+        // managedJobsNamespaceSelector says (never kube-system nor kuota's namespace).
+        let client = &ctx.writer.client;
+        let managed = ctx.namespaces.manages(client, &ns).await;
+        if !managed.map_err(|source| SyncError::Api {
+            name: name.clone(),
+            source,
+        })? {
+            return Ok(Action::await_change());
+        }
     }
     let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
     let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource()).within(&ns);

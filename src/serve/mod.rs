@@ -213,6 +213,12 @@ async fn start_scheduling(
     let config = crate::controller::ControllerConfig {
         integrations: settings.frameworks.clone(),
         manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+        managed_namespaces: crate::controller::managed_namespaces::ManagedNamespaces {
+            selector: settings.managed_jobs_namespace_selector.clone(),
+            ..crate::controller::managed_namespaces::ManagedNamespaces::excluding(
+                &settings.namespace,
+            )
+        },
         engine: settings.engine.clone(),
         metrics: metrics.clone(),
         leader_elected,

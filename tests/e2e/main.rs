@@ -22,6 +22,7 @@ mod execution_time;
 mod in_use;
 mod install;
 mod kinds;
+mod managed_namespaces;
 mod metrics;
 mod migration;
 mod pods_ready;

@@ -256,6 +256,7 @@ async fn a_watched_priority_class_is_read_from_the_store_and_an_unseen_one_from_
         engine,
         manage_without_queue_name: false,
         wait_for_pods_ready: false,
+        namespaces: crate::controller::managed_namespaces::NamespaceCheck::new(Default::default()),
         created: created_cache(),
     };
     let with_class = |name: &str| -> Workload {
