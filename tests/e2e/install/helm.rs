@@ -286,11 +286,16 @@ fn the_chart_follows_its_values() {
             .iter()
             .filter_map(|w| w["name"].as_str())
             .filter(|n| !n.contains("kueue") && !n.starts_with("vc") && !n.starts_with("vw"))
-            .take(3)
+            .take(4)
             .collect();
     assert_eq!(
         hooks,
-        ["vjob.kb.io", "vjob-unlabelled.kuota.dev", "vjobset.kb.io"]
+        [
+            "vjob.kb.io",
+            "vjob-unlabelled.kuota.dev",
+            "vjob-policy.kuota.dev",
+            "vjobset.kb.io"
+        ]
     );
     let groups: BTreeSet<&str> = find("ClusterRole", "kuota-controller")["rules"]
         .as_array()

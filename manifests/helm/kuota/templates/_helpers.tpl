@@ -143,14 +143,14 @@ Every entry: sideEffects None (reviews read only the in-memory index), timeoutSe
     {{- end }}
     # kuota never blocks its own recovery or the control plane's.
     matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: NotIn
+        values: ["kube-system", {{ include "kuota.namespace" $.root | quote }}]
       {{- if eq . "policy" }}
       - key: kuota.dev/managed
         operator: NotIn
         values: ["true"]
       {{- end }}
-      - key: kubernetes.io/metadata.name
-        operator: NotIn
-        values: ["kube-system", {{ include "kuota.namespace" $.root | quote }}]
   objectSelector:
     matchExpressions:
       - key: kueue.x-k8s.io/queue-name
