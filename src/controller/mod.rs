@@ -21,6 +21,7 @@
 
 pub mod actuate;
 pub mod compact;
+pub mod conditions;
 pub mod engine_task;
 pub mod invalid_admission;
 pub mod kind;

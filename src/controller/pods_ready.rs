@@ -8,7 +8,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use super::actuate::workload::set_condition;
+use super::conditions::set_condition;
 use crate::api::Workload;
 use crate::api::constants::{WORKLOAD_ADMITTED, WORKLOAD_PODS_READY, WORKLOAD_REQUEUED};
 use crate::engine::Millis;

@@ -93,8 +93,6 @@ impl Serve {
             .arg(health.to_string())
             .arg("--cert-dir")
             .arg(dir)
-            .arg("--config")
-            .arg(dir.join("config.yaml"))
             .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("RUST_LOG", "info,kuota=debug")
             .stdin(Stdio::null())
@@ -567,6 +565,14 @@ async fn replicas_from_the_shipped_args_with_and_without_config_elect_one_leader
     let _ = namespaces.create(&PostParams::default(), &object).await;
     let dir = std::env::temp_dir().join(unique_name("kuota-shipped"));
     crate::support::write_serving_certs(&dir, "127.0.0.1");
+    // As the shipped Deployment runs: with the controller's ServiceAccount.
+    crate::rbac::installed().await;
+    crate::rbac::write_kubeconfig(
+        KUOTA_NAMESPACE,
+        crate::rbac::Identity::Controller.service_account(),
+        &dir.join("kubeconfig"),
+    )
+    .await;
     let with_config = shipped_controller_args(&dir);
     assert!(
         with_config.iter().any(|a| a.starts_with("--config=")),

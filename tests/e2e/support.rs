@@ -179,8 +179,23 @@ impl QueueFixture {
 
     /// Deletes the namespace, the ClusterQueue and the flavor (best effort).
     pub async fn teardown(self) {
-        use kube::api::Api;
-        use kuota::api::{ClusterQueue, ResourceFlavor};
+        use kube::api::{Api, ListParams, Patch, PatchParams};
+        use kuota::api::{ClusterQueue, ResourceFlavor, Workload};
+        // The test's controller has stopped, so nothing would take the resource-in-use
+        // finalizers off its Workloads: left in a terminating namespace they would stay
+        // admitted in the next test's cache (and hold, for example, waitForPodsReady's
+        // blockAdmission for the whole cluster).
+        let workloads = Api::<Workload>::namespaced(self.client.clone(), &self.ns);
+        if let Ok(list) = workloads.list(&ListParams::default()).await {
+            let clear = serde_json::json!({"metadata": {"finalizers": null}});
+            for wl in list {
+                if let Some(name) = wl.metadata.name.as_deref() {
+                    let _ = workloads
+                        .patch(name, &PatchParams::default(), &Patch::Merge(&clear))
+                        .await;
+                }
+            }
+        }
         crate::webhook::delete_namespaces(&self.client, &[&self.ns]).await;
         let _ = Api::<ClusterQueue>::all(self.client.clone())
             .delete(&self.cq, &Default::default())

@@ -21,57 +21,10 @@ use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
 use crate::engine::WorkloadKey;
 
-/// Kubernetes' limit on a condition message.
-const MAX_CONDITION_MESSAGE: usize = 32 * 1024;
-
 /// Field manager of every kuota write.
 pub const FIELD_MANAGER: &str = "kuota";
 
-/// Sets a condition like apimachinery's `SetStatusCondition`: the transition time moves
-/// only when the status changes. Returns whether anything changed.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-    now: &Time,
-) -> bool {
-    let status = if status { "True" } else { "False" };
-    let mut message = message.to_string();
-    if message.len() > MAX_CONDITION_MESSAGE {
-        let mut cut = MAX_CONDITION_MESSAGE - 3;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push_str("...");
-    }
-    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
-        let changed = c.status != status
-            || c.reason != reason
-            || c.message != message
-            || c.observed_generation != generation;
-        if c.status != status {
-            c.last_transition_time = now.clone();
-        }
-        c.status = status.to_string();
-        c.reason = reason.to_string();
-        c.message = message;
-        c.observed_generation = generation;
-        return changed;
-    }
-    conditions.push(Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: generation,
-        last_transition_time: now.clone(),
-    });
-    true
-}
+pub use crate::controller::conditions::set_condition;
 
 /// Kueue's `resetActiveCondition`: a true condition turns false with "Previously: ...".
 fn reset_condition(

@@ -101,14 +101,17 @@ impl Drop for Serve {
     }
 }
 
-/// The value of `kuota_api_forbidden_total` for the access, from `/metrics`.
+/// The value of `kuota_api_forbidden_total` for the access, from `/metrics` (whatever the
+/// series' `replica_role`).
 async fn refused_count(health: std::net::SocketAddr, verb: &str, resource: &str) -> Option<f64> {
     let series = format!(
-        "kuota_api_forbidden_total{{verb=\"{verb}\",group=\"kueue.x-k8s.io\",resource=\"{resource}\"}} "
+        "kuota_api_forbidden_total{{verb=\"{verb}\",group=\"kueue.x-k8s.io\",resource=\"{resource}\",replica_role="
     );
     let (_, body) = http_get(health, "/metrics").await;
-    body.lines()
-        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+    body.lines().find_map(|l| {
+        let rest = l.strip_prefix(&series)?;
+        rest.rsplit_once(' ')?.1.trim().parse().ok()
+    })
 }
 
 #[tokio::test]
