@@ -172,13 +172,16 @@ async fn an_unknown_framework_is_logged_once_and_jobs_are_still_admitted() {
 async fn a_framework_without_its_crd_is_logged_once_and_jobs_are_still_admitted() {
     let _only = controller_lock().await;
     let crds = Api::<CustomResourceDefinition>::all(client().await);
-    // No e2e test installs these two (install::samples installs PyTorchJob and RayJob ones).
+    // The kinds' lifecycle tests and install::samples install these CRDs, always while
+    // holding the controller lock this test holds: remove them (they reinstall their own).
     for crd in ["jobsets.jobset.x-k8s.io", "rayclusters.ray.io"] {
-        let installed = crds.get_opt(crd).await.expect("read CRDs");
-        assert!(
-            installed.is_none(),
-            "this test needs a cluster without the {crd} CRD; delete it or use another cluster"
-        );
+        let _ = crds.delete(crd, &Default::default()).await;
+        let gone = crate::support::wait_until(std::time::Duration::from_secs(60), || {
+            let crds = crds.clone();
+            async move { crds.get_opt(crd).await.ok().is_some_and(|c| c.is_none()) }
+        })
+        .await;
+        assert!(gone.is_some(), "the {crd} CRD was not removed within 60 s");
     }
     let logs = batch_jobs_admitted_beside(&["jobset.x-k8s.io/jobset", "ray.io/raycluster"]).await;
     for kind in ["kind=JobSet", "kind=RayCluster"] {

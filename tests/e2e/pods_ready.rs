@@ -306,6 +306,38 @@ async fn with_block_admission_nothing_else_is_admitted_while_a_gang_is_not_ready
     let _only = controller_lock().await;
     let fx = QueueFixture::new("podsready-block", "2").await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
+    // blockAdmission is cluster-wide, as in Kueue: an admitted gang an earlier test left
+    // (its namespace still terminating) would block this one, so wait until none is left.
+    let all = Api::<kuota::api::Workload>::all(client.clone());
+    let others_admitted = || async {
+        all.list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|w| w.status.as_ref().is_some_and(|s| s.admission.is_some()))
+                    .map(|w| {
+                        format!(
+                            "{}/{}",
+                            w.metadata.namespace.as_deref().unwrap_or(""),
+                            w.metadata.name.as_deref().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    if crate::support::wait_until(Duration::from_secs(90), || async {
+        others_admitted().await.is_empty()
+    })
+    .await
+    .is_none()
+    {
+        panic!(
+            "admitted Workloads from elsewhere would block admission: {:?}",
+            others_admitted().await
+        );
+    }
     let (stop, task) = start_controller_with(&client, config(None, true, 120_000));
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kuota::api::{ResourceFlavor, Workload};
 
@@ -49,8 +49,40 @@ async fn forget_earlier_runs(client: &Client) {
         .await
         .unwrap_or_else(|| panic!("Job {ns}/{name} from an earlier run was not deleted"));
     }
+    // The other kinds' samples too: a queue-labelled JobSet left behind would get a
+    // Workload from the next test's controller (and, admitted but never ready, hold
+    // waitForPodsReady's blockAdmission for the whole cluster). Kinds whose CRD is not
+    // installed yet have nothing to delete.
+    let _ = crate::install::kustomize::kubectl(&[
+        "delete",
+        "--ignore-not-found",
+        "--wait=false",
+        "-f",
+        "manifests/samples/65-jobset.yaml",
+        "-f",
+        "manifests/samples/70-pytorchjob.yaml",
+        "-f",
+        "manifests/samples/80-rayjob.yaml",
+        "-f",
+        "manifests/samples/90-raycluster.yaml",
+    ]);
     for ns in ["team-vision", "team-language", "inference"] {
         let workloads = Api::<Workload>::namespaced(client.clone(), ns);
+        // No controller runs between tests to take Kueue's finalizer off: without this an
+        // admitted sample Workload would stay, and be counted, in the next test's cluster.
+        let clear = serde_json::json!({"metadata": {"finalizers": null}});
+        for wl in workloads
+            .list(&ListParams::default())
+            .await
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = wl.metadata.name.as_deref() {
+                let _ = workloads
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&clear))
+                    .await;
+            }
+        }
         let _ = workloads
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
@@ -192,6 +224,8 @@ async fn admitted_as_the_readme_shows(client: &Client, jobs: &Api<DynamicObject>
         .map(|j| j.data["spec"]["suspend"] == true);
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    // Leave no admitted sample behind for the tests that run next.
+    forget_earlier_runs(client).await;
 
     assert!(
         started.is_some(),
