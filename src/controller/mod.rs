@@ -4,6 +4,8 @@
 //! - `kind`: the kinds of object the engine reads, and their API resources;
 //! - `watch`: kube-rs watchers (with reflector stores) that turn cluster objects into inputs;
 //! - `compact`: the small form in which Jobs and Workloads are kept in reflector stores;
+//! - `conditions`: setting a Workload condition as apimachinery does, for every writer;
+//! - `managed_namespaces`: which namespaces' jobs without a queue name are managed;
 //! - `translate`: pure conversion of watched objects into engine events;
 //! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
 //!   hands decisions to the actuators;
