@@ -417,8 +417,8 @@ mod tests {
         (req.uri().to_string(), send)
     }
 
-    /// Issue 13, "an API server that drops the watch". A watch whose connection ends is
-    /// resumed from the last resourceVersion it saw (nothing is listed again, nothing is
+    /// API servers drop long watches (restarts, timeouts, load balancers). A watch whose
+    /// connection ends is resumed from the last resourceVersion it saw (nothing is listed again, nothing is
     /// lost); a watch the API server answers with 410 Gone (its resourceVersion is too
     /// old, as after a long outage) lists again, and what vanished meanwhile becomes
     /// deletes. The mocked API server plays both, and the test asserts the requests the

@@ -156,7 +156,7 @@ async fn batch_jobs_admitted_beside(extra: &[&str]) -> Logs {
     logs
 }
 
-/// Issue 13, "an unknown integration": `integrations.frameworks` names a framework kuota
+/// An unknown integration: `integrations.frameworks` names a framework kuota
 /// does not know. One warning line at start, and batch Jobs are admitted as usual.
 #[tokio::test]
 async fn an_unknown_framework_is_logged_once_and_jobs_are_still_admitted() {
@@ -166,7 +166,7 @@ async fn an_unknown_framework_is_logged_once_and_jobs_are_still_admitted() {
     assert_eq!(unknown.len(), 1, "{unknown:?}");
 }
 
-/// Issue 13, "a missing CRD": two enabled frameworks whose CRDs this cluster does not
+/// A missing CRD: two enabled frameworks whose CRDs this cluster does not
 /// have. One warning line each, and batch Jobs are admitted as usual.
 #[tokio::test]
 async fn a_framework_without_its_crd_is_logged_once_and_jobs_are_still_admitted() {
@@ -225,7 +225,7 @@ fn true_condition(type_: &str) -> Value {
            "lastTransitionTime": "2026-01-01T00:00:00Z"})
 }
 
-/// Issue 13, "a Workload edited by hand into an invalid state", in two states the API
+/// A Workload edited by hand into an invalid state, in two states the API
 /// server accepts: an admission naming a flavor its ClusterQueue does not have, and
 /// `QuotaReserved=True`/`Admitted=True` with no admission at all. Neither crashes the
 /// controller; each gets a Warning Event naming the field; the first's Job is not started
@@ -333,7 +333,7 @@ async fn local_queue_active(client: &Client, ns: &str) -> Option<(String, String
     Some((c.status, c.reason, c.message))
 }
 
-/// Issue 13, "a LocalQueue pointing at a missing ClusterQueue": the LocalQueue is
+/// A LocalQueue pointing at a missing ClusterQueue: the LocalQueue is
 /// `Active=False` with Kueue's reason `ClusterQueueDoesNotExist`, the job's Workload is
 /// pending with Kueue's reason `Misconfigured` and message, and both recover once the
 /// ClusterQueue is created.
@@ -394,7 +394,7 @@ async fn a_local_queue_naming_a_missing_cluster_queue_holds_jobs_until_it_exists
     cleanup(client, ns, &cq, &rf).await;
 }
 
-/// Issue 13, "a job whose queue-name names no LocalQueue": its Workload is created and
+/// A job whose queue-name names no LocalQueue: its Workload is created and
 /// pending with Kueue's reason `Misconfigured` and message `LocalQueue lq doesn't exist`
 /// (and a Warning Event saying so), and it is admitted once the LocalQueue exists.
 #[tokio::test]

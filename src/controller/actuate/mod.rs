@@ -341,8 +341,9 @@ impl Actuators {
 
 #[cfg(test)]
 mod tests {
-    //! Issue 13, "an API server that answers 429 or 500": the exact requests of an
-    //! admission whose status write is throttled or fails, against a mocked API server.
+    //! An API server under load answers 429 or 500: these pin the exact requests of an
+    //! admission whose status write is throttled or fails (a mocked API server), so that a
+    //! retry lands the same admission and the quota is never handed back to the engine.
 
     use std::sync::Arc;
     use std::time::Duration;
@@ -491,13 +492,13 @@ mod tests {
         assert!(rx.try_recv().is_err(), "a landed admission is not released");
     }
 
-    /// Issue 13, "an API server that answers 429".
+    /// A throttled write (429) is retried with backoff, not given up.
     #[tokio::test(start_paused = true)]
     async fn a_throttled_admission_lands_on_retry_and_is_not_handed_back() {
         a_refused_admission_lands_on_retry(429, "TooManyRequests").await;
     }
 
-    /// Issue 13, "an API server that answers 500".
+    /// A server error (500) is retried like a throttle: the write may still land.
     #[tokio::test(start_paused = true)]
     async fn an_admission_answered_500_lands_on_retry_and_is_not_handed_back() {
         a_refused_admission_lands_on_retry(500, "InternalError").await;
