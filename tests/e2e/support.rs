@@ -58,22 +58,29 @@ pub async fn ensure_crds(client: &Client) {
         crds.patch(&name, &pp, &Patch::Apply(&crd))
             .await
             .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
-        wait_until(std::time::Duration::from_secs(30), || {
-            let crds = crds.clone();
-            let name = name.clone();
-            async move {
-                crds.get(&name).await.ok().is_some_and(|c| {
-                    c.status
-                        .and_then(|s| s.conditions)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                })
-            }
-        })
-        .await
-        .unwrap_or_else(|| panic!("CRD {name} not established within 30 s"));
+        wait_established(&crds, &name).await;
     }
+}
+
+/// Waits until the API server serves CRD `name` (its `Established` condition), or panics
+/// after 30 s.
+pub(crate) async fn wait_established(
+    crds: &kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >,
+    name: &str,
+) {
+    wait_until(std::time::Duration::from_secs(30), || async {
+        crds.get(name).await.ok().is_some_and(|c| {
+            c.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+    })
+    .await
+    .unwrap_or_else(|| panic!("CRD {name} not established within 30 s"));
 }
 
 /// Polls `check` every 100 ms until it returns true; `None` on timeout.

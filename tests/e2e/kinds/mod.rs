@@ -106,20 +106,7 @@ pub(crate) async fn install_crd(client: &Client, file: &str) -> String {
             }
         }
     }
-    wait_until(Duration::from_secs(30), || {
-        let (crds, name) = (crds.clone(), name.clone());
-        async move {
-            crds.get(&name).await.ok().is_some_and(|c| {
-                c.status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            })
-        }
-    })
-    .await
-    .unwrap_or_else(|| panic!("CRD {name} not established within 30 s"));
+    crate::support::wait_established(&crds, &name).await;
     name
 }
 
