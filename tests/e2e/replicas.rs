@@ -590,7 +590,7 @@ async fn replicas_from_the_shipped_args_with_and_without_config_elect_one_leader
     let first = leader_of(&client, ns, lease, &[&replicas[0], &replicas[1]]).await;
     let follower = &replicas[1 - first];
     // The other one follows the same Lease: it says so, and keeps saying so.
-    let follows = wait_until(Duration::from_secs(20), || async {
+    let follows = wait_until(Duration::from_secs(60), || async {
         http_get(follower.health, "/metrics")
             .await
             .1
