@@ -133,16 +133,19 @@ struct Candidates {
     protected: Option<Millis>,
 }
 
-/// Finds victims for `wl` in `cq` with assignment `a`; returns them (still taken out
-/// of the tree) and whether the fit allowed borrowing, plus the protection end.
+/// Finds victims for `wl` in `cq` with assignment `a`, trying those in `focus` (sorted)
+/// first; returns them (still taken out of the tree) and whether the fit allowed
+/// borrowing, plus the protection end.
 pub(crate) fn search(
     eng: &mut Engine,
     wl: WlId,
     cq: CqId,
     a: &Assignment,
     excluded: &FastSet<WlId>,
+    focus: &[WlId],
 ) -> (Option<(Vec<Candidate>, bool)>, Option<Millis>) {
-    let c = collect(eng, wl, cq, a, excluded);
+    let mut c = collect(eng, wl, cq, a, excluded);
+    super::preempt::focus_first(&mut c.ordered, focus);
     let spec = &eng.cqs[cq as usize].spec;
     let node = eng.cqs[cq as usize].node;
     let forbidden = spec.borrow_within_cohort.is_none();

@@ -303,6 +303,7 @@ pub(crate) mod afs;
 mod assign;
 mod classical;
 mod cycle;
+mod domain_victims;
 mod execution;
 pub(crate) mod explain;
 pub(crate) mod fair;

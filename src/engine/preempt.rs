@@ -35,10 +35,10 @@ pub(crate) struct Candidate {
     pub(crate) cq: CqId,
     pub(crate) node: NodeId,
     pub(crate) usage: FrAmounts,
-    priority: i32,
+    pub(crate) priority: i32,
     pub(crate) evicting: bool,
     /// When its quota was reserved: Kueue prefers the most recently admitted victims.
-    admitted_at: Millis,
+    pub(crate) admitted_at: Millis,
     pub(crate) reason: PreemptionReason,
     /// How it may be taken, and its lowest common ancestor with the preemptor
     /// (classical preemption through the cohort tree).
@@ -143,20 +143,9 @@ pub fn find_targets(
     let (found, protected) = if !gone.is_empty() && fits(eng, node, wl, a, true) {
         (Some((Vec::new(), true)), None)
     } else {
-        match &eng.config.fair_sharing {
-            Some(strategies) => {
-                let strategies = strategies.clone();
-                let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
-                cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
-                (
-                    super::fair_preempt::search(eng, wl, cq, a, cands, &strategies)
-                        .map(|r| (r, true)),
-                    protected,
-                )
-            }
-            None => super::classical::search(eng, wl, cq, a, excluded),
-        }
+        search(eng, wl, cq, a, excluded, &[])
     };
+    let searched_alone = gone.is_empty();
     let mut targets = match found {
         Some((removed, allow_borrowing)) => {
             // The others' victims first: fill_back then keeps only those the fit needs.
@@ -166,6 +155,9 @@ pub fn find_targets(
         }
         None => vec![],
     };
+    if searched_alone && !targets.is_empty() {
+        targets = super::domain_victims::cheapest(eng, wl, cq, a, excluded, targets);
+    }
     // Restore the state: the caller decides what actually happens.
     for t in targets.iter_mut() {
         put_back(eng, t);
@@ -186,6 +178,41 @@ pub fn find_targets(
             by_other: issued.contains(&c.id),
         })
         .collect()
+}
+
+/// One victim search under the configured strategy: the victims (still taken out of
+/// the tree) and whether the fit allowed borrowing, plus the earliest protection end.
+/// Candidates in `focus` (sorted) are tried before the others, keeping Kueue's order
+/// within each group and already evicting ones first.
+pub(crate) fn search(
+    eng: &mut Engine,
+    wl: WlId,
+    cq: CqId,
+    a: &Assignment,
+    excluded: &FastSet<WlId>,
+    focus: &[WlId],
+) -> (Option<(Vec<Candidate>, bool)>, Option<Millis>) {
+    match &eng.config.fair_sharing {
+        Some(strategies) => {
+            let strategies = strategies.clone();
+            let (mut cands, protected) = candidates(eng, wl, cq, a, excluded);
+            cands.sort_by(|x, y| candidate_order(eng, cq, x, y));
+            focus_first(&mut cands, focus);
+            (
+                super::fair_preempt::search(eng, wl, cq, a, cands, &strategies).map(|r| (r, true)),
+                protected,
+            )
+        }
+        None => super::classical::search(eng, wl, cq, a, excluded, focus),
+    }
+}
+
+/// Moves the candidates in `focus` (sorted) ahead of the others, a stable reorder
+/// that keeps already evicting candidates first. An empty focus changes nothing.
+pub(crate) fn focus_first(cands: &mut [Candidate], focus: &[WlId]) {
+    if !focus.is_empty() {
+        cands.sort_by_key(|c| (!c.evicting, focus.binary_search(&c.id).is_err()));
+    }
 }
 
 /// [`find_targets`] while other queues' heads hold quota for the cycle (`holds`:
@@ -672,7 +699,7 @@ pub(crate) fn restore(eng: &mut Engine, removed: &mut [Candidate]) {
 
 /// Puts back every victim, newest choice first, that is not needed for the fit.
 /// Returns the victims still removed from the tree.
-fn fill_back(
+pub(crate) fn fill_back(
     eng: &mut Engine,
     node: NodeId,
     wl: WlId,

@@ -9,7 +9,10 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use crate::api::{self, quantity::QuantityError};
 use crate::names::ResourceId;
 
+mod domains;
 mod nodes;
+
+pub use domains::DomainOwners;
 
 /// Largest per-node slot count a histogram tracks; resources beyond it (memory) are checked exactly.
 const MAX_SLOTS: i64 = 256;

@@ -20,7 +20,9 @@ pub mod ungate;
 pub use allocator::{PlacementFailure, Strategy};
 pub use encode::topology_assignment;
 pub use filter::NodeFilter;
-pub use inventory::{Held, Inventory, NodeChange, NodeSummary, PlacementError, validate_levels};
+pub use inventory::{
+    DomainOwners, Held, Inventory, NodeChange, NodeSummary, PlacementError, validate_levels,
+};
 pub use pool::{NodePoolSpec, PoolLevel};
 pub use request::{PodSetPlacementRequest, TopologyMode, TopologyRequestError, topology_mode};
 

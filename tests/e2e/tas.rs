@@ -510,3 +510,169 @@ async fn delete_cluster(client: &Client, ns: &str, cluster: &Cluster) {
             .await;
     }
 }
+
+/// A suspended one-pod Job of 1 cpu (a whole test node) pinned to `host`, in priority
+/// class `class`.
+fn pinned(ns: &str, name: &str, host: &str, class: &str) -> Job {
+    let mut j = gang(ns, name, 1);
+    j.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kueue.x-k8s.io/priority-class".into(), class.into());
+    let pod = j
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .expect("pod spec");
+    pod.node_selector = Some(BTreeMap::from([(HOST.to_string(), host.to_string())]));
+    pod.containers[0].resources = serde_json::from_value(json!({"requests": {"cpu": "1"}})).ok();
+    j
+}
+
+/// Whether the Workload of Job `job` carries `Evicted=True` with reason `Preempted`.
+async fn preempted(client: &Client, ns: &str, job: &str) -> bool {
+    let wls = Api::<Workload>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    wls.iter()
+        .filter(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.name == job)
+        })
+        .any(|w| condition(w, "Evicted").is_some_and(|c| c.0 == "True" && c.1 == "Preempted"))
+}
+
+/// A gang that needs a whole rack preempts the workloads of one rack only: the two
+/// lowest-priority workloads, one per rack, would free the quota more cheaply, but
+/// scattered they place nothing.
+#[tokio::test]
+async fn a_gang_needing_a_rack_preempts_within_one_rack_only() {
+    let _only = controller_lock().await;
+    let client = client().await;
+    ensure_crds(&client).await;
+    let ns = unique_name("tas-preempt");
+    create_namespace(&client, &ns, &[]).await;
+    let cluster = two_racks(&client, &ns).await;
+    let beat = heartbeat(
+        &client,
+        cluster.nodes.iter().map(|(n, _)| n.clone()).collect(),
+    );
+    // Quota as large as the four nodes, and priority preemption inside the queue.
+    let spec = json!({"spec": {
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": cluster.flavor, "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]
+    }});
+    Api::<ClusterQueue>::all(client.clone())
+        .patch(&cluster.queue, &PatchParams::default(), &Patch::Merge(spec))
+        .await
+        .expect("patch ClusterQueue");
+    let classes = Api::<kuota::api::WorkloadPriorityClass>::all(client.clone());
+    let (low, mid, high) = (unique_name("low"), unique_name("mid"), unique_name("high"));
+    for (name, value) in [(&low, 10), (&mid, 100), (&high, 1000)] {
+        classes
+            .create(
+                &PostParams::default(),
+                &kuota::api::WorkloadPriorityClass::new(name, value),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create WorkloadPriorityClass {name}: {e}"));
+    }
+    // Each node runs one workload: per rack, one of low and one of mid priority.
+    let (stop, task) = start_controller(&client);
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    let mut running = Vec::new();
+    for (i, (host, rack)) in cluster.nodes.iter().enumerate() {
+        let (name, class) = if i % 2 == 0 {
+            (format!("low-{i}"), &low)
+        } else {
+            (format!("mid-{i}"), &mid)
+        };
+        jobs.create(&PostParams::default(), &pinned(&ns, &name, host, class))
+            .await
+            .unwrap_or_else(|e| panic!("create Job {name}: {e}"));
+        running.push((name, rack.clone()));
+    }
+    for (name, _) in &running {
+        wait_for_workload(&client, &ns, name, "admitted", |wl| {
+            condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+        })
+        .await;
+    }
+    let mut rack_gang = gang(&ns, "rack-gang", 2);
+    rack_gang
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kueue.x-k8s.io/priority-class".into(), high.clone());
+    rack_gang
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .expect("pod spec")
+        .containers[0]
+        .resources = serde_json::from_value(json!({"requests": {"cpu": "1"}})).ok();
+    jobs.create(&PostParams::default(), &rack_gang)
+        .await
+        .expect("create Job rack-gang");
+
+    // Two victims, both in one rack.
+    let mut victims = Vec::new();
+    for _ in 0..600 {
+        victims.clear();
+        for (name, rack) in &running {
+            if preempted(&client, &ns, name).await {
+                victims.push((name.clone(), rack.clone()));
+            }
+        }
+        if victims.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        victims.len() >= 2,
+        "the gang preempted fewer than two workloads: {victims:?}"
+    );
+    let rack = victims[0].1.clone();
+    assert!(
+        victims.len() == 2 && victims.iter().all(|(_, r)| r == &rack),
+        "victims from more than one rack: {victims:?}"
+    );
+    // The victims' Pods go (the test plays the kubelet); the gang lands in their rack.
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for (name, _) in &victims {
+        crate::preemption::wait_pods_gone(&pods, name).await;
+    }
+    let wl = wait_for_workload(&client, &ns, "rack-gang", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let (_, assigned) = assigned_hosts(&wl);
+    assert!(
+        assigned.keys().all(|h| rack_of(&cluster, h) == rack),
+        "the gang is not in the rack its victims freed ({rack}): {assigned:?}"
+    );
+    // The other rack was never touched.
+    for (name, r) in running.iter().filter(|(_, r)| r != &rack) {
+        assert!(
+            !preempted(&client, &ns, name).await,
+            "{name} in rack {r} was preempted"
+        );
+        let (suspend, _, _) = crate::preemption::job_state(&jobs, name).await;
+        assert_eq!(suspend, Some(false), "{name} in rack {r} was suspended");
+    }
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    beat.abort();
+    delete_cluster(&client, &ns, &cluster).await;
+    for class in [&low, &mid, &high] {
+        let _ = classes.delete(class, &Default::default()).await;
+    }
+}
