@@ -300,6 +300,8 @@ fn simulate(args: SimulateArgs) -> ExitCode {
                 args.admission_fair_sharing_half_life_ms,
             ),
             pods_ready: pods_ready(args.pods_ready_timeout_ms, args.pods_ready_backoff_limit),
+            // The simulator's jobs finish at once: nothing is ever finishing.
+            ..EngineConfig::default()
         },
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),

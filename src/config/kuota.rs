@@ -26,6 +26,9 @@ pub struct KuotaConfiguration {
 pub struct PreemptionProtection {
     /// A duration such as `5m` (`0s`, the default, keeps Kueue's behaviour).
     pub min_runtime: Option<String>,
+    /// How long a workload whose job reported success is waited for instead of
+    /// preempted (default `1m`; `0s` keeps Kueue's behaviour).
+    pub finishing_grace: Option<String>,
 }
 
 /// How topology-aware placement chooses domains.

@@ -291,6 +291,7 @@ impl Settings {
                 preemption_min_runtime: min_runtime(own.preemption_protection.as_ref(), &mut errs),
                 admission_fair_sharing: admission_fair_sharing(cfg, &mut errs),
                 pods_ready: wait_for_pods_ready.as_ref().map(PodsReady::engine_config),
+                finishing_grace: finishing_grace(own.preemption_protection.as_ref(), &mut errs),
             },
             frameworks,
             unsupported_frameworks,
@@ -561,6 +562,14 @@ fn min_runtime(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<FieldErro
     let path = Path::new("preemptionProtection").child("minRuntime");
     let d = duration(p.and_then(|p| p.min_runtime.as_deref()), &path, errs);
     d.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn finishing_grace(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<FieldError>) -> i64 {
+    let path = Path::new("preemptionProtection").child("finishingGrace");
+    let d = duration(p.and_then(|p| p.finishing_grace.as_deref()), &path, errs);
+    d.map_or(crate::engine::DEFAULT_FINISHING_GRACE, |d| {
+        i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    })
 }
 
 /// Parses an optional duration as Go's `time.ParseDuration` does (`15s`, `1.5h`, `1h30m`),

@@ -531,6 +531,17 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         debug!(job = %name, namespace = %ns, "not started: its Workload's admission is invalid");
         return Ok(Action::requeue(INVALID_ADMISSION_RECHECK));
     }
+    if state.finishing
+        && wl.as_ref().is_some_and(holds_quota)
+        && integration.outcome_decided(&view).is_some_and(|o| o.succeeded)
+    {
+        // Its quota frees itself shortly: the engine waits for it rather than picking
+        // it as a preemption victim (sent on every reconcile; the engine keeps the first).
+        let _ = ctx
+            .engine
+            .send(Input::event(Event::WorkloadFinishing(key.clone())))
+            .await;
+    }
     let target = Target {
         integration,
         ctx,
@@ -540,6 +551,15 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         key,
     };
     target.carry_out(step, wl).await
+}
+
+/// Whether the Workload holds quota and is neither evicted nor finished.
+fn holds_quota(wl: &Workload) -> bool {
+    wl.status.as_ref().is_some_and(|s| {
+        s.admission.is_some()
+            && !s.is_condition_true(WORKLOAD_EVICTED)
+            && !s.is_condition_true(WORKLOAD_FINISHED)
+    })
 }
 
 /// Whether a Workload's admission names a ClusterQueue that exists and offers what it

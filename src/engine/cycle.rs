@@ -332,11 +332,7 @@ impl Engine {
         let waiting = std::mem::take(&mut self.wl_mut(id).waiting_for);
         let still: Vec<WlId> = waiting
             .into_iter()
-            .filter(|v| {
-                self.wls[*v as usize]
-                    .as_ref()
-                    .is_some_and(|w| matches!(w.state, WlState::Evicting(_)))
-            })
+            .filter(|&v| self.is_leaving(v))
             .collect();
         let busy = !still.is_empty();
         self.wl_mut(id).waiting_for = still;
@@ -866,6 +862,7 @@ impl Engine {
             since,
             started: since,
             deadline,
+            finishing_since: None,
         });
         w.pending = None;
         w.resume.clear();

@@ -49,7 +49,7 @@ pub enum FairPreemptionStrategy {
 }
 
 /// Engine-wide configuration (Kueue's Configuration fields that shape scheduling).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// `fairSharing.enable` with its preemption strategies; `None` = classical.
     pub fair_sharing: Option<Vec<FairPreemptionStrategy>>,
@@ -66,6 +66,28 @@ pub struct EngineConfig {
     pub admission_fair_sharing: Option<AdmissionFairSharing>,
     /// Kueue's `waitForPodsReady`; `None` = off.
     pub pods_ready: Option<PodsReadyConfig>,
+    /// kuota's own rule, not Kueue's: for this long after its job reports success
+    /// ([`Event::WorkloadFinishing`]) a workload is waited for, never preempted, as it
+    /// frees its quota on its own. After it, a job its controller never completes counts
+    /// as running again and may be preempted. 0 turns the rule off (Kueue's behaviour).
+    pub finishing_grace: Millis,
+}
+
+/// The default [`EngineConfig::finishing_grace`]: a batch Job whose pods succeeded is
+/// completed by kube-controller-manager within seconds; a minute covers a busy one.
+pub const DEFAULT_FINISHING_GRACE: Millis = 60_000;
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            fair_sharing: None,
+            placement: crate::placement::Strategy::default(),
+            preemption_min_runtime: 0,
+            admission_fair_sharing: None,
+            pods_ready: None,
+            finishing_grace: DEFAULT_FINISHING_GRACE,
+        }
+    }
 }
 
 /// Something that happened in the cluster, fed to [`Engine::apply`].
@@ -106,6 +128,11 @@ pub enum Event {
     /// An evicted or preempted workload has stopped: its quota is released
     /// and it goes back to its queue.
     WorkloadEvicted(WorkloadKey),
+    /// The admitted workload's job reported success (a batch Job's
+    /// `SuccessCriteriaMet`) while its pods still terminate: its quota is about to be
+    /// freed, so a preemptor waits for it instead of preempting it
+    /// ([`EngineConfig::finishing_grace`]).
+    WorkloadFinishing(WorkloadKey),
     /// The workload's pods became all ready (`true`) or stopped being so (`false`), as
     /// the shell saw them now (waitForPodsReady). The controller feeds the same through
     /// the Workload's `PodsReady` condition.

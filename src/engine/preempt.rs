@@ -77,6 +77,9 @@ pub(crate) fn try_candidate(
     if !evicting && !allowed(w.spec.priority, w.spec.created) {
         return None;
     }
+    // A victim it may take whose job already succeeded frees its quota on its own:
+    // waited for like one being evicted, never preempted.
+    let evicting = evicting || eng.finishing_until(adm).is_some();
     if !evicting && let Some(until) = eng.protected_until(adm) {
         *protected = earliest(*protected, Some(until));
         return None;
@@ -261,9 +264,10 @@ pub fn find_targets_past_holds<'a>(
 /// An evicting workload as a candidate that is only ever taken out of the tree for
 /// a search (see `issued` in [`find_targets`]).
 fn leaving(eng: &Engine, id: WlId) -> Option<Candidate> {
-    match &eng.wl(id).state {
-        WlState::Evicting(_) => holding(eng, id),
-        _ => None,
+    if eng.is_leaving(id) {
+        holding(eng, id)
+    } else {
+        None
     }
 }
 

@@ -88,12 +88,7 @@ impl Engine {
             .waiting_for
             .iter()
             .copied()
-            .filter(|&v| {
-                self.wls
-                    .get(v as usize)
-                    .and_then(|w| w.as_ref())
-                    .is_some_and(|w| matches!(w.state, WlState::Evicting(_)))
-            })
+            .filter(|&v| self.is_leaving(v))
             .collect();
         let held: Vec<_> = victims
             .iter()

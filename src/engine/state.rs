@@ -58,6 +58,8 @@ pub(crate) struct Admitted {
     pub started: Millis,
     /// When its maximumExecutionTimeSeconds runs out, if it has one.
     pub deadline: Option<Millis>,
+    /// When its job reported success while its pods still terminate.
+    pub finishing_since: Option<Millis>,
 }
 
 #[derive(Clone, Debug)]
@@ -335,6 +337,7 @@ impl Engine {
                 self.accumulate_execution(&key);
                 self.release(&key, false)
             }
+            Event::WorkloadFinishing(key) => self.workload_finishing(&key),
             Event::AdmissionFailed(key) => self.admission_failed(&key),
             Event::PodsReady { workload, ready } => self.pods_ready_observed(&workload, ready),
         }
@@ -643,6 +646,26 @@ impl Engine {
             .get(&root)
             .map(Vec::as_slice)
             .unwrap_or_default()
+    }
+
+    /// Until when an admitted workload whose job reported success is waited for
+    /// rather than preempted, if it still is now.
+    pub(crate) fn finishing_until(&self, a: &Admitted) -> Option<Millis> {
+        let grace = self.config.finishing_grace;
+        a.finishing_since
+            .filter(|_| grace > 0)
+            .map(|since| since.saturating_add(grace))
+            .filter(|&until| until > self.now)
+    }
+
+    /// Whether the workload is on its way out without a new decision: being evicted,
+    /// or finishing within the grace period.
+    pub(crate) fn is_leaving(&self, id: super::queue::WlId) -> bool {
+        match self.wls.get(id as usize).and_then(|w| w.as_ref()).map(|w| &w.state) {
+            Some(WlState::Evicting(_)) => true,
+            Some(WlState::Admitted(a)) => self.finishing_until(a).is_some(),
+            _ => false,
+        }
     }
 
     /// Until when an admitted workload may not be preempted, if it is protected now.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::model::{PriorityLookup, WorkloadSpec};
 use super::queue::WlId;
-use super::state::{Admitted, Engine, EngineError, Wl, WlState, invalid};
+use super::state::{Admitted, CqId, Engine, EngineError, Wl, WlState, invalid};
 use super::{Decision, WorkloadKey};
 use crate::api;
 
@@ -169,6 +169,7 @@ impl Engine {
             since: self.now,
             started,
             deadline: self.track_deadline(id, started),
+            finishing_since: None,
         };
         let node = self.cqs[cq as usize].node;
         self.tree.add_amounts(node, &a.usage);
@@ -199,6 +200,33 @@ impl Engine {
         }
         Ok(())
     }
+    /// The admitted workload's job reported success: it is waited for, not preempted,
+    /// until the grace period ends; every ClusterQueue of its cohort looks again then,
+    /// in case it is still running and a preemptor needs it.
+    pub(crate) fn workload_finishing(&mut self, key: &WorkloadKey) {
+        let Some(&id) = self.wl_index.get(key) else {
+            return;
+        };
+        let now = self.now;
+        let WlState::Admitted(a) = &mut self.wl_mut(id).state else {
+            return;
+        };
+        if a.finishing_since.is_some() {
+            return;
+        }
+        a.finishing_since = Some(now);
+        let cq = a.cq;
+        let Some(until) = self.finishing_until(match &self.wl(id).state {
+            WlState::Admitted(a) => a,
+            _ => return,
+        }) else {
+            return;
+        };
+        let root = self.cqs[cq as usize].root;
+        let members: Vec<CqId> = self.members_of(root).to_vec();
+        self.wakeups.entry(until).or_default().extend(members);
+    }
+
 
     /// Releases an admitted or evicting workload's quota. `done` = finished or
     /// deleted; otherwise it was evicted and goes back to its queue.

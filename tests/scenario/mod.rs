@@ -43,6 +43,8 @@ pub struct Config {
     pub auto_complete_evictions: Option<bool>,
     /// kuota's preemption protection (`EngineConfig::preemption_min_runtime`), in ms.
     pub preemption_min_runtime_ms: Option<i64>,
+    /// `EngineConfig::finishing_grace` in virtual ms (default: the engine's).
+    pub finishing_grace_ms: Option<i64>,
     /// Topology placement strategy: `kuota` (default), `kueue-bestfit` or `first-fit`.
     pub placement: Option<Placement>,
     /// Kueue's `admissionFairSharing` (the feature gate on), durations in ms.
@@ -101,6 +103,8 @@ pub struct Step {
     pub delete: Option<Vec<String>>,
     /// Evicted workloads whose pods are gone.
     pub evict_complete: Option<Vec<String>>,
+    /// Admitted workloads whose job reported success while its pods still terminate.
+    pub finishing: Option<Vec<String>>,
     /// Node -> resource -> quantity used by pods kuota does not manage
     /// (`NodeExternalUsage`; replaces the node's previous external usage).
     pub node_usage: Option<BTreeMap<String, BTreeMap<String, Value>>>,
@@ -118,6 +122,7 @@ impl Step {
             self.finish.is_some(),
             self.delete.is_some(),
             self.evict_complete.is_some(),
+            self.finishing.is_some(),
             self.node_usage.is_some(),
             self.workloads.is_some(),
         ];
@@ -125,7 +130,7 @@ impl Step {
             1 => {}
             0 => {
                 return Err(
-                    "step has no action (apply, schedule, expect, finish, delete, evict-complete, node-usage, workloads)"
+                    "step has no action (apply, schedule, expect, finish, finishing, delete, evict-complete, node-usage, workloads)"
                         .into(),
                 );
             }

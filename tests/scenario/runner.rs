@@ -108,6 +108,10 @@ impl<'a> Runner<'a> {
                     }
                 }),
                 pods_ready: None,
+                finishing_grace: sc
+                    .config
+                    .finishing_grace_ms
+                    .unwrap_or(kuota::engine::DEFAULT_FINISHING_GRACE),
             }),
             now: 0,
             placement: chosen,
@@ -178,6 +182,9 @@ impl<'a> Runner<'a> {
         } else if let Some(keys) = &step.evict_complete {
             keys.iter()
                 .for_each(|k| self.send(Event::WorkloadEvicted(self.key(k)), out));
+        } else if let Some(keys) = &step.finishing {
+            keys.iter()
+                .for_each(|k| self.send(Event::WorkloadFinishing(self.key(k)), out));
         } else if let Some(items) = &step.delete {
             for item in items {
                 match self.delete_event(item) {
@@ -525,6 +532,7 @@ fn step_kind(step: &Step) -> String {
         (step.finish.is_some(), "finish"),
         (step.delete.is_some(), "delete"),
         (step.evict_complete.is_some(), "evict-complete"),
+        (step.finishing.is_some(), "finishing"),
         (step.node_usage.is_some(), "node-usage"),
         (step.workloads.is_some(), "workloads"),
     ]
