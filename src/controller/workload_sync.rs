@@ -533,7 +533,9 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
     }
     if state.finishing
         && wl.as_ref().is_some_and(holds_quota)
-        && integration.outcome_decided(&view).is_some_and(|o| o.succeeded)
+        && integration
+            .outcome_decided(&view)
+            .is_some_and(|o| o.succeeded)
     {
         // Its quota frees itself shortly: the engine waits for it rather than picking
         // it as a preemption victim (sent on every reconcile; the engine keeps the first).

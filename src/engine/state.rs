@@ -661,7 +661,12 @@ impl Engine {
     /// Whether the workload is on its way out without a new decision: being evicted,
     /// or finishing within the grace period.
     pub(crate) fn is_leaving(&self, id: super::queue::WlId) -> bool {
-        match self.wls.get(id as usize).and_then(|w| w.as_ref()).map(|w| &w.state) {
+        match self
+            .wls
+            .get(id as usize)
+            .and_then(|w| w.as_ref())
+            .map(|w| &w.state)
+        {
             Some(WlState::Evicting(_)) => true,
             Some(WlState::Admitted(a)) => self.finishing_until(a).is_some(),
             _ => false,

@@ -227,7 +227,6 @@ impl Engine {
         self.wakeups.entry(until).or_default().extend(members);
     }
 
-
     /// Releases an admitted or evicting workload's quota. `done` = finished or
     /// deleted; otherwise it was evicted and goes back to its queue.
     pub(crate) fn release(&mut self, key: &WorkloadKey, done: bool) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kuota::api::{Workload, WorkloadPriorityClass};
 use serde_json::json;
 
@@ -240,6 +240,173 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
         })
         .collect();
     assert_eq!(holding.len(), 1, "only the victim holds quota now");
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    for name in [&low, &high] {
+        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
+            .delete(name, &Default::default())
+            .await;
+    }
+    fx.teardown().await;
+}
+
+/// A Job whose outcome Kubernetes has decided (`SuccessCriteriaMet`) while one of its
+/// Pods still terminates is about to give its quota back: a higher-priority Job waits
+/// for it instead of preempting it, and is admitted once it completes.
+#[tokio::test]
+async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preempting_it() {
+    const HOLD: &str = "kuota.dev/e2e-hold";
+    let _only = controller_lock().await;
+    let fx = QueueFixture::with_queue_spec(
+        "finishing",
+        "1",
+        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
+    )
+    .await;
+    let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
+    let (low, high) = low_and_high_classes(&client).await;
+    let (stop, task) = start_controller(&client);
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+
+    // Two pods of 500m; index 0 succeeding is enough (Kubernetes' successPolicy).
+    let finishing: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"namespace": ns, "name": "finishing", "labels": {
+            "kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/priority-class": low}},
+        "spec": {
+            "suspend": true, "completions": 2, "parallelism": 2,
+            "completionMode": "Indexed",
+            "successPolicy": {"rules": [{"succeededIndexes": "0"}]},
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "500m"}}}]}}
+        }
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &finishing)
+        .await
+        .expect("create Job finishing");
+    wait_started(&jobs, &pods, "finishing", &rf).await;
+    let index =
+        |i: &str| format!("job-name=finishing,batch.kubernetes.io/job-completion-index={i}");
+    let pod_of = |i: &'static str| {
+        let (pods, selector) = (pods.clone(), index(i));
+        async move {
+            pods.list(&ListParams::default().labels(&selector))
+                .await
+                .ok()
+                .and_then(|l| l.items.into_iter().next())
+        }
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            pod_of("1").await.is_some() && pod_of("0").await.is_some()
+        })
+        .await
+        .is_some(),
+        "the Job controller created no Pods for both indexes"
+    );
+    // Index 1 is held while it terminates, as a kubelet still stopping it would.
+    let slow = pod_of("1")
+        .await
+        .expect("pod 1")
+        .metadata
+        .name
+        .expect("named");
+    pods.patch(
+        &slow,
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([
+                {"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}
+            ]))
+            .expect("patch"),
+        ),
+    )
+    .await
+    .expect("hold pod 1");
+    let done = pod_of("0")
+        .await
+        .expect("pod 0")
+        .metadata
+        .name
+        .expect("named");
+    pods.patch_status(
+        &done,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .expect("mark pod 0 Succeeded");
+    let decided = wait_until(Duration::from_secs(60), || async {
+        let j = jobs.get("finishing").await.expect("get Job");
+        let conditions = j.status.and_then(|s| s.conditions).unwrap_or_default();
+        conditions
+            .iter()
+            .any(|c| c.type_ == "SuccessCriteriaMet" && c.status == "True")
+            && !conditions.iter().any(|c| c.type_ == "Complete")
+    })
+    .await;
+    assert!(
+        decided.is_some(),
+        "the Job never had SuccessCriteriaMet without Complete"
+    );
+
+    // The preemptor needs the quota the finishing Job holds, and waits for it.
+    jobs.create(
+        &PostParams::default(),
+        &prioritized_job(&ns, "preemptor", "600m", &high),
+    )
+    .await
+    .expect("create Job preemptor");
+    wait_for_workload(&client, &ns, "preemptor", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = wait_for_workload(&client, &ns, "finishing", "admitted", |_| true).await;
+    assert!(
+        condition(&held, "Evicted").is_none_or(|c| c.0 != "True"),
+        "the finishing Job was preempted: {:?}",
+        condition(&held, "Evicted")
+    );
+    assert_eq!(
+        job_state(&jobs, "finishing").await.0,
+        Some(false),
+        "the finishing Job was suspended"
+    );
+
+    // Its last Pod goes: the Job completes, its quota frees, the preemptor is admitted.
+    let pod = pods.get(&slow).await.expect("pod 1");
+    let kept: Vec<String> = pod
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != HOLD)
+        .collect();
+    pods.patch(
+        &slow,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": kept}})),
+    )
+    .await
+    .expect("release pod 1");
+    let finished = wait_for_workload(&client, &ns, "finishing", "finished", |wl| {
+        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert!(
+        condition(&finished, "Evicted").is_none_or(|c| c.0 != "True"),
+        "{:?}",
+        condition(&finished, "Evicted")
+    );
+    wait_for_workload(&client, &ns, "preemptor", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
