@@ -1,8 +1,9 @@
 //! kuota: a Kueue-compatible admission, quota and gang-placement engine.
 //!
 //! The crate is a pure, deterministic engine core (`engine`) wrapped by thin
-//! shells: the simulator (`sim`), the admission webhook (`webhook`) and the queue
-//! controller (`controller`), which `serve` wires into `kuota serve`. Imports point down
+//! shells: the simulator (`sim`), the admission webhook (`webhook`), the queue
+//! controller (`controller`) and Kueue's visibility API (`visibility`), which `serve` wires
+//! into `kuota serve`. Imports point down
 //! the layering docs/architecture.md declares (checked by tests/layering.rs).
 
 pub mod api;
@@ -20,4 +21,5 @@ pub mod policy;
 pub mod serve;
 pub mod sim;
 pub mod telemetry;
+pub mod visibility;
 pub mod webhook;

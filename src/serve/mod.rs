@@ -30,6 +30,8 @@ pub enum ServeError {
     Server(#[from] ServerError),
     #[error(transparent)]
     Listen(#[from] listeners::ListenError),
+    #[error(transparent)]
+    Visibility(#[from] crate::visibility::VisibilityError),
     /// The process stopped because it must not go on (an engine panic).
     #[error("{0}")]
     Fatal(String),
@@ -60,9 +62,24 @@ pub struct ServeArgs {
     /// conversion webhook, at start and every minute (docs/install.md).
     #[arg(long)]
     pub inject_ca_bundle: bool,
+    /// Where Kueue's visibility API (an aggregated API of the API server) is served, with the
+    /// webhook's certificate (docs/visibility.md); `off` serves none. Only a replica that
+    /// runs the queue controller has queues to show.
+    #[arg(long, default_value = "0.0.0.0:8082", value_parser = parse_visibility_listen)]
+    pub visibility_listen: Option<std::net::SocketAddr>,
     /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
     #[command(flatten)]
     pub config: crate::config::ConfigArgs,
+}
+
+/// `--visibility-listen`: an address, or `off`.
+fn parse_visibility_listen(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    if s == "off" {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|e| format!("{s:?} is neither an address (host:port) nor off: {e}"))
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -136,8 +153,24 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     let fatal = crate::controller::Fatal::default();
     // The queue controller schedules only on the replica holding the Lease, a fresh one
     // on every term (rebuilt from the API server); every replica serves the webhook.
+    let queries = crate::controller::pending::PendingQueries::default();
     let scheduling = match (&client, args.no_controller) {
-        (Some(client), false) => Some(start_scheduling(client, &settings, &metrics, &fatal).await),
+        (Some(client), false) => {
+            Some(start_scheduling(client, &settings, &metrics, &fatal, &queries).await)
+        }
+        _ => None,
+    };
+    // Kueue's visibility API, where this replica may run the engine whose queues it shows.
+    let visibility = match (&client, args.no_controller, args.visibility_listen) {
+        (Some(client), false, Some(listen)) => Some(
+            crate::visibility::VisibilityServer::start(
+                client.clone(),
+                queries.clone(),
+                listen,
+                &args.server.cert_dir,
+            )
+            .await?,
+        ),
         _ => None,
     };
     let mut state = WebhookState::new(
@@ -180,6 +213,9 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     let result = server.run(stop).await;
+    if let Some(v) = visibility {
+        v.stop();
+    }
     if let Some(task) = policy_watch {
         task.abort();
     }
@@ -204,6 +240,7 @@ async fn start_scheduling(
     settings: &crate::config::Settings,
     metrics: &crate::telemetry::Metrics,
     fatal: &crate::controller::Fatal,
+    queries: &crate::controller::pending::PendingQueries,
 ) -> crate::lease::Scheduling {
     let leader_elected = settings.leader_election.enabled;
     if leader_elected {
@@ -223,6 +260,7 @@ async fn start_scheduling(
         metrics: metrics.clone(),
         leader_elected,
         fatal: fatal.clone(),
+        pending_queries: queries.clone(),
         ..crate::controller::ControllerConfig::default()
     };
     let controller_client = client.clone();
