@@ -7,6 +7,7 @@
 //! the layering docs/architecture.md declares (checked by tests/layering.rs).
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod crds;

@@ -123,9 +123,9 @@ mod tests {
         assert_eq!(ask().await, Err(QueryError::NotSynced));
         assert_eq!(
             ask().await,
-            Err(QueryError::Lookup(PendingLookupError::ClusterQueueNotFound(
-                "a".into()
-            )))
+            Err(QueryError::Lookup(
+                PendingLookupError::ClusterQueueNotFound("a".into())
+            ))
         );
         task.await.unwrap();
         assert_eq!(ask().await, Err(QueryError::NoEngine));

@@ -215,7 +215,10 @@ mod tests {
         assert_eq!(all[0].priority, 5);
         assert_eq!(all[1].created, 2);
         let page = e.pending_in_cluster_queue("a", 1, 2).unwrap();
-        assert_eq!(rows(&page), vec![row("big", "a", 1, 1), row("x", "b", 2, 0)]);
+        assert_eq!(
+            rows(&page),
+            vec![row("big", "a", 1, 1), row("x", "b", 2, 0)]
+        );
         assert!(e.pending_in_cluster_queue("a", 4, 10).unwrap().is_empty());
         assert!(e.pending_in_cluster_queue("a", 0, 0).unwrap().is_empty());
         assert_eq!(
@@ -228,10 +231,17 @@ mod tests {
     fn local_queue_page_counts_positions_within_the_local_queue() {
         let e = waiting();
         let page = e.pending_in_local_queue("ns", "a", 1, 5).unwrap();
-        assert_eq!(rows(&page), vec![row("big", "a", 1, 1), row("y", "a", 3, 2)]);
+        assert_eq!(
+            rows(&page),
+            vec![row("big", "a", 1, 1), row("y", "a", 3, 2)]
+        );
         let page = e.pending_in_local_queue("ns", "b", 0, 5).unwrap();
         assert_eq!(rows(&page), vec![row("x", "b", 2, 0)]);
-        assert!(e.pending_in_local_queue("ns", "a", 0, 0).unwrap().is_empty());
+        assert!(
+            e.pending_in_local_queue("ns", "a", 0, 0)
+                .unwrap()
+                .is_empty()
+        );
         assert!(matches!(
             e.pending_in_local_queue("other", "a", 0, 5),
             Err(PendingLookupError::LocalQueueNotFound { .. })

@@ -184,7 +184,13 @@ impl ClusterQueueQueue {
         out.extend(self.active.iter().copied());
         for group in self.parked.values() {
             // A shape's probe is in its group's keys and in the active set.
-            out.extend(group.keys.iter().filter(|k| group.probe != Some(**k)).copied());
+            out.extend(
+                group
+                    .keys
+                    .iter()
+                    .filter(|k| group.probe != Some(**k))
+                    .copied(),
+            );
         }
         out.sort_unstable();
         out

@@ -76,7 +76,11 @@ pub struct PageOptions {
 /// message of the 400 the API server's handler answers.
 pub fn page_options(query: Option<&str>) -> Result<PageOptions, String> {
     let (mut limit, mut offset) = (None, None);
-    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let slot = match key {
             "limit" => &mut limit,
@@ -114,7 +118,11 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        match (bytes[i], bytes.get(i + 1).copied(), bytes.get(i + 2).copied()) {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied(),
+            bytes.get(i + 2).copied(),
+        ) {
             (b'+', _, _) => out.push(b' '),
             (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
                 out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
@@ -271,14 +279,18 @@ mod tests {
             Some(Route::Resources { version: "v1beta1" })
         );
         assert_eq!(
-            route(&format!("{base}/v1beta2/clusterqueues/cq-a/pendingworkloads")),
+            route(&format!(
+                "{base}/v1beta2/clusterqueues/cq-a/pendingworkloads"
+            )),
             Some(Route::ClusterQueue {
                 version: "v1beta2",
                 name: "cq-a".into()
             })
         );
         assert_eq!(
-            route(&format!("{base}/v1beta2/namespaces/team/localqueues/lq/pendingworkloads")),
+            route(&format!(
+                "{base}/v1beta2/namespaces/team/localqueues/lq/pendingworkloads"
+            )),
             Some(Route::LocalQueue {
                 version: "v1beta2",
                 namespace: "team".into(),
@@ -353,7 +365,10 @@ mod tests {
             s["message"],
             "clusterqueue.visibility.kueue.x-k8s.io \"nope\" not found"
         );
-        assert_eq!((s["code"].as_u64(), s["reason"].as_str()), (Some(404), Some("NotFound")));
+        assert_eq!(
+            (s["code"].as_u64(), s["reason"].as_str()),
+            (Some(404), Some("NotFound"))
+        );
         let target = PendingTarget::LocalQueue {
             namespace: "b".into(),
             name: "lq".into(),

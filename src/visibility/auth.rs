@@ -314,7 +314,10 @@ mod tests {
             ("requestheader-allowed-names", r#"["front-proxy-client"]"#),
             ("requestheader-username-headers", r#"["X-Remote-User"]"#),
             ("requestheader-group-headers", r#"["X-Remote-Group"]"#),
-            ("requestheader-extra-headers-prefix", r#"["X-Remote-Extra-"]"#),
+            (
+                "requestheader-extra-headers-prefix",
+                r#"["X-Remote-Extra-"]"#,
+            ),
         ]))
         .unwrap();
         assert!(c.allows("front-proxy-client"));
@@ -328,11 +331,20 @@ mod tests {
             ("requestheader-allowed-names", "front-proxy-client"),
         ]));
         assert!(
-            matches!(bad, Err(AuthError::Invalid { key: "requestheader-allowed-names", .. })),
+            matches!(
+                bad,
+                Err(AuthError::Invalid {
+                    key: "requestheader-allowed-names",
+                    ..
+                })
+            ),
             "{bad:?}"
         );
         let c = c.clone();
-        assert!(matches!(c.client_verifier(), Err(AuthError::Invalid { .. })));
+        assert!(matches!(
+            c.client_verifier(),
+            Err(AuthError::Invalid { .. })
+        ));
     }
 
     #[test]

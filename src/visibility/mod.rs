@@ -85,12 +85,13 @@ impl VisibilityServer {
         cert_dir: &Path,
     ) -> Result<Self, VisibilityError> {
         let headers = RequestHeaderConfig::load(&client).await?;
-        let certs = Arc::new(CertStore::load_dir(cert_dir).map_err(|source| {
-            VisibilityError::Cert {
-                dir: cert_dir.display().to_string(),
-                source,
-            }
-        })?);
+        let certs =
+            Arc::new(
+                CertStore::load_dir(cert_dir).map_err(|source| VisibilityError::Cert {
+                    dir: cert_dir.display().to_string(),
+                    source,
+                })?,
+            );
         let acceptor = Arc::new(RwLock::new(tls_acceptor(&certs, &headers)?));
         let listener = TcpListener::bind(listen)
             .await
@@ -237,11 +238,7 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>
 }
 
 /// Authenticates the front proxy and its caller, authorizes the caller, then answers.
-async fn handle<B>(
-    state: &State,
-    proxy: Option<String>,
-    req: Request<B>,
-) -> Response<Full<Bytes>> {
+async fn handle<B>(state: &State, proxy: Option<String>, req: Request<B>) -> Response<Full<Bytes>> {
     let headers = state
         .headers
         .read()
@@ -308,16 +305,23 @@ async fn handle<B>(
     };
     match state.queries.ask(target, opts.offset, opts.limit).await {
         Ok(page) => respond(StatusCode::OK, &api::summary(version, &page)),
-        Err(QueryError::Lookup(PendingLookupError::ClusterQueueNotFound(name))) => {
-            respond(StatusCode::NOT_FOUND, &api::not_found("clusterqueue", &name))
-        }
+        Err(QueryError::Lookup(PendingLookupError::ClusterQueueNotFound(name))) => respond(
+            StatusCode::NOT_FOUND,
+            &api::not_found("clusterqueue", &name),
+        ),
         Err(QueryError::Lookup(PendingLookupError::LocalQueueNotFound { name, .. })) => {
             respond(StatusCode::NOT_FOUND, &api::not_found("localqueue", &name))
         }
         Err(e @ (QueryError::NoEngine | QueryError::NotSynced)) => {
-            let mut r = status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", &e.to_string());
-            r.headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            let mut r = status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                &e.to_string(),
+            );
+            r.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
             r
         }
     }
