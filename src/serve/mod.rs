@@ -30,8 +30,6 @@ pub enum ServeError {
     Server(#[from] ServerError),
     #[error(transparent)]
     Listen(#[from] listeners::ListenError),
-    #[error(transparent)]
-    Visibility(#[from] crate::visibility::VisibilityError),
     /// The process stopped because it must not go on (an engine panic).
     #[error("{0}")]
     Fatal(String),
@@ -63,22 +61,27 @@ pub struct ServeArgs {
     #[arg(long)]
     pub inject_ca_bundle: bool,
     /// Where Kueue's visibility API (an aggregated API of the API server) is served, with the
-    /// webhook's certificate (docs/visibility.md); `off` serves none. Only a replica that
-    /// runs the queue controller has queues to show.
-    #[arg(long, default_value = "0.0.0.0:8082", value_parser = parse_visibility_listen)]
-    pub visibility_listen: Option<std::net::SocketAddr>,
+    /// webhook's certificate (docs/visibility.md), e.g. `0.0.0.0:8082` (Kueue's port, as the
+    /// install sets it); `off` serves none. Only a replica that runs the queue controller
+    /// has queues to show.
+    #[arg(long, default_value = "off", value_parser = parse_visibility_listen)]
+    pub visibility_listen: VisibilityListen,
     /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
     #[command(flatten)]
     pub config: crate::config::ConfigArgs,
 }
 
+/// Where the visibility API listens, if anywhere (`--visibility-listen`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisibilityListen(pub Option<std::net::SocketAddr>);
+
 /// `--visibility-listen`: an address, or `off`.
-fn parse_visibility_listen(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
+fn parse_visibility_listen(s: &str) -> Result<VisibilityListen, String> {
     if s == "off" {
-        return Ok(None);
+        return Ok(VisibilityListen(None));
     }
     s.parse()
-        .map(Some)
+        .map(|a| VisibilityListen(Some(a)))
         .map_err(|e| format!("{s:?} is neither an address (host:port) nor off: {e}"))
 }
 
@@ -161,16 +164,20 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
         _ => None,
     };
     // Kueue's visibility API, where this replica may run the engine whose queues it shows.
-    let visibility = match (&client, args.no_controller, args.visibility_listen) {
-        (Some(client), false, Some(listen)) => Some(
+    // Not fatal: without it, scheduling goes on and the APIService reports unavailable.
+    let visibility = match (&client, args.no_controller, args.visibility_listen.0) {
+        (Some(client), false, Some(listen)) => {
+            let cert_dir = &args.server.cert_dir;
             crate::visibility::VisibilityServer::start(
                 client.clone(),
                 queries.clone(),
                 listen,
-                &args.server.cert_dir,
+                cert_dir,
             )
-            .await?,
-        ),
+            .await
+            .inspect_err(|e| error!(error = %e, "Kueue's visibility API is not served"))
+            .ok()
+        }
         _ => None,
     };
     let mut state = WebhookState::new(
@@ -335,6 +342,13 @@ mod tests {
         .expect("flags");
         assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
         assert!(cli.serve.ready_without_index);
+        assert_eq!(cli.serve.visibility_listen.0, None);
+        let on = Cli::try_parse_from(["kuota", "--visibility-listen=0.0.0.0:8082"]).expect("on");
+        assert_eq!(
+            on.serve.visibility_listen.0,
+            Some(SocketAddr::from(([0, 0, 0, 0], 8082)))
+        );
+        assert!(Cli::try_parse_from(["kuota", "--visibility-listen=8082"]).is_err());
         // Listener flags are kept apart, to override the Configuration file's.
         assert_eq!(cli.serve.listeners.listen, "127.0.0.1:1".parse().ok());
         assert_eq!(cli.serve.listeners.cert_dir, Some(PathBuf::from("/x")));
