@@ -20,7 +20,11 @@ RUN cargo build --locked --release --bin kuota \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /kuota /kuota
+# The same binary as kubectl's plugin: `kubectl kuota pending ...` once it is on the PATH
+# (`docker cp` it out, or `kubectl krew`-style install). No shell here for a symlink.
+COPY --from=build /kuota /kubectl-kuota
 USER 65532:65532
-EXPOSE 9443 8080
+# Webhook, probes and /metrics, Kueue's visibility API.
+EXPOSE 9443 8080 8082
 ENTRYPOINT ["/kuota"]
 CMD ["serve"]

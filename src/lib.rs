@@ -1,11 +1,13 @@
 //! kuota: a Kueue-compatible admission, quota and gang-placement engine.
 //!
 //! The crate is a pure, deterministic engine core (`engine`) wrapped by thin
-//! shells: the simulator (`sim`), the admission webhook (`webhook`) and the queue
-//! controller (`controller`), which `serve` wires into `kuota serve`. Imports point down
+//! shells: the simulator (`sim`), the admission webhook (`webhook`), the queue
+//! controller (`controller`) and Kueue's visibility API (`visibility`), which `serve` wires
+//! into `kuota serve`. Imports point down
 //! the layering docs/architecture.md declares (checked by tests/layering.rs).
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod crds;
@@ -20,4 +22,5 @@ pub mod policy;
 pub mod serve;
 pub mod sim;
 pub mod telemetry;
+pub mod visibility;
 pub mod webhook;

@@ -38,6 +38,9 @@ enum Command {
     Certs(kuota::webhook::certs::CertsArgs),
     /// Print the kueue.x-k8s.io CRDs kuota serves (or write one file per CRD with --out-dir).
     Crds(CrdsArgs),
+    /// List a queue's pending workloads in queue order, from Kueue's visibility API through
+    /// the API server, with your kubeconfig (docs/visibility.md).
+    Pending(kuota::cli::pending::PendingArgs),
 }
 
 #[derive(Args, Debug)]
@@ -228,7 +231,17 @@ fn fair_sharing(on: bool) -> Option<Vec<FairPreemptionStrategy>> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // As kubectl's plugin `kubectl-kuota`, usage and errors name `kubectl kuota`.
+    let argv0 = std::env::args().next().unwrap_or_default();
+    let name = kuota::cli::invoked_as(&argv0);
+    let matches = <Cli as clap::CommandFactory>::command()
+        .name(name)
+        .bin_name(name)
+        .get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // Logs (and OTLP spans) for the server by default; the simulator prints a report
     // and logs only warnings unless RUST_LOG asks for more.
     let default_level = match cli.command {
@@ -252,6 +265,24 @@ fn main() -> ExitCode {
         Command::Serve(args) => kuota::serve::serve_cli(*args),
         Command::Certs(args) => kuota::webhook::certs::run_cli(&args),
         Command::Crds(args) => crds(&args),
+        Command::Pending(args) => pending(&args),
+    }
+}
+
+fn pending(args: &kuota::cli::pending::PendingArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    match rt.block_on(kuota::cli::pending::run(args)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
     }
 }
 

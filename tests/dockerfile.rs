@@ -19,8 +19,11 @@ fn dockerfile_is_multi_stage_static_non_root_binary_only() {
         .collect();
     assert_eq!(
         copies,
-        ["COPY --from=build /kuota /kuota"],
-        "only the binary"
+        [
+            "COPY --from=build /kuota /kuota",
+            "COPY --from=build /kuota /kubectl-kuota"
+        ],
+        "only the binary, also under kubectl's plugin name"
     );
     assert!(
         final_stage.contains("\nUSER 65532:65532"),

@@ -45,6 +45,8 @@ pub struct EngineTask {
     /// Workloads that changed before every watch had listed: their admission is checked
     /// once the ClusterQueues are known (a missing one may only be late).
     to_check: BTreeSet<WorkloadKey>,
+    /// Reads of the pending queues (the visibility API), answered between cycles.
+    queries: Option<Receiver<super::pending::PendingQuery>>,
     /// The last invalid-state note published per Workload, so that one hand edit gives
     /// one Warning Event, not one per status change.
     warned: HashMap<WorkloadKey, String>,
@@ -82,6 +84,23 @@ impl EngineTask {
             status_interval,
             to_check: BTreeSet::new(),
             warned: HashMap::new(),
+            queries: None,
+        }
+    }
+
+    /// Answers the reads of the pending queues that arrive on `queries`.
+    pub fn with_pending_queries(mut self, queries: Receiver<super::pending::PendingQuery>) -> Self {
+        self.queries = Some(queries);
+        self
+    }
+
+    /// The next read of the pending queues, never if nobody asks.
+    async fn next_query(
+        queries: &mut Option<Receiver<super::pending::PendingQuery>>,
+    ) -> Option<super::pending::PendingQuery> {
+        match queries {
+            Some(rx) => rx.recv().await,
+            None => std::future::pending().await,
         }
     }
 
@@ -108,6 +127,11 @@ impl EngineTask {
                     cycle = true;
                 }
                 _ = tokio::time::sleep(wake.unwrap_or(Duration::MAX)), if wake.is_some() => cycle = true,
+                query = Self::next_query(&mut self.queries) => match query {
+                    // Until every kind is listed, a page would miss workloads.
+                    Some(q) => q.answer(self.unsynced.is_empty().then_some(&self.engine)),
+                    None => self.queries = None,
+                },
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);

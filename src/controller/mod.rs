@@ -9,6 +9,8 @@
 //! - `translate`: pure conversion of watched objects into engine events;
 //! - `engine_task`: the one task that owns the engine, batches inputs into cycles and
 //!   hands decisions to the actuators;
+//! - `pending`: reads of the engine's pending queues (the visibility API), answered by the
+//!   engine task between cycles;
 //! - `ungate`: the topology ungater, giving each gated pod of a TAS-admitted Workload the
 //!   node selector of its domain;
 //! - `invalid_admission`: pure checks of hand-edited admission states (reported, and a job
@@ -28,6 +30,7 @@ pub mod engine_task;
 pub mod invalid_admission;
 pub mod kind;
 pub mod managed_namespaces;
+pub mod pending;
 pub mod pods_ready;
 pub mod translate;
 pub mod ungate;
@@ -74,6 +77,8 @@ pub struct ControllerConfig {
     pub leader_elected: bool,
     /// Where a panic of the engine task is reported (`kuota serve` then exits non-zero).
     pub fatal: Fatal,
+    /// Where the visibility API finds this controller's engine while it runs.
+    pub pending_queries: pending::PendingQueries,
 }
 
 /// A failure the process must not outlive: the engine task panicked. `kuota serve` waits on
@@ -141,6 +146,7 @@ impl Default for ControllerConfig {
             metrics: crate::telemetry::Metrics::default(),
             leader_elected: false,
             fatal: Fatal::default(),
+            pending_queries: pending::PendingQueries::default(),
         }
     }
 }
@@ -316,7 +322,8 @@ pub async fn run(
         watch::ENGINE_KINDS,
         actuate::Actuators::new(writer, recorder, stores),
         config.queue_status_interval,
-    );
+    )
+    .with_pending_queries(config.pending_queries.register());
     // Its own task, so that a panic is seen (and reported) rather than unwinding here.
     let result = supervise(tokio::spawn(engine_task.run(shutdown)), &config.fatal).await;
     for (_, task) in &tasks {

@@ -1,6 +1,6 @@
 //! caBundle injection at start (`kuota serve --inject-ca-bundle`): writes the CA that signed
-//! the serving certificate into the webhook configurations and into the conversion webhook
-//! of kuota's CRDs, so a plain `kubectl apply -k manifests/` needs no certificate step
+//! the serving certificate into the webhook configurations, into the conversion webhook
+//! of kuota's CRDs and into the visibility API's APIServices, so a plain `kubectl apply -k manifests/` needs no certificate step
 //! beyond the Secret. The cert-manager overlay does the same with its CA injector instead.
 //!
 //! Only objects kuota ships are touched (by name, matching the RBAC's resourceNames), and
@@ -16,6 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use serde_json::json;
@@ -24,6 +25,12 @@ use serde_json::json;
 pub const MUTATING_CONFIGURATION: &str = "kuota-mutating-webhook";
 /// See [`MUTATING_CONFIGURATION`].
 pub const VALIDATING_CONFIGURATION: &str = "kuota-validating-webhook";
+
+/// The APIServices of Kueue's visibility API that kuota serves (manifests/base/visibility.yaml).
+pub const API_SERVICES: [&str; 2] = [
+    "v1beta2.visibility.kueue.x-k8s.io",
+    "v1beta1.visibility.kueue.x-k8s.io",
+];
 
 /// How often the injector checks that the caBundles are still right (a re-applied manifest
 /// or a rotated CA are healed within this).
@@ -69,9 +76,13 @@ pub struct Injected {
 /// One round: sets the caBundle (PEM `ca`) wherever it differs.
 pub async fn inject_once(client: &Client, ca: &[u8]) -> Result<Injected, InjectError> {
     let mut out = inject_crds(client, ca).await?;
-    let more = inject_configurations(client, ca).await?;
-    out.patched.extend(more.patched);
-    out.missing.extend(more.missing);
+    for more in [
+        inject_configurations(client, ca).await?,
+        inject_api_services(client, ca).await?,
+    ] {
+        out.patched.extend(more.patched);
+        out.missing.extend(more.missing);
+    }
     Ok(out)
 }
 
@@ -141,6 +152,34 @@ pub async fn inject_configurations(client: &Client, ca: &[u8]) -> Result<Injecte
         },
     )
     .await?;
+    Ok(out)
+}
+
+/// The caBundle of the visibility API's APIServices, with which the API server checks the
+/// serving certificate of the aggregated API.
+pub async fn inject_api_services(client: &Client, ca: &[u8]) -> Result<Injected, InjectError> {
+    let mut out = Injected::default();
+    let api: Api<APIService> = Api::all(client.clone());
+    for name in API_SERVICES {
+        let api_err = |source| InjectError::Api {
+            what: "APIService",
+            name: name.to_string(),
+            source,
+        };
+        let Some(live) = api.get_opt(name).await.map_err(api_err)? else {
+            out.missing.push(name.to_string());
+            continue;
+        };
+        let current = live.spec.as_ref().and_then(|s| s.ca_bundle.as_ref());
+        if current.is_some_and(|b| b.0 == ca) {
+            continue;
+        }
+        let patch = json!({"spec": {"caBundle": BASE64.encode(ca)}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_err)?;
+        out.patched.push(name.to_string());
+    }
     Ok(out)
 }
 

@@ -317,7 +317,12 @@ impl Engine {
         Some(key)
     }
 
-    fn lq_ordering_usage(&self, ns: &str, name: &str, cfg: &AdmissionFairSharing) -> f64 {
+    pub(crate) fn lq_ordering_usage(
+        &self,
+        ns: &str,
+        name: &str,
+        cfg: &AdmissionFairSharing,
+    ) -> f64 {
         let key = (ns.to_string(), name.to_string());
         // A LocalQueue that is gone weighs 1, as Kueue's ResolveLQWeight falls back.
         let weight = self.local_queues.get(&key).map_or(1.0, |lq| lq.weight);

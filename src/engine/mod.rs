@@ -339,6 +339,7 @@ pub(crate) mod flavor;
 pub(crate) mod intern;
 pub(crate) mod model;
 mod nodes;
+mod pending;
 mod pods;
 pub mod pods_ready;
 pub(crate) mod preempt;
@@ -353,6 +354,7 @@ mod tree;
 mod workloads;
 
 pub use afs::{AdmissionFairSharing, LocalQueueUsage, quantity_string as afs_quantity};
+pub use pending::{PendingLookupError, PendingWorkload};
 pub use pods_ready::{PodsReadyConfig, Readiness};
 pub use state::{Engine, EngineError, InvalidObject};
 

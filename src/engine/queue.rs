@@ -176,6 +176,25 @@ impl ClusterQueueQueue {
     pub fn active(&self) -> impl Iterator<Item = &QueueKey> {
         self.active.iter()
     }
+
+    /// Every entry, active or parked, in queue order: Kueue's queue manager lists its
+    /// heap and its inadmissible workloads together (`ClusterQueue.Snapshot`).
+    pub fn all(&self) -> Vec<QueueKey> {
+        let mut out: Vec<QueueKey> = Vec::with_capacity(self.len());
+        out.extend(self.active.iter().copied());
+        for group in self.parked.values() {
+            // A shape's probe is in its group's keys and in the active set.
+            out.extend(
+                group
+                    .keys
+                    .iter()
+                    .filter(|k| group.probe != Some(**k))
+                    .copied(),
+            );
+        }
+        out.sort_unstable();
+        out
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +235,16 @@ mod tests {
         q.promote(7);
         assert_eq!(q.active().copied().collect::<Vec<_>>(), vec![a2, b1]);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn all_lists_active_and_parked_entries_once_in_order() {
+        let (mut q, keys) = parked_queue(3);
+        q.revive();
+        let urgent = (Reverse(5), 9, 9, 9);
+        q.push(urgent);
+        assert_eq!(q.all(), vec![urgent, keys[0], keys[1], keys[2]]);
+        assert_eq!(q.all().len(), q.len());
     }
 
     /// A queue with `n` equal-priority workloads of shape 7, all parked, oldest first.

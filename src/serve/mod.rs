@@ -60,9 +60,29 @@ pub struct ServeArgs {
     /// conversion webhook, at start and every minute (docs/install.md).
     #[arg(long)]
     pub inject_ca_bundle: bool,
+    /// Where Kueue's visibility API (an aggregated API of the API server) is served, with the
+    /// webhook's certificate (docs/visibility.md), e.g. `0.0.0.0:8082` (Kueue's port, as the
+    /// install sets it); `off` serves none. Only a replica that runs the queue controller
+    /// has queues to show.
+    #[arg(long, default_value = "off", value_parser = parse_visibility_listen)]
+    pub visibility_listen: VisibilityListen,
     /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
     #[command(flatten)]
     pub config: crate::config::ConfigArgs,
+}
+
+/// Where the visibility API listens, if anywhere (`--visibility-listen`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisibilityListen(pub Option<std::net::SocketAddr>);
+
+/// `--visibility-listen`: an address, or `off`.
+fn parse_visibility_listen(s: &str) -> Result<VisibilityListen, String> {
+    if s == "off" {
+        return Ok(VisibilityListen(None));
+    }
+    s.parse()
+        .map(|a| VisibilityListen(Some(a)))
+        .map_err(|e| format!("{s:?} is neither an address (host:port) nor off: {e}"))
 }
 
 /// `kuota serve`: logs to stderr (RUST_LOG, default info), runs the
@@ -136,8 +156,28 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     let fatal = crate::controller::Fatal::default();
     // The queue controller schedules only on the replica holding the Lease, a fresh one
     // on every term (rebuilt from the API server); every replica serves the webhook.
+    let queries = crate::controller::pending::PendingQueries::default();
     let scheduling = match (&client, args.no_controller) {
-        (Some(client), false) => Some(start_scheduling(client, &settings, &metrics, &fatal).await),
+        (Some(client), false) => {
+            Some(start_scheduling(client, &settings, &metrics, &fatal, &queries).await)
+        }
+        _ => None,
+    };
+    // Kueue's visibility API, where this replica may run the engine whose queues it shows.
+    // Not fatal: without it, scheduling goes on and the APIService reports unavailable.
+    let visibility = match (&client, args.no_controller, args.visibility_listen.0) {
+        (Some(client), false, Some(listen)) => {
+            let cert_dir = &args.server.cert_dir;
+            crate::visibility::VisibilityServer::start(
+                client.clone(),
+                queries.clone(),
+                listen,
+                cert_dir,
+            )
+            .await
+            .inspect_err(|e| error!(error = %e, "Kueue's visibility API is not served"))
+            .ok()
+        }
         _ => None,
     };
     let mut state = WebhookState::new(
@@ -180,6 +220,9 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     let result = server.run(stop).await;
+    if let Some(v) = visibility {
+        v.stop();
+    }
     if let Some(task) = policy_watch {
         task.abort();
     }
@@ -204,6 +247,7 @@ async fn start_scheduling(
     settings: &crate::config::Settings,
     metrics: &crate::telemetry::Metrics,
     fatal: &crate::controller::Fatal,
+    queries: &crate::controller::pending::PendingQueries,
 ) -> crate::lease::Scheduling {
     let leader_elected = settings.leader_election.enabled;
     if leader_elected {
@@ -223,6 +267,7 @@ async fn start_scheduling(
         metrics: metrics.clone(),
         leader_elected,
         fatal: fatal.clone(),
+        pending_queries: queries.clone(),
         ..crate::controller::ControllerConfig::default()
     };
     let controller_client = client.clone();
@@ -297,6 +342,13 @@ mod tests {
         .expect("flags");
         assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
         assert!(cli.serve.ready_without_index);
+        assert_eq!(cli.serve.visibility_listen.0, None);
+        let on = Cli::try_parse_from(["kuota", "--visibility-listen=0.0.0.0:8082"]).expect("on");
+        assert_eq!(
+            on.serve.visibility_listen.0,
+            Some(SocketAddr::from(([0, 0, 0, 0], 8082)))
+        );
+        assert!(Cli::try_parse_from(["kuota", "--visibility-listen=8082"]).is_err());
         // Listener flags are kept apart, to override the Configuration file's.
         assert_eq!(cli.serve.listeners.listen, "127.0.0.1:1".parse().ok());
         assert_eq!(cli.serve.listeners.cert_dir, Some(PathBuf::from("/x")));

@@ -45,6 +45,9 @@ pub const CA_KEY_FILE: &str = "ca.key";
 pub const DEFAULT_SERVICE: &str = "kuota-webhook";
 pub const DEFAULT_NAMESPACE: &str = "kuota-system";
 pub const DEFAULT_SECRET: &str = "kuota-webhook-tls";
+/// The Service of Kueue's visibility API (manifests/base/visibility.yaml), which the same
+/// certificate serves: the API server dials `<it>.<namespace>.svc` as the aggregator.
+pub const VISIBILITY_SERVICE: &str = "kuota-visibility";
 
 /// Allow for clocks a little behind ours (API server, nodes).
 const CLOCK_SKEW: Duration = Duration::from_secs(300);
@@ -117,10 +120,15 @@ impl CertsArgs {
         }
     }
 
-    /// Every name the serving certificate must cover.
+    /// Every name the serving certificate must cover: the webhook Service's, the
+    /// visibility API Service's as the API server dials it, and the extra ones.
     pub fn subject_alt_names(&self) -> Vec<String> {
         let mut names = service_dns_names(&self.service, &self.namespace);
-        for extra in &self.extra_sans {
+        let visibility = [
+            format!("{VISIBILITY_SERVICE}.{}.svc", self.namespace),
+            format!("{VISIBILITY_SERVICE}.{}.svc.cluster.local", self.namespace),
+        ];
+        for extra in visibility.iter().chain(&self.extra_sans) {
             if !names.contains(extra) {
                 names.push(extra.clone());
             }
@@ -837,10 +845,12 @@ mod tests {
         );
         let loaded = tls::load_key_pair(&dir.join(CERT_FILE), &dir.join(KEY_FILE))
             .expect("server accepts it");
-        assert_eq!(
-            loaded.info.dns_names,
-            service_dns_names(DEFAULT_SERVICE, DEFAULT_NAMESPACE)
-        );
+        let mut expected = service_dns_names(DEFAULT_SERVICE, DEFAULT_NAMESPACE);
+        expected.extend([
+            "kuota-visibility.kuota-system.svc".to_string(),
+            "kuota-visibility.kuota-system.svc.cluster.local".to_string(),
+        ]);
+        assert_eq!(loaded.info.dns_names, expected);
         let ca = outcome.ca_pair.info().expect("ca");
         assert_eq!(loaded.info.authority_key_id, ca.subject_key_id);
         #[cfg(unix)]

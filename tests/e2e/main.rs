@@ -30,4 +30,5 @@ mod preemption;
 mod rbac;
 mod replicas;
 mod tas;
+mod visibility;
 mod webhook;

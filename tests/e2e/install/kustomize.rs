@@ -141,6 +141,11 @@ async fn the_kustomize_base_passes_server_side_validation() {
         "networkpolicy.networking.k8s.io/kuota-webhook",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/kuota-mutating-webhook",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/kuota-validating-webhook",
+        "service/kuota-visibility",
+        "apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io",
+        "apiservice.apiregistration.k8s.io/v1beta1.visibility.kueue.x-k8s.io",
+        "clusterrole.rbac.authorization.k8s.io/kueue-pending-workloads-lq-viewer-role",
+        "rolebinding.rbac.authorization.k8s.io/kuota-controller-auth-reader",
     ] {
         assert!(
             has(&lines, object),
@@ -150,7 +155,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     }
     assert_eq!(
         lines.len(),
-        24,
+        30,
         "every object of the base:\n{}",
         lines.join("\n")
     );
@@ -179,7 +184,7 @@ async fn the_overlays_pass_server_side_validation() {
         ),
         "{monitoring:?}"
     );
-    assert_eq!(monitoring.len(), 25);
+    assert_eq!(monitoring.len(), 31);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
     assert!(
         has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
@@ -196,7 +201,7 @@ async fn the_overlays_pass_server_side_validation() {
         rendered
             .matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook")
             .count(),
-        9
+        11
     );
     assert!(!rendered.contains("--inject-ca-bundle"));
 }

@@ -1,0 +1,133 @@
+//! Reads of the engine's pending queues from outside the engine task (the visibility
+//! API): a request goes over a channel to the task that owns the engine, which answers it
+//! between two cycles from [`Engine::pending_in_cluster_queue`] and
+//! [`Engine::pending_in_local_queue`], so no answer comes from a rescan of the API.
+//!
+//! [`PendingQueries`] outlives controllers: each term of leadership starts a fresh engine
+//! task, which registers its channel here while it runs. A replica without a running
+//! engine (a follower, or `--no-controller`) answers [`QueryError::NoEngine`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{Engine, PendingLookupError, PendingWorkload};
+
+/// Whose pending workloads a query asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PendingTarget {
+    ClusterQueue(String),
+    LocalQueue { namespace: String, name: String },
+}
+
+/// A page request: `limit` workloads from position `offset`.
+#[derive(Debug)]
+pub struct PendingQuery {
+    pub target: PendingTarget,
+    pub offset: usize,
+    pub limit: usize,
+    reply: oneshot::Sender<Option<Result<Vec<PendingWorkload>, PendingLookupError>>>,
+}
+
+impl PendingQuery {
+    /// Answers from `engine`, or, with `None`, says the engine has not seen every kind yet.
+    pub fn answer(self, engine: Option<&Engine>) {
+        let answer = engine.map(|e| match &self.target {
+            PendingTarget::ClusterQueue(name) => {
+                e.pending_in_cluster_queue(name, self.offset, self.limit)
+            }
+            PendingTarget::LocalQueue { namespace, name } => {
+                e.pending_in_local_queue(namespace, name, self.offset, self.limit)
+            }
+        });
+        // The asker may have given up (its request timed out): nothing to do.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Why a query got no page.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum QueryError {
+    /// No engine runs in this replica: it does not hold the Lease, or runs the webhook only.
+    #[error("this kuota replica does not run the queue controller (it is not the leader)")]
+    NoEngine,
+    /// The engine task runs but has not listed every kind yet (start of a term).
+    #[error("kuota's queue controller is still loading the cluster's state")]
+    NotSynced,
+    #[error(transparent)]
+    Lookup(#[from] PendingLookupError),
+}
+
+/// Queries waiting for the engine task (a few: each answer takes well under a cycle).
+const QUEUED_QUERIES: usize = 64;
+
+/// Where readers find the running engine task, if any.
+#[derive(Clone, Debug, Default)]
+pub struct PendingQueries(Arc<Mutex<Option<mpsc::Sender<PendingQuery>>>>);
+
+impl PendingQueries {
+    /// Registers a new engine task's inbox (replacing a stopped one's).
+    pub fn register(&self) -> mpsc::Receiver<PendingQuery> {
+        let (tx, rx) = mpsc::channel(QUEUED_QUERIES);
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// Asks the running engine task for a page.
+    pub async fn ask(
+        &self,
+        target: PendingTarget,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<PendingWorkload>, QueryError> {
+        let tx = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(QueryError::NoEngine)?;
+        let (reply, answer) = oneshot::channel();
+        let query = PendingQuery {
+            target,
+            offset,
+            limit,
+            reply,
+        };
+        tx.send(query).await.map_err(|_| QueryError::NoEngine)?;
+        match answer.await {
+            Ok(Some(page)) => Ok(page?),
+            Ok(None) => Err(QueryError::NotSynced),
+            // The task stopped (end of its term) before answering.
+            Err(_) => Err(QueryError::NoEngine),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_an_engine_task_the_answer_says_so() {
+        let queries = PendingQueries::default();
+        let ask = || queries.ask(PendingTarget::ClusterQueue("a".into()), 0, 10);
+        assert_eq!(ask().await, Err(QueryError::NoEngine));
+        let mut inbox = queries.register();
+        let task = tokio::spawn(async move {
+            inbox.recv().await.unwrap().answer(None);
+            let engine = Engine::new(Default::default());
+            inbox.recv().await.unwrap().answer(Some(&engine));
+            // A stopped task: later queries find no engine.
+            drop(inbox);
+        });
+        assert_eq!(ask().await, Err(QueryError::NotSynced));
+        assert_eq!(
+            ask().await,
+            Err(QueryError::Lookup(
+                PendingLookupError::ClusterQueueNotFound("a".into())
+            ))
+        );
+        task.await.unwrap();
+        assert_eq!(ask().await, Err(QueryError::NoEngine));
+    }
+}
