@@ -173,6 +173,15 @@ async fn other_job_kinds_suspend_their_own_way() {
             "/spec/runPolicy/suspend",
         ),
         (
+            "/mutate-kubeflow-org-v2beta1-mpijob",
+            ("kubeflow.org", "v2beta1", "MPIJob"),
+            json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                "metadata": {"name": "mpi", "namespace": "team-a", "labels": labels},
+                "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": {}},
+                    "Worker": {"replicas": 2, "template": {}}}}}),
+            "/spec/runPolicy/suspend",
+        ),
+        (
             "/mutate-ray-io-v1-rayjob",
             ("ray.io", "v1", "RayJob"),
             json!({"apiVersion": "ray.io/v1", "kind": "RayJob",

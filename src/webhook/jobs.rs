@@ -1,5 +1,6 @@
-//! Mutation and validation of job kinds (Job, JobSet, PyTorchJob, RayJob, RayCluster, Pod),
-//! the generic half of Kueue's job framework webhooks plus kuota's policies.
+//! Mutation and validation of job kinds (Job, JobSet, PyTorchJob, MPIJob, RayJob,
+//! RayCluster, Pod), the generic half of Kueue's job framework webhooks plus kuota's
+//! policies.
 //!
 //! Everything kind-specific comes from the [`JobIntegration`] trait; this module never
 //! matches on a kind.
