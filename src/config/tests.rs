@@ -610,6 +610,7 @@ fn kueues_shipped_configuration_loads_unchanged() {
         s.frameworks,
         [
             "batch/job",
+            "kubeflow.org/mpijob",
             "ray.io/rayjob",
             "ray.io/raycluster",
             "jobset.x-k8s.io/jobset"
