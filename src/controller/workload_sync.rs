@@ -773,3 +773,6 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod kind_requests;
