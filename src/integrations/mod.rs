@@ -219,6 +219,17 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Kind-specific defaults Kueue's webhook writes into a managed object on create,
+    /// beyond the queue name, the priority class and the suspension (its `Default`); the
+    /// default writes none. A second pass must add nothing.
+    fn default_on_create(
+        &self,
+        _job: &JobObject<'_>,
+        _opts: &RuleOptions,
+        _patch: &mut PatchBuilder,
+    ) {
+    }
+
     /// Warnings the kind's webhook gives (not errors).
     fn warnings(&self, _job: &JobObject<'_>) -> Vec<String> {
         Vec::new()

@@ -5,12 +5,16 @@
 //! lower-cased, as Kueue's `NewPodSetReference` does), each counting its replicas (default
 //! 1). Other replica types are not the operator's and are ignored, as Kueue does. With
 //! `runLauncherAsWorker` the launcher also runs a worker process, but it is still one pod
-//! of its own pod set, so the counts do not change. Suspension, finish, readiness and
-//! activity are the Kubeflow run-policy rules shared with PyTorchJob.
+//! of its own pod set, so the counts do not change; with topology-aware scheduling the
+//! webhook then marks the workers' template with `kueue.x-k8s.io/pod-index-offset: "1"`
+//! (their replica indexes start after the launcher's), so the topology ungater ranks them
+//! from 0, as Kueue's `Default` does. Suspension, finish, readiness and activity are the
+//! Kubeflow run-policy rules shared with PyTorchJob.
 
 use super::kubeflow;
 use super::object::{JobObject, ReplicaSpecView, Str};
-use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef};
+use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions};
+use crate::api::constants::{POD_INDEX_OFFSET_ANNOTATION, PODSET_GROUP_NAME_ANNOTATION};
 use crate::api::validate::Path;
 use json_patch::jsonptr::PointerBuf;
 use kube::core::GroupVersionKind;
@@ -107,6 +111,53 @@ impl JobIntegration for MpiJob {
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
         kubeflow::suspend_via_run_policy(job, patch);
+    }
+
+    /// Kueue's `Default`: with topology-aware scheduling and `runLauncherAsWorker`, the
+    /// workers' template gets the pod index offset 1, unless the launcher is in a pod set
+    /// group (the ungater then ranks the group as a whole).
+    fn default_on_create(&self, job: &JobObject<'_>, opts: &RuleOptions, patch: &mut PatchBuilder) {
+        if !opts.topology_aware_scheduling || job.spec().run_launcher_as_worker != Some(true) {
+            return;
+        }
+        let Some(specs) = replica_specs(job) else {
+            return;
+        };
+        let (Some(launcher), Some(worker)) = (specs.get("Launcher"), specs.get("Worker")) else {
+            return;
+        };
+        let launcher_meta = launcher.template.as_ref().and_then(|t| t.metadata.as_ref());
+        if launcher_meta.is_some_and(|m| m.annotation(PODSET_GROUP_NAME_ANNOTATION).is_some()) {
+            return;
+        }
+        let worker_meta = worker.template.as_ref().and_then(|t| t.metadata.as_ref());
+        if worker_meta.and_then(|m| m.annotation(POD_INDEX_OFFSET_ANNOTATION)) == Some("1") {
+            return;
+        }
+        let offset = serde_json::json!({ POD_INDEX_OFFSET_ANNOTATION: "1" });
+        let template = ["spec", "mpiReplicaSpecs", "Worker", "template"];
+        let metadata = ["spec", "mpiReplicaSpecs", "Worker", "template", "metadata"];
+        let annotations = worker_meta.and_then(|m| m.annotations.as_ref());
+        match (worker.template.as_ref(), worker_meta, annotations) {
+            (None, _, _) => patch.set_entry(
+                &template[..3],
+                true,
+                "template",
+                serde_json::json!({"metadata": {"annotations": offset}}),
+            ),
+            (Some(_), None, _) => patch.set_entry(
+                &template,
+                true,
+                "metadata",
+                serde_json::json!({"annotations": offset}),
+            ),
+            (Some(_), Some(_), exists) => patch.set_entry(
+                &[&metadata[..], &["annotations"]].concat(),
+                exists.is_some(),
+                POD_INDEX_OFFSET_ANNOTATION,
+                "1".into(),
+            ),
+        }
     }
 }
 
@@ -241,6 +292,59 @@ mod tests {
         let succeeded = with_status(json!({"conditions": [cond("Succeeded", "True", "done")]}));
         let o = JobObject::from_value(&succeeded).expect("view");
         assert_eq!(MpiJob.finished(&o), Some(Outcome::success("done")));
+    }
+
+    /// Kueue's `Default` with TAS: the workers of a launcher that runs as a worker count
+    /// from index 1; nothing without `runLauncherAsWorker`, without TAS, without a
+    /// launcher, or with the launcher in a pod set group; a second pass adds nothing.
+    #[test]
+    fn a_launcher_running_as_worker_offsets_the_workers_indexes() {
+        let opts = RuleOptions::default();
+        let defaulted = |v: &Value, opts: &RuleOptions| {
+            let o = JobObject::from_value(v).expect("view");
+            let mut p = PatchBuilder::new();
+            MpiJob.default_on_create(&o, opts, &mut p);
+            let mut doc = v.clone();
+            json_patch::patch(&mut doc, &p.into_ops()).expect("applies");
+            doc
+        };
+        let offset = |v: &Value| {
+            v.pointer("/spec/mpiReplicaSpecs/Worker/template/metadata/annotations")
+                .and_then(|a| a.get(POD_INDEX_OFFSET_ANNOTATION))
+                .cloned()
+        };
+        let mut with_annotations = mpijob(json!({
+            "Launcher": replica(None, None), "Worker": replica(Some(2), None)}));
+        with_annotations["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] =
+            json!({"annotations": {"a": "b"}});
+        let bare = mpijob(json!({"Launcher": {}, "Worker": {"replicas": 2}}));
+        let no_annotations =
+            mpijob(json!({"Launcher": {}, "Worker": {"template": {"metadata": {}}}}));
+        for v in [
+            mpijob(json!({"Launcher": replica(None, None), "Worker": replica(Some(2), None)})),
+            with_annotations,
+            bare,
+            no_annotations,
+        ] {
+            let once = defaulted(&v, &opts);
+            assert_eq!(offset(&once), Some(json!("1")), "{v}");
+            assert_eq!(defaulted(&once, &opts), once, "a second pass adds nothing");
+        }
+        let two = json!({"Launcher": replica(None, None), "Worker": replica(Some(2), None)});
+        let mut not_as_worker = mpijob(two.clone());
+        not_as_worker["spec"]["runLauncherAsWorker"] = json!(false);
+        let no_launcher = mpijob(json!({"Worker": replica(Some(2), None)}));
+        let mut grouped = mpijob(two.clone());
+        grouped["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["metadata"] =
+            json!({"annotations": {PODSET_GROUP_NAME_ANNOTATION: "g"}});
+        for v in [not_as_worker, no_launcher, grouped] {
+            assert_eq!(offset(&defaulted(&v, &opts)), None, "{v}");
+        }
+        let no_tas = RuleOptions {
+            topology_aware_scheduling: false,
+            ..opts
+        };
+        assert_eq!(offset(&defaulted(&mpijob(two), &no_tas)), None);
     }
 
     /// Kueue's `PriorityClass`: the run policy's, then the launcher's, then the worker's.
