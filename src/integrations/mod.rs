@@ -230,6 +230,14 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     ) {
     }
 
+    /// Why the kind's operator will never run this object whatever admission does (the
+    /// operator's own validation, after its defaults). Kueue's webhook accepts such an
+    /// object, so kuota's does too; its controller creates no Workload for it, so it never
+    /// holds quota, and says why in a Warning Event on the object. Empty: runnable.
+    fn unrunnable(&self, _job: &JobObject<'_>) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Warnings the kind's webhook gives (not errors).
     fn warnings(&self, _job: &JobObject<'_>) -> Vec<String> {
         Vec::new()

@@ -15,7 +15,7 @@ use super::kubeflow;
 use super::object::{JobObject, ReplicaSpecView, Str};
 use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions};
 use crate::api::constants::{POD_INDEX_OFFSET_ANNOTATION, PODSET_GROUP_NAME_ANNOTATION};
-use crate::api::validate::Path;
+use crate::api::validate::{FieldError, Path};
 use json_patch::jsonptr::PointerBuf;
 use kube::core::GroupVersionKind;
 use std::borrow::Cow;
@@ -111,6 +111,67 @@ impl JobIntegration for MpiJob {
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
         kubeflow::suspend_via_run_policy(job, patch);
+    }
+
+    /// mpi-operator's own replica rules (`validateMPIReplicaSpecs`, after its defaults):
+    /// one launcher, at least one worker (an unset worker count defaults to 0 there), and
+    /// a container in each template. The operator refuses anything else with a
+    /// `ValidationError` Event and never runs it.
+    fn unrunnable(&self, job: &JobObject<'_>) -> Vec<FieldError> {
+        let path = Path::new("spec").child("mpiReplicaSpecs");
+        let Some(specs) = replica_specs(job) else {
+            return vec![FieldError::required(&path, "must have replica specs")];
+        };
+        let mut errs = Vec::new();
+        let no_containers = |rs: &ReplicaSpecView<'_>| {
+            let spec = rs.template.as_ref().and_then(|t| t.spec.as_deref());
+            spec.and_then(|s| s.containers.as_ref())
+                .is_none_or(Vec::is_empty)
+        };
+        let containers = |t: &str| {
+            path.key(t)
+                .child("template")
+                .child("spec")
+                .child("containers")
+        };
+        match specs.get("Launcher") {
+            None => errs.push(FieldError::required(
+                &path.key("Launcher"),
+                "must have Launcher replica spec",
+            )),
+            Some(rs) => {
+                if let Some(n) = rs.replicas.filter(|n| *n != 1) {
+                    errs.push(FieldError::invalid_num(
+                        &path.key("Launcher").child("replicas"),
+                        n,
+                        "must be 1",
+                    ));
+                }
+                if no_containers(rs) {
+                    errs.push(FieldError::required(
+                        &containers("Launcher"),
+                        "must define at least one container",
+                    ));
+                }
+            }
+        }
+        if let Some(rs) = specs.get("Worker") {
+            let n = rs.replicas.unwrap_or(0);
+            if n <= 0 {
+                errs.push(FieldError::invalid_num(
+                    &path.key("Worker").child("replicas"),
+                    n,
+                    "must be greater than or equal to 1",
+                ));
+            }
+            if no_containers(rs) {
+                errs.push(FieldError::required(
+                    &containers("Worker"),
+                    "must define at least one container",
+                ));
+            }
+        }
+        errs
     }
 
     /// Kueue's `Default`: with topology-aware scheduling and `runLauncherAsWorker`, the
@@ -345,6 +406,51 @@ mod tests {
             ..opts
         };
         assert_eq!(offset(&defaulted(&mpijob(two), &no_tas)), None);
+    }
+
+    /// The operator's replica rules: what it refuses to run is named field by field.
+    #[test]
+    fn what_the_operator_refuses_is_named() {
+        let unrunnable = |v: &Value| -> Vec<String> {
+            let o = JobObject::from_value(v).expect("view");
+            MpiJob
+                .unrunnable(&o)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let ok =
+            mpijob(json!({"Launcher": replica(Some(1), None), "Worker": replica(Some(2), None)}));
+        assert!(unrunnable(&ok).is_empty());
+        let launcher_only = mpijob(json!({"Launcher": replica(None, None)}));
+        assert!(unrunnable(&launcher_only).is_empty());
+        let zero =
+            mpijob(json!({"Launcher": replica(Some(1), None), "Worker": replica(Some(0), None)}));
+        assert_eq!(
+            unrunnable(&zero),
+            [
+                "spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 0: must be greater than or equal to 1"
+            ]
+        );
+        let unset =
+            mpijob(json!({"Launcher": replica(Some(1), None), "Worker": replica(None, None)}));
+        assert_eq!(unrunnable(&unset).len(), 1, "the operator defaults it to 0");
+        let bad = mpijob(
+            json!({"Launcher": {"replicas": 2, "template": {"spec": {}}},
+            "Worker": replica(Some(1), None)}),
+        );
+        assert_eq!(
+            unrunnable(&bad),
+            [
+                "spec.mpiReplicaSpecs[Launcher].replicas: Invalid value: 2: must be 1",
+                "spec.mpiReplicaSpecs[Launcher].template.spec.containers: Required value: must define at least one container"
+            ]
+        );
+        let workers_only = mpijob(json!({"Worker": replica(Some(1), None)}));
+        assert_eq!(
+            unrunnable(&workers_only),
+            ["spec.mpiReplicaSpecs[Launcher]: Required value: must have Launcher replica spec"]
+        );
     }
 
     /// Kueue's `PriorityClass`: the run policy's, then the launcher's, then the worker's.
