@@ -173,6 +173,15 @@ async fn other_job_kinds_suspend_their_own_way() {
             "/spec/runPolicy/suspend",
         ),
         (
+            "/mutate-kubeflow-org-v2beta1-mpijob",
+            ("kubeflow.org", "v2beta1", "MPIJob"),
+            json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                "metadata": {"name": "mpi", "namespace": "team-a", "labels": labels},
+                "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": {}},
+                    "Worker": {"replicas": 2, "template": {}}}}}),
+            "/spec/runPolicy/suspend",
+        ),
+        (
             "/mutate-ray-io-v1-rayjob",
             ("ray.io", "v1", "RayJob"),
             json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -205,6 +214,39 @@ async fn other_job_kinds_suspend_their_own_way() {
         .await;
         assert_eq!(resp["allowed"], true, "{validate}: {resp}");
     }
+}
+
+/// An MPIJob whose launcher runs as a worker: the webhook suspends it and, topology-aware
+/// scheduling being on, gives its workers' template Kueue's pod index offset (their
+/// replica indexes start after the launcher's), once.
+#[tokio::test]
+async fn an_mpijob_launcher_running_as_worker_offsets_its_workers() {
+    let state = synced_state();
+    let obj = json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "mpi", "namespace": "team-a",
+            "labels": {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/priority-class": "p"}},
+        "spec": {"runLauncherAsWorker": true, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"spec": {"containers": []}}},
+            "Worker": {"replicas": 2, "template": {"spec": {"containers": []}}}}}});
+    let (_, mutated) = mutate_twice(
+        &state,
+        "/mutate-kubeflow-org-v2beta1-mpijob",
+        ("kubeflow.org", "v2beta1", "MPIJob"),
+        &obj,
+    )
+    .await;
+    assert_eq!(mutated["spec"]["runPolicy"]["suspend"], true, "{mutated}");
+    assert_eq!(
+        mutated["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"],
+        json!({"kueue.x-k8s.io/pod-index-offset": "1"}),
+        "{mutated}"
+    );
+    assert!(
+        mutated["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+            .get("metadata")
+            .is_none(),
+        "{mutated}"
+    );
 }
 
 /// Plain pods are not run by kuota's controller, so `pod` is never among the frameworks

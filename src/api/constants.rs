@@ -75,6 +75,9 @@ pub const PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: &str =
 pub const PODSET_SLICE_SIZE_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-size";
 /// Pod-template annotation: pod sets of a group share flavor and domain.
 pub const PODSET_GROUP_NAME_ANNOTATION: &str = "kueue.x-k8s.io/podset-group-name";
+/// Pod-template annotation: the first pod index of the pod set, for the topology
+/// ungater's ranks (an MPIJob's workers when its launcher runs as a worker).
+pub const POD_INDEX_OFFSET_ANNOTATION: &str = "kueue.x-k8s.io/pod-index-offset";
 /// Topology annotation naming the node label used for node avoidance.
 pub const NODE_AVOIDANCE_LABEL_ANNOTATION: &str = "kueue.x-k8s.io/node-avoidance-label";
 /// Prefix of job annotations passed to ProvisioningRequests.

@@ -65,9 +65,14 @@ fn an_empty_configuration_gets_kueues_defaults() {
 
 #[test]
 fn frameworks_split_into_run_and_not_run() {
-    let s = ok("integrations:\n  frameworks: [batch/job, ray.io/rayjob, kubeflow.org/mpijob]\n");
+    let s = ok(
+        "integrations:\n  frameworks: [batch/job, ray.io/rayjob, sparkoperator.k8s.io/sparkapplication]\n",
+    );
     assert_eq!(s.frameworks, vec!["batch/job", "ray.io/rayjob"]);
-    assert_eq!(s.unsupported_frameworks, vec!["kubeflow.org/mpijob"]);
+    assert_eq!(
+        s.unsupported_frameworks,
+        vec!["sparkoperator.k8s.io/sparkapplication"]
+    );
     // An empty list means Kueue's default.
     assert_eq!(
         ok("integrations:\n  frameworks: []\n").frameworks,
@@ -605,6 +610,7 @@ fn kueues_shipped_configuration_loads_unchanged() {
         s.frameworks,
         [
             "batch/job",
+            "kubeflow.org/mpijob",
             "ray.io/rayjob",
             "ray.io/raycluster",
             "jobset.x-k8s.io/jobset"

@@ -52,8 +52,9 @@ use crate::integrations::JobIntegration;
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
     /// Kueue's `integrations.frameworks` (`batch/job`, `jobset.x-k8s.io/jobset`,
-    /// `kubeflow.org/pytorchjob`, `ray.io/rayjob`, `ray.io/raycluster`). Unknown names are
-    /// logged and skipped; a framework whose CRD is not installed is skipped with one line.
+    /// `kubeflow.org/pytorchjob`, `kubeflow.org/mpijob`, `ray.io/rayjob`,
+    /// `ray.io/raycluster`). Unknown names are logged and skipped; a framework whose CRD is
+    /// not installed is skipped with one line.
     pub integrations: Vec<String>,
     /// Kueue's `manageJobsWithoutQueueName`: jobs without a queue name get Workloads too.
     pub manage_jobs_without_queue_name: bool,

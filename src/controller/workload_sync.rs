@@ -38,6 +38,9 @@ use crate::integrations::{
     IntegrationError, JobIntegration, JobObject, Outcome, RuleOptions, is_managed_owner_kind,
 };
 
+/// Kueue's Event reason for a job no Workload can be built for (`ErrWorkloadCompose`).
+const REASON_ERR_WORKLOAD_COMPOSE: &str = "ErrWorkloadCompose";
+
 /// How soon a job held back by an invalid admission is looked at again.
 const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
 
@@ -620,6 +623,31 @@ impl Target<'_> {
         Ok(())
     }
 
+    /// Says on the job, in a Warning Event with Kueue's reason, why it gets no Workload.
+    fn cannot_compose(&self, why: &IntegrationError) {
+        let gvk = self.integration.gvk();
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(gvk.api_version()),
+            kind: Some(gvk.kind.clone()),
+            name: Some(self.name.clone()),
+            namespace: Some(self.ns.clone()),
+            uid: self
+                .value
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..Default::default()
+        };
+        let note = format!(
+            "{} {}/{} gets no Workload: {why}",
+            gvk.kind, self.ns, self.name
+        );
+        warn!(job = %self.name, namespace = %self.ns, error = %why, "no Workload can be built for the job");
+        self.ctx
+            .recorder
+            .warning(reference, REASON_ERR_WORKLOAD_COMPOSE, &note);
+    }
+
     /// Makes the writes of one step.
     async fn carry_out(&self, step: Step, wl: Option<Workload>) -> Result<Action, SyncError> {
         let Target {
@@ -642,7 +670,15 @@ impl Target<'_> {
                 return Ok(Action::requeue(Duration::from_secs(5)));
             }
             (Step::CreateWorkload, _) => {
-                create_workload(ctx, *integration, value, name, ns).await?;
+                match create_workload(ctx, *integration, value, name, ns).await {
+                    Err(SyncError::Integration { source, .. }) => {
+                        // Nothing it could be admitted as: no Workload, so no quota, and
+                        // no retry until the object changes.
+                        self.cannot_compose(&source);
+                        return Ok(Action::await_change());
+                    }
+                    other => other?,
+                }
                 ctx.created.insert(key.clone(), ());
             }
             (Step::Finish { reason, message }, _) => {
@@ -711,12 +747,19 @@ async fn create_workload(
     name: &str,
     ns: &str,
 ) -> Result<(), SyncError> {
-    let mut wl = integration
-        .workload(job)
-        .map_err(|source| SyncError::Integration {
-            name: format!("{ns}/{name}"),
-            source,
-        })?;
+    let integration_error = |source| SyncError::Integration {
+        name: format!("{ns}/{name}"),
+        source,
+    };
+    let view = JobObject::from_value(job).map_err(|source| SyncError::Decode {
+        name: name.to_string(),
+        source,
+    })?;
+    let unrunnable = integration.unrunnable(&view);
+    if !unrunnable.is_empty() {
+        return Err(integration_error(IntegrationError { errors: unrunnable }));
+    }
+    let mut wl = integration.workload(job).map_err(integration_error)?;
     wl.spec.priority = class_priority(ctx, &wl, &format!("{ns}/{name}")).await?;
     let obj: DynamicObject = serde_json::to_value(&wl)
         .and_then(serde_json::from_value)
@@ -795,3 +838,6 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod kind_requests;

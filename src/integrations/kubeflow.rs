@@ -1,4 +1,5 @@
-//! Kubeflow PyTorchJob (kubeflow.org/v1) integration.
+//! Kubeflow PyTorchJob (kubeflow.org/v1) integration, and the run-policy rules every
+//! Kubeflow job kind shares (Kueue's `kubeflowjob`).
 //!
 //! One pod set per replica type (`Master` first, then `Worker`), named in lower case like
 //! Kueue does, count = replicas (default 1); suspension is `spec.runPolicy.suspend`.
@@ -31,20 +32,22 @@ impl JobIntegration for PyTorchJob {
 
     /// Kueue's (kubeflowjob): the `Succeeded` or `Failed` condition, with its message.
     fn finished(&self, job: &JobObject<'_>) -> Option<Outcome> {
-        super::outcome_from_conditions(job, "Succeeded", "Failed")
+        finished(job)
     }
 
     /// Kueue's: some replica type still has active pods.
     fn is_active(&self, job: &JobObject<'_>) -> bool {
-        job.status()
-            .replica_statuses
-            .values()
-            .any(|r| r.active != 0)
+        replicas_active(job)
     }
 
     /// Kueue's: the `Running` condition.
     fn pods_ready(&self, job: &JobObject<'_>) -> bool {
-        job.status().true_condition("Running").is_some()
+        running(job)
+    }
+
+    /// Kueue's (kubeflowjob `PriorityClass`): the run policy's before the templates'.
+    fn scheduling_priority_class<'o>(&self, job: &'o JobObject<'o>) -> Option<&'o str> {
+        run_policy_priority_class(job)
     }
 
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
@@ -83,38 +86,83 @@ impl JobIntegration for PyTorchJob {
     }
 
     fn is_suspended(&self, job: &JobObject<'_>) -> bool {
-        job.spec()
-            .run_policy
-            .as_ref()
-            .and_then(|r| r.suspend)
-            .unwrap_or(false)
+        run_policy_suspended(job)
     }
 
     fn suspend_patch(&self, suspend: bool) -> serde_json::Value {
-        serde_json::json!({ "spec": { "runPolicy": { "suspend": suspend } } })
+        run_policy_suspend_patch(suspend)
     }
 
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
-        if self.is_suspended(job) {
-            return;
-        }
-        let spec_exists = job.spec.is_some();
-        let run_policy_exists = job.spec().run_policy.is_some();
-        if spec_exists {
-            patch.set_entry(
-                &["spec", "runPolicy"],
-                run_policy_exists,
-                "suspend",
-                true.into(),
-            );
-        } else {
-            patch.set_entry(
-                &["spec"],
-                false,
-                "runPolicy",
-                serde_json::json!({"suspend": true}),
-            );
-        }
+        suspend_via_run_policy(job, patch);
+    }
+}
+
+/// Kueue's (kubeflowjob, mpijob) `Finished`: the `Succeeded` or `Failed` condition, with
+/// its message.
+pub(crate) fn finished(job: &JobObject<'_>) -> Option<Outcome> {
+    super::outcome_from_conditions(job, "Succeeded", "Failed")
+}
+
+/// Kueue's `IsActive` for Kubeflow jobs: some replica type still has active pods.
+pub(crate) fn replicas_active(job: &JobObject<'_>) -> bool {
+    job.status()
+        .replica_statuses
+        .values()
+        .any(|r| r.active != 0)
+}
+
+/// Kueue's `PodsReady` for Kubeflow jobs: the operator's `Running` condition.
+pub(crate) fn running(job: &JobObject<'_>) -> bool {
+    job.status().true_condition("Running").is_some()
+}
+
+/// `spec.runPolicy.schedulingPolicy.priorityClass`, when set and not empty.
+pub(crate) fn run_policy_priority_class<'o>(job: &'o JobObject<'o>) -> Option<&'o str> {
+    job.spec()
+        .run_policy
+        .as_ref()
+        .and_then(|r| r.scheduling_policy.as_ref())
+        .and_then(|s| s.priority_class.as_deref())
+        .filter(|p| !p.is_empty())
+}
+
+/// `spec.runPolicy.suspend`.
+pub(crate) fn run_policy_suspended(job: &JobObject<'_>) -> bool {
+    job.spec()
+        .run_policy
+        .as_ref()
+        .and_then(|r| r.suspend)
+        .unwrap_or(false)
+}
+
+/// The merge patch setting `spec.runPolicy.suspend`.
+pub(crate) fn run_policy_suspend_patch(suspend: bool) -> serde_json::Value {
+    serde_json::json!({ "spec": { "runPolicy": { "suspend": suspend } } })
+}
+
+/// Adds `spec.runPolicy.suspend: true` unless already set, creating the parents a job
+/// lacks, so a second pass adds nothing.
+pub(crate) fn suspend_via_run_policy(job: &JobObject<'_>, patch: &mut PatchBuilder) {
+    if run_policy_suspended(job) {
+        return;
+    }
+    let spec_exists = job.spec.is_some();
+    let run_policy_exists = job.spec().run_policy.is_some();
+    if spec_exists {
+        patch.set_entry(
+            &["spec", "runPolicy"],
+            run_policy_exists,
+            "suspend",
+            true.into(),
+        );
+    } else {
+        patch.set_entry(
+            &["spec"],
+            false,
+            "runPolicy",
+            serde_json::json!({"suspend": true}),
+        );
     }
 }
 

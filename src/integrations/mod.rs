@@ -12,6 +12,7 @@
 pub mod batch_job;
 pub mod jobset;
 pub mod kubeflow;
+pub mod mpijob;
 pub mod object;
 pub mod patch;
 pub mod pod;
@@ -175,6 +176,14 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Whether all the job's pods are ready (Kueue's `PodsReady`).
     fn pods_ready(&self, job: &JobObject<'_>) -> bool;
 
+    /// A priority class the kind names outside its pod templates, which Kueue prefers to
+    /// theirs (its `JobWithPriorityClass`: a Kubeflow job's
+    /// `runPolicy.schedulingPolicy.priorityClass`); `None` falls back to the first pod set
+    /// whose template names one.
+    fn scheduling_priority_class<'o>(&self, _job: &'o JobObject<'o>) -> Option<&'o str> {
+        None
+    }
+
     /// A status merge patch a stopped job needs before its templates may change (a batch
     /// Job keeps `startTime` until it is cleared); `None` when it needs none.
     fn stop_status_patch(&self, _job: &JobObject<'_>) -> Option<serde_json::Value> {
@@ -208,6 +217,25 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Whether a parent suspends this object itself, so it is suspended unconditionally.
     fn suspended_by_parent(&self, _job: &JobObject<'_>) -> bool {
         false
+    }
+
+    /// Kind-specific defaults Kueue's webhook writes into a managed object on create,
+    /// beyond the queue name, the priority class and the suspension (its `Default`); the
+    /// default writes none. A second pass must add nothing.
+    fn default_on_create(
+        &self,
+        _job: &JobObject<'_>,
+        _opts: &RuleOptions,
+        _patch: &mut PatchBuilder,
+    ) {
+    }
+
+    /// Why the kind's operator will never run this object whatever admission does (the
+    /// operator's own validation, after its defaults). Kueue's webhook accepts such an
+    /// object, so kuota's does too; its controller creates no Workload for it, so it never
+    /// holds quota, and says why in a Warning Event on the object. Empty: runnable.
+    fn unrunnable(&self, _job: &JobObject<'_>) -> Vec<FieldError> {
+        Vec::new()
     }
 
     /// Warnings the kind's webhook gives (not errors).
@@ -292,6 +320,10 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
             .filter(|p| !p.is_empty())
             .map(PriorityClassRef::workload)
             .or_else(|| {
+                self.scheduling_priority_class(&job)
+                    .map(PriorityClassRef::pod)
+            })
+            .or_else(|| {
                 pod_sets
                     .iter()
                     .filter_map(|ps| ps.template.spec.as_ref()?.priority_class_name.as_deref())
@@ -363,11 +395,12 @@ pub fn for_framework(framework: &str) -> Option<&'static dyn JobIntegration> {
 }
 
 /// Every integration kuota supports, in a fixed order.
-pub fn all() -> [&'static dyn JobIntegration; 6] {
+pub fn all() -> [&'static dyn JobIntegration; 7] {
     [
         &batch_job::BatchJob,
         &jobset::JobSet,
         &kubeflow::PyTorchJob,
+        &mpijob::MpiJob,
         &ray::RayJob,
         &ray::RayCluster,
         &pod::Pod,
@@ -560,7 +593,15 @@ mod tests {
         let kinds: Vec<String> = all().iter().map(|i| i.kind()).collect();
         assert_eq!(
             kinds,
-            ["Job", "JobSet", "PyTorchJob", "RayJob", "RayCluster", "Pod"]
+            [
+                "Job",
+                "JobSet",
+                "PyTorchJob",
+                "MPIJob",
+                "RayJob",
+                "RayCluster",
+                "Pod"
+            ]
         );
     }
 

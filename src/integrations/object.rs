@@ -1,5 +1,5 @@
-//! A partial, borrowing view of any job-like object (Job, JobSet, PyTorchJob, RayJob,
-//! RayCluster, Pod): only the fields admission and the integrations read.
+//! A partial, borrowing view of any job-like object (Job, JobSet, PyTorchJob, MPIJob,
+//! RayJob, RayCluster, Pod): only the fields admission and the integrations read.
 //!
 //! Why a view instead of k8s-openapi types or `serde_json::Value`: the job CRDs are not in
 //! k8s-openapi, and building a full `Value` (or a typed Job) costs several times more than
@@ -268,6 +268,7 @@ pub struct OwnerRefView<'a> {
 /// - batch/v1 Job: `suspend`, `parallelism`, `completions`, `completionMode`, `template`.
 /// - JobSet: `suspend`, `replicatedJobs`, `managedBy`.
 /// - PyTorchJob: `pytorchReplicaSpecs`, `runPolicy`.
+/// - MPIJob: `mpiReplicaSpecs`, `runPolicy`, `runLauncherAsWorker`.
 /// - RayJob: `suspend`, `rayClusterSpec` (itself a RayCluster spec), `clusterSelector`,
 ///   `shutdownAfterJobFinishes`.
 /// - RayCluster: `suspend`, `headGroupSpec`, `workerGroupSpecs`, `enableInTreeAutoscaling`.
@@ -300,6 +301,12 @@ pub struct SpecView<'a> {
     /// PyTorchJob replica specs by replica type (`Master`, `Worker`).
     #[serde(borrow, default)]
     pub pytorch_replica_specs: Option<BTreeMap<Str<'a>, ReplicaSpecView<'a>>>,
+    /// MPIJob replica specs by replica type (`Launcher`, `Worker`).
+    #[serde(borrow, default)]
+    pub mpi_replica_specs: Option<BTreeMap<Str<'a>, ReplicaSpecView<'a>>>,
+    /// MPIJob: the launcher runs a worker process too.
+    #[serde(default)]
+    pub run_launcher_as_worker: Option<bool>,
     /// Kubeflow run policy.
     #[serde(default, deserialize_with = "opt_map_only")]
     pub run_policy: Option<RunPolicyView>,
@@ -392,13 +399,25 @@ pub struct ReplicaSpecView<'a> {
     pub template: Option<PodTemplateView<'a>>,
 }
 
-/// Kubeflow run policy (only `suspend`).
+/// Kubeflow run policy (`suspend` and the gang scheduler's priority class).
 #[derive(Deserialize, Debug, Default, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct RunPolicyView {
     /// Suspension flag.
     #[serde(default)]
     pub suspend: Option<bool>,
+    /// Gang-scheduling settings.
+    #[serde(default, deserialize_with = "opt_map_only")]
+    pub scheduling_policy: Option<SchedulingPolicyView>,
+}
+
+/// A Kubeflow run policy's gang-scheduling settings (only the priority class).
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPolicyView {
+    /// Priority class of the job's pod group.
+    #[serde(default)]
+    pub priority_class: Option<String>,
 }
 
 /// A Ray head or worker group.
@@ -512,7 +531,7 @@ pub struct GateView<'a> {
 ///
 /// - batch/v1 Job: `conditions`, `active`, `terminating`, `ready`, `succeeded`, `startTime`.
 /// - JobSet: `conditions`, `replicatedJobsStatus`.
-/// - PyTorchJob: `conditions`, `replicaStatuses`.
+/// - PyTorchJob, MPIJob: `conditions`, `replicaStatuses`.
 /// - RayCluster: `state`, `reason`.
 /// - RayJob: `jobDeploymentStatus`, `jobStatus`, `message`, `rayClusterStatus`.
 #[derive(Deserialize, Debug, Default, Clone)]
@@ -748,6 +767,8 @@ impl SpecView<'static> {
         replicated_jobs: None,
         managed_by: None,
         pytorch_replica_specs: None,
+        mpi_replica_specs: None,
+        run_launcher_as_worker: None,
         run_policy: None,
         ray_cluster_spec: None,
         cluster_selector: None,

@@ -25,10 +25,13 @@ pub struct PodView {
 
 /// The labels that give a pod its rank: the pod index label, and for a PodSet made of
 /// several replicated jobs (a JobSet), the job index label and the number of jobs.
+/// `offset` is the PodSet's first pod index (Kueue's `kueue.x-k8s.io/pod-index-offset`
+/// pod annotation: an MPIJob's workers count from 1 when its launcher runs as worker 0).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankLabels {
     pub pod_index_label: String,
     pub sub_group: Option<(String, i32)>,
+    pub offset: usize,
 }
 
 /// One domain of an admission: its label value per level, and its pod count.
@@ -86,7 +89,8 @@ fn by_rank(
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
-        let index = read_index(pod, &ranks.pod_index_label, size)?;
+        let index = read_index(pod, &ranks.pod_index_label, size.checked_add(ranks.offset)?)?
+            .checked_sub(ranks.offset)?;
         let rank = match &ranks.sub_group {
             Some((label, jobs)) => {
                 let job = read_index(pod, label, (*jobs).max(0) as usize)?;
@@ -195,7 +199,32 @@ mod tests {
         RankLabels {
             pod_index_label: INDEX.into(),
             sub_group: None,
+            offset: 0,
         }
+    }
+
+    /// Workers indexed from 1 (an MPIJob whose launcher runs as worker 0): with the offset
+    /// their ranks start at 0; without it index 3 is past the assignment and the ranks are
+    /// not trusted.
+    #[test]
+    fn an_index_offset_shifts_the_ranks() {
+        let pods = vec![gated(Some(3)), gated(Some(1)), gated(Some(2))];
+        let offset = RankLabels {
+            offset: 1,
+            ..ranks()
+        };
+        let out = assign(&levels(), &domains(), &pods, Some(&offset));
+        assert_eq!(
+            hosts(&out),
+            [(0, "n2".into()), (1, "n1".into()), (2, "n1".into())]
+        );
+        // Index 0 is below the offset: not a rank of this PodSet, so the greedy fill.
+        let pods = vec![gated(Some(0)), gated(Some(1)), gated(Some(2))];
+        let out = assign(&levels(), &domains(), &pods, Some(&offset));
+        assert_eq!(
+            hosts(&out),
+            [(0, "n1".into()), (1, "n1".into()), (2, "n2".into())]
+        );
     }
 
     #[test]
@@ -249,6 +278,7 @@ mod tests {
         let jobs = RankLabels {
             pod_index_label: INDEX.into(),
             sub_group: Some(("job-index".into(), 2)),
+            offset: 0,
         };
         let domains = vec![
             (vec!["r1".into(), "n1".into()], 2),

@@ -1,5 +1,6 @@
-//! Mutation and validation of job kinds (Job, JobSet, PyTorchJob, RayJob, RayCluster, Pod),
-//! the generic half of Kueue's job framework webhooks plus kuota's policies.
+//! Mutation and validation of job kinds (Job, JobSet, PyTorchJob, MPIJob, RayJob,
+//! RayCluster, Pod), the generic half of Kueue's job framework webhooks plus kuota's
+//! policies.
 //!
 //! Everything kind-specific comes from the [`JobIntegration`] trait; this module never
 //! matches on a kind.
@@ -15,7 +16,8 @@
 //! 3. a managed job without a priority class gets `default` when that WorkloadPriorityClass
 //!    exists;
 //! 4. a managed job (queue name, or `manageJobsWithoutQueueName` in a managed namespace) is
-//!    suspended the kind's way (`spec.suspend`, `runPolicy.suspend`, pod scheduling gate).
+//!    suspended the kind's way (`spec.suspend`, `runPolicy.suspend`, pod scheduling gate),
+//!    and gets the kind's own defaults (an MPIJob's worker pod index offset).
 //!
 //! Every step is a no-op on an object that already has what it would add, so a second pass
 //! over the mutated object yields an empty patch (reinvocationPolicy: IfNeeded).
@@ -190,6 +192,11 @@ pub fn mutate(
     }
     if managed {
         integ.suspend(job, &mut patch);
+        let opts = RuleOptions {
+            manage_jobs_without_queue_name: config.manage_jobs_without_queue_name,
+            topology_aware_scheduling: config.topology_aware_scheduling,
+        };
+        integ.default_on_create(job, &opts, &mut patch);
     } else if config.manage_jobs_without_queue_name && !synced {
         warnings.push(format!(
             "{NOT_SYNCED}; cannot tell whether namespace {ns:?} is managed, so the job was not suspended"

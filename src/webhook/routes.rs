@@ -226,6 +226,8 @@ mod tests {
             "/validate-jobset-x-k8s-io-v1alpha2-jobset",
             "/mutate-kubeflow-org-v1-pytorchjob",
             "/validate-kubeflow-org-v1-pytorchjob",
+            "/mutate-kubeflow-org-v2beta1-mpijob",
+            "/validate-kubeflow-org-v2beta1-mpijob",
             "/mutate-ray-io-v1-rayjob",
             "/validate-ray-io-v1-rayjob",
             "/mutate-ray-io-v1-raycluster",

@@ -48,7 +48,7 @@ async fn suspended(client: &Client, ns: &str, name: &str) -> Option<bool> {
 }
 
 /// Waits for a Warning Event with `reason` about object `name` in `ns`; returns its note.
-async fn warning_about(client: &Client, ns: &str, name: &str, reason: &str) -> String {
+pub(crate) async fn warning_about(client: &Client, ns: &str, name: &str, reason: &str) -> String {
     let events = Api::<Event>::namespaced(client.clone(), ns);
     let mut seen = Vec::new();
     for _ in 0..300 {

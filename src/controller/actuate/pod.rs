@@ -16,9 +16,10 @@ use serde_json::Value;
 
 use crate::api::Workload;
 use crate::api::constants::{
-    PODSET_LABEL, PODSET_PREFERRED_TOPOLOGY_ANNOTATION, PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
-    PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
-    TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ADMITTED, WORKLOAD_ANNOTATION, WORKLOAD_FINISHED,
+    POD_INDEX_OFFSET_ANNOTATION, PODSET_LABEL, PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+    PODSET_REQUIRED_TOPOLOGY_ANNOTATION, PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+    PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ADMITTED,
+    WORKLOAD_ANNOTATION, WORKLOAD_FINISHED,
 };
 use crate::placement::ungate::{self, PodView, RankLabels};
 
@@ -160,6 +161,15 @@ pub fn ungates(wl: &Workload, pods: &[Arc<Pod>]) -> Vec<(Arc<Pod>, BTreeMap<Stri
                     (Some(l), None) => Some((l.clone(), 0)),
                     _ => None,
                 },
+                // Kueue reads it off the first pod, all of a PodSet's pods sharing it; one
+                // that is not a number leaves the ranks untrusted (the greedy fill).
+                offset: match members
+                    .first()
+                    .and_then(|p| annotation(p, POD_INDEX_OFFSET_ANNOTATION))
+                {
+                    None => 0,
+                    Some(v) => v.parse().ok()?,
+                },
             })
         });
         for (i, selector) in ungate::assign(&ta.levels, &domains, &views, ranks.as_ref()) {
@@ -171,6 +181,14 @@ pub fn ungates(wl: &Workload, pods: &[Arc<Pod>]) -> Vec<(Arc<Pod>, BTreeMap<Stri
 
 fn label<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 fn view(pod: &Pod) -> PodView {

@@ -178,9 +178,11 @@ fn a_job_whose_outcome_is_decided_is_not_stopped_and_finishes_even_if_suspended(
 /// reports nothing running, read each kind's way.
 #[test]
 fn a_stopped_job_keeps_its_quota_while_its_operator_reports_it_running() {
-    use crate::integrations::{jobset::JobSet, kubeflow::PyTorchJob, ray::RayCluster, ray::RayJob};
+    use crate::integrations::{
+        jobset::JobSet, kubeflow::PyTorchJob, mpijob::MpiJob, ray::RayCluster, ray::RayJob,
+    };
     let evicted = evicted();
-    let cases: [(&dyn JobIntegration, serde_json::Value, serde_json::Value); 4] = [
+    let cases: [(&dyn JobIntegration, serde_json::Value, serde_json::Value); 5] = [
         (
             &JobSet,
             json!({"spec": {"suspend": true}, "status": {"replicatedJobsStatus": [
@@ -192,6 +194,11 @@ fn a_stopped_job_keeps_its_quota_while_its_operator_reports_it_running() {
             &PyTorchJob,
             json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Worker": {"active": 1}}}}),
             json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Worker": {}}}}),
+        ),
+        (
+            &MpiJob,
+            json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Launcher": {"active": 0}, "Worker": {"active": 2}}}}),
+            json!({"spec": {"runPolicy": {"suspend": true}}, "status": {"replicaStatuses": {"Launcher": {"active": 0}, "Worker": {"active": 0}}}}),
         ),
         (
             &RayCluster,
@@ -325,7 +332,9 @@ fn a_failing_job_is_retried_ever_more_slowly_until_it_reconciles() {
 /// Kueue's reason and the operator's message; a RayCluster never finishes.
 #[test]
 fn each_kind_finishes_its_workload_from_its_operators_status() {
-    use crate::integrations::{jobset::JobSet, kubeflow::PyTorchJob, ray::RayCluster, ray::RayJob};
+    use crate::integrations::{
+        jobset::JobSet, kubeflow::PyTorchJob, mpijob::MpiJob, ray::RayCluster, ray::RayJob,
+    };
     let admitted = workload(admitted());
     let cond = |t: &str, m: &str| json!({"type": t, "status": "True", "message": m});
     /// A kind, its operator's status, and the Finished reason and message expected.
@@ -334,7 +343,7 @@ fn each_kind_finishes_its_workload_from_its_operators_status() {
         serde_json::Value,
         Option<(&'a str, &'a str)>,
     );
-    let cases: [Case; 7] = [
+    let cases: [Case; 9] = [
         (
             &BatchJob,
             json!({"conditions": [cond("Complete", "done")]}),
@@ -354,6 +363,16 @@ fn each_kind_finishes_its_workload_from_its_operators_status() {
             &PyTorchJob,
             json!({"conditions": [cond("Running", ""), cond("Failed", "oom")]}),
             Some((REASON_FAILED, "oom")),
+        ),
+        (
+            &MpiJob,
+            json!({"conditions": [cond("Running", ""), cond("Succeeded", "MPIJob pi successfully completed.")]}),
+            Some((REASON_SUCCEEDED, "MPIJob pi successfully completed.")),
+        ),
+        (
+            &MpiJob,
+            json!({"conditions": [cond("Failed", "launcher failed")]}),
+            Some((REASON_FAILED, "launcher failed")),
         ),
         (
             &RayJob,

@@ -220,7 +220,7 @@ fn the_chart_lints_strictly_and_rejects_bad_values() {
         "kuota",
         CHART,
         "--set",
-        "integrations.frameworks={batch/job,kubeflow.org/mpijob}",
+        "integrations.frameworks={batch/job,sparkoperator.k8s.io/sparkapplication}",
     ]);
     assert!(!ok, "an unknown framework must fail the render");
     assert!(

@@ -1,9 +1,9 @@
 //! The README's walk-through, replayed against the real API server: manifests/samples apply
 //! with kuota's CRDs (server-side apply), the Jobs wait suspended on their queues, then
 //! kuota's controller (in-process, with the controller tests' harness) admits `finetune`
-//! and leaves `too-big` pending with a message saying why. The JobSet, PyTorchJob, RayJob
-//! and RayCluster samples are checked against their projects' real CRDs (the vendored
-//! ones of `tests/fixtures/crds`).
+//! and leaves `too-big` pending with a message saying why. The JobSet, PyTorchJob, MPIJob,
+//! RayJob and RayCluster samples are checked against their projects' real CRDs (the
+//! vendored ones of `tests/fixtures/crds`).
 //!
 //! No Nodes are created: `finetune` requests no topology, and whichever flavor kuota picks
 //! (the TAS flavor h100 needs Nodes to place on, a100 does not), the test checks the Job is
@@ -62,6 +62,8 @@ async fn forget_earlier_runs(client: &Client) {
         "-f",
         "manifests/samples/70-pytorchjob.yaml",
         "-f",
+        "manifests/samples/75-mpijob.yaml",
+        "-f",
         "manifests/samples/80-rayjob.yaml",
         "-f",
         "manifests/samples/90-raycluster.yaml",
@@ -98,6 +100,7 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
     forget_earlier_runs(&client).await;
     for crd in [
         "kubeflow.org_pytorchjobs.yaml",
+        "kubeflow.org_mpijobs.yaml",
         "ray.io_rayjobs.yaml",
         "ray.io_rayclusters.yaml",
         "jobset.x-k8s.io_jobsets.yaml",
@@ -126,6 +129,7 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
         "workloadpriorityclass.kueue.x-k8s.io/production",
         "job.batch/finetune",
         "pytorchjob.kubeflow.org/llm-pretrain",
+        "mpijob.kubeflow.org/allreduce-bench",
         "rayjob.ray.io/hparam-sweep",
     ] {
         assert!(

@@ -68,6 +68,13 @@ labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
   resource: pytorchjobs
   path: kubeflow-org-v1-pytorchjob
   unlabelled: true
+- framework: kubeflow.org/mpijob
+  short: mpijob
+  group: kubeflow.org
+  version: v2beta1
+  resource: mpijobs
+  path: kubeflow-org-v2beta1-mpijob
+  unlabelled: true
 - framework: ray.io/rayjob
   short: rayjob
   group: ray.io

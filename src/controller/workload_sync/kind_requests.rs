@@ -1,0 +1,285 @@
+//! The exact API requests a job reconciler makes to start, stop and finish a job of a
+//! given kind, against a mocked API server: the method, the path, the content type and
+//! the body of each, and nothing else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use kube::client::Body;
+use kube::runtime::reflector::store::Writer as StoreWriter;
+use kube::runtime::watcher::Event as WatchEvent;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::controller::actuate::Clock;
+use crate::integrations::jobset::JobSet;
+use crate::integrations::mpijob::MpiJob;
+
+/// One request as the API server saw it: method, path and query, content type, body.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    method: String,
+    uri: String,
+    content_type: String,
+    body: Value,
+}
+
+/// Serves exactly one request, answering `reply`; returns what it saw.
+async fn serve_one(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    reply: Value,
+) -> Seen {
+    let (req, send) = handle.next_request().await.expect("a request");
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect_bytes().await.expect("a body");
+    send.send_response(
+        Response::builder()
+            .body(Body::from(serde_json::to_vec(&reply).expect("json")))
+            .expect("response"),
+    );
+    assert!(
+        handle.next_request().await.is_none(),
+        "one request, nothing else"
+    );
+    Seen {
+        method: parts.method.to_string(),
+        uri: parts.uri.to_string(),
+        content_type: parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+        body: serde_json::from_slice(&bytes).expect("a JSON body"),
+    }
+}
+
+/// The Workload `wl` of job `j`, admitted with flavor `gpu` (node label `pool: a100`) for
+/// every pod set.
+fn admitted(integration: &dyn JobIntegration, job: &Value) -> Workload {
+    let mut wl = integration.workload(job).expect("a valid job");
+    wl.metadata.name = Some("wl".into());
+    wl.metadata.resource_version = Some("7".into());
+    let assignments: Vec<Value> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| json!({"name": p.name, "flavors": {"cpu": "gpu"}, "resourceUsage": {"cpu": "1"}, "count": p.count}))
+        .collect();
+    wl.status = Some(
+        serde_json::from_value(json!({
+            "admission": {"clusterQueue": "cq", "podSetAssignments": assignments},
+            "conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "", "lastTransitionTime": "2026-11-24T00:00:00Z"}]
+        }))
+        .expect("a valid status"),
+    );
+    wl
+}
+
+/// A reconciler context on a mocked client, its stores holding the flavor and `wl`.
+fn ctx(client: kube::Client, wl: &Workload) -> Ctx {
+    let (mut stores, mut writers) = super::super::watch::stores();
+    let mut flavors = StoreWriter::new(Kind::ResourceFlavor.api_resource());
+    let rf: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "a100"}}
+    }))
+    .expect("a flavor");
+    flavors.apply_watcher_event(&WatchEvent::Apply(rf));
+    stores.flavors = flavors.as_reader();
+    let mut compact = serde_json::to_value(wl).expect("json");
+    compact["metadata"]["namespace"] = json!("ns");
+    writers.workloads.apply_watcher_event(&WatchEvent::Apply(
+        CompactObject::from_value(compact).expect("a workload"),
+    ));
+    let clock: Clock = Arc::new(|| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-24T01:00:00Z".parse().expect("time"),
+        )
+    });
+    let (engine, _rx) = tokio::sync::mpsc::channel(1);
+    Ctx {
+        stores,
+        writer: Arc::new(Writer::new(client, 1, 1).with_clock(clock, Duration::from_millis(1))),
+        recorder: Recorder::disabled(),
+        engine,
+        manage_without_queue_name: false,
+        wait_for_pods_ready: false,
+        namespaces: crate::controller::managed_namespaces::NamespaceCheck::new(Default::default()),
+        created: created_cache(),
+    }
+}
+
+/// Carries out `step` for `job` and returns the one request it made.
+async fn request_of(
+    integration: &'static dyn JobIntegration,
+    job: &Value,
+    wl: &Workload,
+    step: Step,
+) -> Seen {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = ctx(kube::Client::new(service, "default"), wl);
+    let server = tokio::spawn(serve_one(handle, job.clone()));
+    let target = Target {
+        integration,
+        ctx: &ctx,
+        name: "j".into(),
+        ns: "ns".into(),
+        value: job.clone(),
+        key: WorkloadKey::new("ns", "wl"),
+    };
+    target
+        .carry_out(step, Some(wl.clone()))
+        .await
+        .expect("the step's write lands");
+    drop(target);
+    drop(ctx);
+    server.await.expect("mock server")
+}
+
+/// The labels and annotation a start stamps on a pod set's template.
+fn stamps(pod_set: &str) -> Value {
+    json!({
+        "labels": {"kueue.x-k8s.io/podset": pod_set, "kueue.x-k8s.io/local-queue-name": "lq",
+            "kueue.x-k8s.io/cluster-queue-name": "cq"},
+        "annotations": {"kueue.x-k8s.io/workload": "wl"}
+    })
+}
+
+fn meta() -> Value {
+    json!({"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "3",
+        "labels": {"kueue.x-k8s.io/queue-name": "lq"}})
+}
+
+fn pod() -> Value {
+    json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]})
+}
+
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+const RV: &str = "/metadata/resourceVersion";
+
+/// The finish request: the Workload's status gets `Finished` with Kueue's reason and the
+/// operator's message, preconditioned on the Workload's resourceVersion.
+fn finish_request() -> Seen {
+    Seen {
+        method: "PATCH".into(),
+        uri: "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl/status?&fieldManager=kuota"
+            .into(),
+        content_type: MERGE_PATCH.into(),
+        body: json!({
+            "metadata": {"resourceVersion": "7"},
+            "status": {"conditions": [
+                {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                    "lastTransitionTime": "2026-11-24T00:00:00Z"},
+                {"type": "Finished", "status": "True", "reason": "Succeeded",
+                    "message": "done", "lastTransitionTime": "2026-11-24T01:00:00Z"}
+            ]}
+        }),
+    }
+}
+
+/// Start, stop and finish of `job`: one request each, exactly as given.
+async fn check(integration: &'static dyn JobIntegration, job: Value, start: Seen, stop: Seen) {
+    let kind = integration.kind();
+    let wl = admitted(integration, &job);
+    let seen = request_of(integration, &job, &wl, Step::Start).await;
+    assert_eq!(seen, start, "{kind}: start");
+    let mut started = job.clone();
+    let ops: json_patch::Patch = serde_json::from_value(seen.body).expect("a JSON patch");
+    json_patch::patch(&mut started, &ops).expect("applies");
+    assert_eq!(
+        request_of(integration, &started, &wl, Step::Stop).await,
+        stop,
+        "{kind}: stop"
+    );
+    let finish = Step::Finish {
+        reason: REASON_SUCCEEDED,
+        message: "done".into(),
+    };
+    assert_eq!(
+        request_of(integration, &started, &wl, finish).await,
+        finish_request(),
+        "{kind}: finish"
+    );
+}
+
+#[tokio::test]
+async fn an_mpijob_is_started_stopped_and_finished_with_exactly_these_requests() {
+    let replicas = |n: i32| json!({"replicas": n, "template": {"spec": pod()}});
+    let job = json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta(),
+        "spec": {"runPolicy": {"suspend": true}, "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {"Launcher": replicas(1), "Worker": replicas(2)}}
+    });
+    let uri = "/apis/kubeflow.org/v2beta1/namespaces/ns/mpijobs/j?";
+    let t = |r: &str| format!("/spec/mpiReplicaSpecs/{r}/template");
+    check(
+        &MpiJob,
+        job,
+        Seen {
+            method: "PATCH".into(),
+            uri: uri.into(),
+            content_type: JSON_PATCH.into(),
+            body: json!([
+                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "add", "path": format!("{}/metadata", t("Launcher")), "value": stamps("launcher")},
+                {"op": "add", "path": format!("{}/spec/nodeSelector", t("Launcher")), "value": {"pool": "a100"}},
+                {"op": "add", "path": format!("{}/metadata", t("Worker")), "value": stamps("worker")},
+                {"op": "add", "path": format!("{}/spec/nodeSelector", t("Worker")), "value": {"pool": "a100"}},
+                {"op": "replace", "path": "/spec/runPolicy/suspend", "value": false},
+            ]),
+        },
+        Seen {
+            method: "PATCH".into(),
+            uri: uri.into(),
+            content_type: JSON_PATCH.into(),
+            body: json!([
+                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "replace", "path": "/spec/runPolicy/suspend", "value": true},
+            ]),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_jobset_is_started_stopped_and_finished_with_exactly_these_requests() {
+    let job = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(),
+        "spec": {"suspend": true, "replicatedJobs": [
+            {"name": "leader", "replicas": 1, "template": {"spec": {"template": {"spec": pod()}}}},
+            {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": pod()}}}}]}
+    });
+    let uri = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/j?";
+    let t = |i: usize| format!("/spec/replicatedJobs/{i}/template/spec/template");
+    check(
+        &JobSet,
+        job,
+        Seen {
+            method: "PATCH".into(),
+            uri: uri.into(),
+            content_type: JSON_PATCH.into(),
+            body: json!([
+                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "add", "path": format!("{}/metadata", t(0)), "value": stamps("leader")},
+                {"op": "add", "path": format!("{}/spec/nodeSelector", t(0)), "value": {"pool": "a100"}},
+                {"op": "add", "path": format!("{}/metadata", t(1)), "value": stamps("workers")},
+                {"op": "add", "path": format!("{}/spec/nodeSelector", t(1)), "value": {"pool": "a100"}},
+                {"op": "replace", "path": "/spec/suspend", "value": false},
+            ]),
+        },
+        Seen {
+            method: "PATCH".into(),
+            uri: uri.into(),
+            content_type: JSON_PATCH.into(),
+            body: json!([
+                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "replace", "path": "/spec/suspend", "value": true},
+            ]),
+        },
+    )
+    .await;
+}
