@@ -306,7 +306,7 @@ async fn with_block_admission_nothing_else_is_admitted_while_a_gang_is_not_ready
     let _only = controller_lock().await;
     let fx = QueueFixture::new("podsready-block", "2").await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
-    // blockAdmission is cluster-wide, as in Kueue: an admitted gang an earlier test left
+    // blockAdmission is cluster-wide, as in Kueue: an unfinished admitted gang an earlier test left
     // (its namespace still terminating) would block this one, so wait until none is left.
     let all = Api::<kuota::api::Workload>::all(client.clone());
     let others_admitted = || async {
@@ -315,7 +315,12 @@ async fn with_block_admission_nothing_else_is_admitted_while_a_gang_is_not_ready
             .map(|l| {
                 l.items
                     .iter()
-                    .filter(|w| w.status.as_ref().is_some_and(|s| s.admission.is_some()))
+                    // A finished Workload keeps its admission but holds nothing.
+                    .filter(|w| {
+                        w.status.as_ref().is_some_and(|s| {
+                            s.admission.is_some() && !s.is_condition_true("Finished")
+                        })
+                    })
                     .map(|w| {
                         format!(
                             "{}/{}",
