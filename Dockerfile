@@ -15,6 +15,8 @@ COPY benches ./benches
 COPY tests ./tests
 COPY examples ./examples
 COPY policies ./policies
+# The webhook configurations `kuota serve --local-webhooks` registers, compiled in.
+COPY manifests/base/mutating-webhook.yaml manifests/base/validating-webhook.yaml ./manifests/base/
 RUN cargo build --locked --release --bin kuota \
     && cp target/release/kuota /kuota
 

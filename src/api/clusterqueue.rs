@@ -57,11 +57,6 @@ pub struct ClusterQueueSpec {
 }
 
 impl ClusterQueueSpec {
-    /// Queueing strategy with Kueue's default applied.
-    pub fn effective_queueing_strategy(&self) -> QueueingStrategy {
-        self.queueing_strategy.unwrap_or_default()
-    }
-
     /// Stop policy with Kueue's default applied.
     pub fn effective_stop_policy(&self) -> StopPolicy {
         self.stop_policy.unwrap_or_default()
@@ -145,11 +140,6 @@ impl FlavorFungibility {
     pub fn effective_when_can_preempt(&self) -> FlavorFungibilityPolicy {
         self.when_can_preempt
             .unwrap_or(FlavorFungibilityPolicy::TryNextFlavor)
-    }
-
-    /// `preference` with Kueue's default (BorrowingOverPreemption).
-    pub fn effective_preference(&self) -> FlavorFungibilityPreference {
-        self.preference.unwrap_or_default()
     }
 }
 

@@ -41,11 +41,6 @@ fn label_requirement_matches(r: &LabelSelectorRequirement, labels: &Labels) -> b
     }
 }
 
-/// Alias of [`label_selector_matches`].
-pub fn selector_matches(sel: &LabelSelector, labels: &Labels) -> bool {
-    label_selector_matches(sel, labels)
-}
-
 /// ClusterQueue `namespaceSelector` semantics: unset (`None`) admits no namespace, `{}` admits all.
 pub fn namespace_selector_matches(sel: Option<&LabelSelector>, namespace_labels: &Labels) -> bool {
     sel.is_some_and(|s| label_selector_matches(s, namespace_labels))

@@ -53,11 +53,6 @@ impl WorkloadSpec {
         self.active.unwrap_or(true)
     }
 
-    /// Priority, defaulting to 0 like Kueue when no class applies.
-    pub fn effective_priority(&self) -> i32 {
-        self.priority.unwrap_or(0)
-    }
-
     /// Queue name, treating an empty string as unset.
     pub fn queue(&self) -> Option<&str> {
         self.queue_name.as_deref().filter(|q| !q.is_empty())

@@ -235,9 +235,10 @@ type JobRef = ObjectRef<CompactObject>;
 /// hooks, where a full bounded channel would leave two bad choices: block the watch (and
 /// with it every engine input behind it) or drop the trigger (and miss the reconcile of a
 /// job whose Workload just changed). They do not grow without bound in practice: each
-/// message is one job reference, and the receiving end is kube's controller scheduler,
-/// which drains its trigger streams whenever it is polled, independently of reconciles in
-/// flight, into a map keyed by object, so what is queued is at most one entry per job.
+/// message is one job (for the topology ungater, one Workload) reference, and every
+/// receiving end is a kube controller's scheduler (`reconcile_on`), which drains its
+/// trigger streams whenever it is polled, independently of reconciles in flight, into a
+/// map keyed by object, so what is queued is at most one entry per object.
 #[derive(Clone, Default)]
 pub struct Triggers {
     senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,

@@ -313,6 +313,16 @@ pub struct ClusterQueueReport {
     pub inactive_condition_reason: Option<&'static str>,
 }
 
+/// A LocalQueue's observable state (see [`Engine::local_queue_reports`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct LocalQueueReport {
+    pub pending: usize,
+    pub admitted: usize,
+    /// (flavor, resource) -> quota its admitted workloads are charged, in the engine's
+    /// unit for the resource.
+    pub usage: BTreeMap<(String, String), i64>,
+}
+
 /// A hash map for keys the engine makes itself (interned ids, names it interns):
 /// foldhash instead of SipHash, which showed in every scheduling-cycle profile.
 ///

@@ -3,12 +3,14 @@
 //! The engine never reports anything by itself (it stays pure); shells call
 //! [`Engine::snapshot`] when they want gauges, at whatever rate they can afford.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::quota::NodeId;
+use super::resources::FrAmounts;
 use super::state::WlState;
 use super::{
-    ClusterQueueReport, Engine, FlavorResourceUsage, PendingReason, WorkloadKey, WorkloadState,
+    ClusterQueueReport, Engine, FlavorResourceUsage, LocalQueueReport, PendingReason, WorkloadKey,
+    WorkloadState,
 };
 
 /// One (flavor, resource) entry of a ClusterQueue, in the engine's unit for the resource
@@ -245,18 +247,6 @@ impl Engine {
         })
     }
 
-    /// Names of the ClusterQueues the engine knows, sorted.
-    pub fn cluster_queue_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .cqs
-            .iter()
-            .filter(|c| !c.deleted)
-            .map(|c| c.spec.name.clone())
-            .collect();
-        v.sort();
-        v
-    }
-
     /// A ClusterQueue's counts, usage per (flavor, resource) and share.
     pub fn cluster_queue_report(&self, name: &str) -> Option<ClusterQueueReport> {
         let &id = self.cq_index.get(name)?;
@@ -299,6 +289,49 @@ impl Engine {
             inactive_reason: c.inactive.as_ref().map(|i| i.message.clone()),
             inactive_condition_reason: c.inactive.as_ref().map(|i| i.reason),
         })
+    }
+
+    /// Every LocalQueue's counts and usage, from the workloads the engine holds (one pass,
+    /// no decoding): (namespace, name) -> report. Pending counts every unfinished
+    /// workload without quota, admitted (and reserving) every one holding quota, an
+    /// evicted one until it gives it back; usage is the quota each admitted one is
+    /// charged, as in its ClusterQueue's report. LocalQueues no workload names are absent.
+    pub fn local_queue_reports(&self) -> HashMap<(String, String), LocalQueueReport> {
+        let mut out: HashMap<(String, String), LocalQueueReport> = HashMap::new();
+        let mut usage: HashMap<(String, String), FrAmounts> = HashMap::new();
+        for w in self.wls.iter().flatten() {
+            if w.spec.queue_name.is_empty() || matches!(w.state, WlState::Finished) {
+                continue;
+            }
+            let key = (w.spec.key.namespace.to_string(), w.spec.queue_name.clone());
+            let report = out.entry(key.clone()).or_default();
+            match &w.state {
+                WlState::Admitted(a) | WlState::Evicting(a) => {
+                    report.admitted += 1;
+                    let sum = usage.entry(key).or_default();
+                    for &(fr, v) in &a.usage {
+                        super::resources::add_amount(sum, fr, v);
+                    }
+                }
+                _ => report.pending += 1,
+            }
+        }
+        for (key, amounts) in usage {
+            let Some(report) = out.get_mut(&key) else {
+                continue;
+            };
+            for (fr, total) in amounts {
+                let (f, r) = self.names.fr_parts(fr);
+                report.usage.insert(
+                    (
+                        self.names.flavor_name(f).to_string(),
+                        self.names.resource_name(r).to_string(),
+                    ),
+                    total,
+                );
+            }
+        }
+        out
     }
 
     /// Number of workloads waiting in queues or for a queue.

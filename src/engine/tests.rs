@@ -239,6 +239,26 @@ fn finish_releases_quota_and_revives_parked() {
     );
 }
 
+/// LocalQueue counts and usage come from the engine's workloads: pending and admitted
+/// per (namespace, queue), usage as charged, a finished workload in neither.
+#[test]
+fn local_queue_reports_count_pending_and_admitted_and_sum_their_usage() {
+    let mut e = setup(&[cq("a", None, "4", None, ""), cq("b", None, "1", None, "")]);
+    e.apply(0, wl("one", "a", "1500m", 0)).unwrap();
+    e.apply(0, wl("two", "a", "2", 0)).unwrap();
+    e.apply(0, wl("three", "a", "2", 0)).unwrap();
+    e.apply(0, wl("done", "b", "1", 0)).unwrap();
+    assert_eq!(admitted(&e.schedule(1)), vec!["done", "one", "two"]);
+    e.apply(2, Event::WorkloadFinished(key("done"))).unwrap();
+    let reports = e.local_queue_reports();
+    let a = &reports[&("ns".to_string(), "a".to_string())];
+    assert_eq!((a.pending, a.admitted), (1, 2));
+    assert_eq!(a.usage[&("default".to_string(), "cpu".to_string())], 3500);
+    // Nothing unfinished names `b`: no report (its status counts zero).
+    assert!(!reports.contains_key(&("ns".to_string(), "b".to_string())));
+    assert_eq!(reports.len(), 1);
+}
+
 /// A status write happens only when what the user sees changes: a re-evaluation that
 /// ends with the same explanation emits nothing; a different shortfall emits the new one.
 #[test]

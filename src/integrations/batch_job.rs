@@ -173,16 +173,6 @@ pub fn workload_for(job: &Job) -> Result<Workload, IntegrationError> {
     BatchJob.workload(&value)
 }
 
-/// Pods the job runs at once: parallelism (default 1), capped by completions.
-pub fn pods_count(job: &Job) -> i32 {
-    let spec = job.spec.as_ref();
-    let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
-    match spec.and_then(|s| s.completions) {
-        Some(c) if c < parallelism => c,
-        _ => parallelism,
-    }
-}
-
 fn annotation_path(key: &str) -> Path {
     Path::new("metadata").child("annotations").key(key)
 }

@@ -676,16 +676,4 @@ impl Inventory {
             .map(|t| t.levels.clone())
             .unwrap_or_default()
     }
-
-    /// Free GPUs that no pending request could use: reported by the simulator.
-    pub fn free_slots_histogram(&mut self, flavor: &str, resource: ResourceId) -> Vec<u32> {
-        self.ensure_trees();
-        let Some(t) = self.trees.get(flavor) else {
-            return vec![];
-        };
-        match t.hist_res.iter().position(|r| *r == resource) {
-            Some(h) => t.doms[t.root as usize].hists[h].clone(),
-            None => vec![],
-        }
-    }
 }

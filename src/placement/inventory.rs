@@ -478,19 +478,6 @@ impl Inventory {
         }
     }
 
-    /// Free amount of `r` summed over schedulable nodes of a flavor's tree.
-    pub fn free_total(&mut self, flavor: &str, r: ResourceId) -> i64 {
-        self.ensure_trees();
-        let Some(t) = self.trees.get(flavor) else {
-            return 0;
-        };
-        (0..t.leaf_of.len() as u32)
-            .filter(|&n| t.leaf(n).is_some())
-            .filter_map(|n| self.node(n))
-            .map(|n| n.free(r).max(0))
-            .sum()
-    }
-
     /// Rebuilds every tree if topologies or flavors changed since the last build, and
     /// otherwise only the trees whose nodes changed.
     pub fn ensure_trees(&mut self) {

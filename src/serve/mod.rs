@@ -3,6 +3,7 @@
 //! registry and the leader-elected queue controller. Nothing below imports it.
 
 pub mod listeners;
+pub mod local;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub enum ServeError {
     Server(#[from] ServerError),
     #[error(transparent)]
     Listen(#[from] listeners::ListenError),
+    #[error("--local-webhooks: {0}")]
+    Local(#[from] local::LocalError),
     /// The process stopped because it must not go on (an engine panic).
     #[error("{0}")]
     Fatal(String),
@@ -66,6 +69,19 @@ pub struct ServeArgs {
     /// has queues to show.
     #[arg(long, default_value = "off", value_parser = parse_visibility_listen)]
     pub visibility_listen: VisibilityListen,
+    /// Run outside the cluster: register kuota's webhooks and its CRDs' conversion at
+    /// https://HOST:<--listen port> (default host 127.0.0.1) with the CA in --cert-dir
+    /// (made there if absent), using your kubeconfig, and remove them again on exit
+    /// (docs/install.md, "Running kuota outside the cluster").
+    #[arg(
+        long,
+        value_name = "HOST",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = local::DEFAULT_HOST,
+        conflicts_with = "inject_ca_bundle"
+    )]
+    pub local_webhooks: Option<String>,
     /// Kueue's `Configuration` and kuota's `KuotaConfiguration` (see docs/configuration.md).
     #[command(flatten)]
     pub config: crate::config::ConfigArgs,
@@ -122,6 +138,13 @@ pub fn serve_cli(args: ServeArgs) -> std::process::ExitCode {
 pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     use crate::policy::PolicyHandle;
 
+    // With --local-webhooks, ctrl-c is caught from the start: one that came while the
+    // registration was being written would otherwise end the process with it half done.
+    let early_signal = args
+        .local_webhooks
+        .is_some()
+        .then(|| tokio::spawn(shutdown_signal()));
+
     let policies = match &args.policies {
         Some(dir) => PolicyHandle::load_dir(dir)?,
         None => PolicyHandle::empty(),
@@ -145,6 +168,11 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
             warn!(error = %e, "no Kubernetes client: the cluster index stays empty and /readyz fails");
             None
         }
+    };
+    // Refused before anything starts: beside an installed kuota, or without its CRDs.
+    let local_ca = match &args.local_webhooks {
+        Some(host) => Some(local::prepare(client.as_ref(), &args.server.cert_dir, host).await?),
+        None => None,
     };
     let feed = match &client {
         Some(client) => start_feed(client, &args, &index, &health),
@@ -180,29 +208,17 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
         }
         _ => None,
     };
-    let mut state = WebhookState::new(
-        index.clone(),
-        policies,
-        WebhookConfig {
-            manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
-            frameworks: settings.frameworks.clone(),
-            ..WebhookConfig::default()
-        },
-    );
-    state.metrics = WebhookMetrics::new(metrics.clone());
-    let state = Arc::new(state);
-    let (ready, diagnostics) = index_readiness(state.clone(), health);
-    let ready: Readiness = if args.ready_without_index {
-        warn!("--ready-without-index: reporting ready with a cold cluster index");
-        Arc::new(|| true)
-    } else {
-        ready
-    };
-    let server = WebhookServer::bind(args.server, crate::webhook::router(state), ready)
-        .await?
-        .with_metrics(metrics)
-        .with_diagnostics(diagnostics);
+    let server = bind_webhook(&args, index.clone(), policies, &settings, health, metrics).await?;
     info!(health = %server.health_addr(), "probes on /healthz, /readyz, /metrics");
+    // Registered once the listener is bound (its port is in the URLs); taken back by
+    // whichever comes first of the stop signal and the server's end.
+    let registered = match (&args.local_webhooks, local_ca) {
+        (Some(host), Some(ca)) => {
+            let target = local::Target::new(host, server.local_addr().port(), ca);
+            local::hold(client.as_ref(), &target).await?
+        }
+        _ => local::Held::default(),
+    };
     // On the signal (or a fatal controller error), scheduling stops and the Lease is
     // released while the webhook is still draining, so a successor takes over at once
     // instead of after the drain. The sender is also dropped if the server fails, which
@@ -210,16 +226,19 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     let (signalled, on_signal) = tokio::sync::watch::channel(false);
     let stop_scheduling = scheduling.map(|s| s.stop_on(on_signal));
     let stop = {
-        let fatal = fatal.clone();
+        let (fatal, registered) = (fatal.clone(), registered.clone());
         async move {
             tokio::select! {
-                _ = shutdown_signal() => {}
+                _ = signal(early_signal) => {}
                 why = fatal.wait() => error!(%why, "stopping kuota: it must not serve with a dead controller"),
             }
+            // Unregistered while still serving, so no request meets a closed port.
+            registered.undo().await;
             let _ = signalled.send(true);
         }
     };
     let result = server.run(stop).await;
+    registered.undo().await;
     if let Some(v) = visibility {
         v.stop();
     }
@@ -237,6 +256,51 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     match fatal.reason() {
         Some(why) => Err(ServeError::Fatal(why)),
         None => Ok(result?),
+    }
+}
+
+/// The webhook's handlers (sharing the metrics registry with the controller) bound on
+/// their listeners.
+async fn bind_webhook(
+    args: &ServeArgs,
+    index: Arc<ClusterIndex>,
+    policies: crate::policy::PolicyHandle,
+    settings: &crate::config::Settings,
+    health: Arc<WatchHealth>,
+    metrics: crate::telemetry::Metrics,
+) -> Result<WebhookServer, ServeError> {
+    let mut state = WebhookState::new(
+        index,
+        policies,
+        WebhookConfig {
+            manage_jobs_without_queue_name: settings.manage_jobs_without_queue_name,
+            frameworks: settings.frameworks.clone(),
+            ..WebhookConfig::default()
+        },
+    );
+    state.metrics = WebhookMetrics::new(metrics.clone());
+    let state = Arc::new(state);
+    let (ready, diagnostics) = index_readiness(state.clone(), health);
+    let ready: Readiness = if args.ready_without_index {
+        warn!("--ready-without-index: reporting ready with a cold cluster index");
+        Arc::new(|| true)
+    } else {
+        ready
+    };
+    let server = WebhookServer::bind(args.server.clone(), crate::webhook::router(state), ready)
+        .await?
+        .with_metrics(metrics)
+        .with_diagnostics(diagnostics);
+    Ok(server)
+}
+
+/// SIGINT or SIGTERM: the one a task caught from the start, if there is one.
+async fn signal(caught: Option<tokio::task::JoinHandle<()>>) {
+    match caught {
+        Some(caught) => {
+            let _ = caught.await;
+        }
+        None => shutdown_signal().await,
     }
 }
 
@@ -354,5 +418,22 @@ mod tests {
         assert_eq!(cli.serve.listeners.cert_dir, Some(PathBuf::from("/x")));
         assert_eq!(cli.serve.listeners.health_listen, None);
         assert!(Cli::try_parse_from(["kuota", "--drain-delay=5"]).is_err());
+        // --local-webhooks[=HOST]: off by default, 127.0.0.1 bare, never with the
+        // in-cluster caBundle injection.
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map(|c| c.serve.local_webhooks);
+        assert_eq!(parse(&["kuota"]).expect("default"), None);
+        assert_eq!(
+            parse(&["kuota", "--local-webhooks"])
+                .expect("bare")
+                .as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            parse(&["kuota", "--local-webhooks=172.18.0.1"])
+                .expect("host")
+                .as_deref(),
+            Some("172.18.0.1")
+        );
+        assert!(parse(&["kuota", "--local-webhooks", "--inject-ca-bundle"]).is_err());
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! kuota itself (the in-process controller and webhook, and `kuota serve` processes) runs
 //! with the ServiceAccounts and roles of the shipped install, never as admin, and any
-//! permission the API server refuses it fails the test (see `rbac`).
+//! permission the API server refuses it fails the test (see `rbac`). The one exception is
+//! `kuota serve --local-webhooks` (`local_webhooks`), a developer's tool that runs with the
+//! developer's own kubeconfig by design.
 //!
 //! Each test works in a namespace of its own and gives cluster-wide objects unique
 //! names, so the tests run in parallel and leave other tenants of the cluster alone.
@@ -22,6 +24,7 @@ mod execution_time;
 mod in_use;
 mod install;
 mod kinds;
+mod local_webhooks;
 mod managed_namespaces;
 mod metrics;
 mod migration;

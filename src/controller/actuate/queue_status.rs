@@ -1,14 +1,12 @@
 //! ClusterQueue and LocalQueue status: counts, flavor usage and the `Active` condition,
 //! written only when they changed, and at most once per queue per publishing interval.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::debug;
 
@@ -16,13 +14,11 @@ use super::lane::Lane;
 use super::workload::set_condition;
 use super::{Attempt, WriteError, Writer};
 use crate::api::constants::{
-    CQ_REASON_READY, CQ_REASON_TERMINATING, CQ_REASON_UNKNOWN, QUEUE_ACTIVE, WORKLOAD_FINISHED,
+    CQ_REASON_READY, CQ_REASON_TERMINATING, CQ_REASON_UNKNOWN, QUEUE_ACTIVE,
 };
-use crate::api::quantity;
 use crate::api::quantity::resource_quantity;
-use crate::controller::compact::CompactObject;
 use crate::controller::watch::{Kind, Stores};
-use crate::engine::{ClusterQueueReport, Engine};
+use crate::engine::{ClusterQueueReport, Engine, LocalQueueReport};
 
 /// What a queue's status says, without timestamps: written only when it changes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -182,95 +178,23 @@ pub fn status_patch(
     patch
 }
 
-/// LocalQueue views from the Workloads in the store: (namespace, queue) -> view.
-///
-/// Runs every publish interval over every Workload, so it reads the few fields it needs
-/// straight from the stored JSON: decoding each whole Workload (pod templates included)
-/// took 40 % of kuota's CPU in the cluster benchmark at 3,000 Workloads.
-pub fn local_queue_views(workloads: &[Arc<CompactObject>]) -> HashMap<(String, String), QueueView> {
-    let mut out: HashMap<(String, String), QueueView> = HashMap::new();
-    for obj in workloads {
-        let Some(Ok(QueuedSpec {
-            queue_name: Some(queue),
-        })) = obj.spec_as::<QueuedSpec>()
-        else {
-            continue;
-        };
-        // A status kuota cannot read counts as none: its watch has reported it already.
-        let status = obj
-            .status_as::<CountedStatus>()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let finished = status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == WORKLOAD_FINISHED && c.status == "True");
-        if finished {
-            continue;
-        }
-        let ns = obj.metadata.namespace.clone().unwrap_or_default();
-        let view = out.entry((ns, queue.into_owned())).or_default();
-        let Some(adm) = status.admission else {
-            view.pending += 1;
-            continue;
-        };
-        view.reserving += 1;
-        view.admitted += 1;
-        for psa in adm.pod_set_assignments {
-            for (resource, flavor) in psa.flavors {
-                let used = psa
-                    .resource_usage
-                    .get(&resource)
-                    .and_then(|q| quantity::resource_value_str(&resource, q).ok())
-                    .unwrap_or(0);
-                let e = view
-                    .usage
-                    .entry(flavor)
-                    .or_default()
-                    .entry(resource)
-                    .or_default();
-                e.0 = e.0.saturating_add(used);
-            }
-        }
+/// The LocalQueue view of an engine report (its `Active` condition and fair sharing
+/// are set by the publisher). A LocalQueue's status carries no borrowing.
+pub fn local_queue_view(report: &LocalQueueReport) -> QueueView {
+    let mut usage: BTreeMap<String, BTreeMap<String, (i64, i64)>> = BTreeMap::new();
+    for ((flavor, resource), total) in &report.usage {
+        usage
+            .entry(flavor.clone())
+            .or_default()
+            .insert(resource.clone(), (*total, 0));
     }
-    out
-}
-
-/// The one spec field [`local_queue_views`] reads.
-#[derive(Deserialize)]
-struct QueuedSpec<'a> {
-    #[serde(rename = "queueName", borrow, default)]
-    queue_name: Option<Cow<'a, str>>,
-}
-
-/// The status fields [`local_queue_views`] reads; serde skips the rest unbuilt.
-#[derive(Deserialize, Default)]
-struct CountedStatus {
-    #[serde(default)]
-    conditions: Vec<CountedCondition>,
-    #[serde(default)]
-    admission: Option<CountedAdmission>,
-}
-
-#[derive(Deserialize)]
-struct CountedCondition {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
-}
-
-#[derive(Deserialize)]
-struct CountedAdmission {
-    #[serde(rename = "podSetAssignments", default)]
-    pod_set_assignments: Vec<CountedAssignment>,
-}
-
-#[derive(Deserialize)]
-struct CountedAssignment {
-    #[serde(default)]
-    flavors: BTreeMap<String, String>,
-    #[serde(rename = "resourceUsage", default)]
-    resource_usage: BTreeMap<String, String>,
+    QueueView {
+        pending: report.pending,
+        reserving: report.admitted,
+        admitted: report.admitted,
+        usage,
+        ..QueueView::default()
+    }
 }
 
 /// Workers writing queue status at once: the lane's writes never hold the permits of
@@ -355,12 +279,13 @@ impl QueueStatus {
             self.lane
                 .offer((Kind::ClusterQueue, None, name), (view, cq));
         }
-        let mut views = local_queue_views(&self.stores.workloads.state());
+        let mut reports = engine.local_queue_reports();
         for lq in local_queues {
             let ns = lq.metadata.namespace.clone().unwrap_or_default();
             let name = lq.metadata.name.clone().unwrap_or_default();
-            let mut view = views
+            let mut view = reports
                 .remove(&(ns.clone(), name.clone()))
+                .map(|r| local_queue_view(&r))
                 .unwrap_or_default();
             view.afs = engine
                 .local_queue_usage(&ns, &name)
@@ -491,43 +416,31 @@ mod tests {
         );
     }
 
-    fn stored(value: Value) -> Arc<CompactObject> {
-        Arc::new(CompactObject::from_value(value).expect("a Workload object"))
-    }
-
-    /// Counts and usage per LocalQueue, read from the stored JSON: pending, admitted
-    /// (its usage summed per flavor and resource, in Kueue's units) and finished (left
-    /// out), per namespace and queue.
+    /// The status a LocalQueue gets from its engine report: its counts, and its usage
+    /// per flavor and resource without borrowing (Kueue's LocalQueue has none).
     #[test]
-    fn local_queue_views_count_and_sum_from_the_stored_workloads() {
-        let wl = |name: &str, status: Value| {
-            stored(json!({
-                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                "metadata": {"name": name, "namespace": "team"},
-                "spec": {"queueName": "lq", "podSets": []},
-                "status": status,
-            }))
+    fn a_local_queue_view_comes_from_its_engine_report() {
+        let report = LocalQueueReport {
+            pending: 1,
+            admitted: 2,
+            usage: BTreeMap::from([
+                (("default".to_string(), "cpu".to_string()), 3500),
+                (("a100".to_string(), "nvidia.com/gpu".to_string()), 4),
+            ]),
         };
-        let admission = |cpu: &str| {
-            json!({"admission": {"clusterQueue": "cq", "podSetAssignments": [{
-                "name": "main", "count": 2,
-                "flavors": {"cpu": "default", "nvidia.com/gpu": "a100"},
-                "resourceUsage": {"cpu": cpu, "nvidia.com/gpu": "2"}}]}})
-        };
-        let finished = json!({"conditions": [{"type": "Finished", "status": "True"}]});
-        let mut done = admission("8");
-        done["conditions"] = finished["conditions"].clone();
-        let views = local_queue_views(&[
-            wl("a", admission("1500m")),
-            wl("b", admission("2")),
-            wl("c", json!({})),
-            wl("d", done),
-        ]);
-        let view = &views[&("team".to_string(), "lq".to_string())];
+        let view = local_queue_view(&report);
         assert_eq!((view.pending, view.reserving, view.admitted), (1, 2, 2));
-        assert_eq!(view.usage["default"]["cpu"].0, 3500, "milli-cpu");
-        assert_eq!(view.usage["a100"]["nvidia.com/gpu"].0, 4);
-        assert_eq!(views.len(), 1);
+        let now = Time("2026-01-01T00:00:00Z".parse().expect("time"));
+        let patch = status_patch(&view, &[], None, true, &now);
+        assert_eq!(patch["status"]["pendingWorkloads"], 1);
+        assert_eq!(patch["status"]["admittedWorkloads"], 2);
+        assert_eq!(
+            patch["status"]["flavorsUsage"],
+            json!([
+                {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "4"}]},
+                {"name": "default", "resources": [{"name": "cpu", "total": "3500m"}]},
+            ])
+        );
     }
 
     #[test]
