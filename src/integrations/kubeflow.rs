@@ -4,7 +4,7 @@
 //! One pod set per replica type (`Master` first, then `Worker`), named in lower case like
 //! Kueue does, count = replicas (default 1); suspension is `spec.runPolicy.suspend`.
 
-use super::object::JobObject;
+use super::object::{JobObject, ReplicaSpecView, Str};
 use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef};
 use crate::api::validate::Path;
 use json_patch::jsonptr::PointerBuf;
@@ -13,6 +13,31 @@ use std::borrow::Cow;
 
 /// Label with a pod's index within its replica type, set by the training operator.
 pub const REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
+
+/// The pod set of one Kubeflow replica type (Kueue's kubeflowjob `PodSets`): named after
+/// the type in lower case, `replicas` pods (1 when unset), ranked by the replica index.
+pub(crate) fn replica_pod_set<'o>(
+    field: &'static str,
+    key: &'o Str<'o>,
+    rs: &'o ReplicaSpecView<'o>,
+) -> PodSetRef<'o> {
+    let template = rs.template.as_ref();
+    PodSetRef {
+        name: Cow::Owned(key.to_lowercase()),
+        count: rs.replicas.unwrap_or(1),
+        pointer: PointerBuf::from_tokens(["spec", field, key.as_str(), "template"]),
+        meta_path: Path::new("spec")
+            .child(field)
+            .key(key)
+            .child("template")
+            .child("metadata"),
+        meta: template.and_then(|t| t.metadata.as_ref()),
+        spec: template.and_then(|t| t.spec.as_deref()),
+        pod_index_label: Some(REPLICA_INDEX_LABEL),
+        min_count: None,
+        default_template: None,
+    }
+}
 
 /// Replica types in Kueue's pod set order; other types follow alphabetically.
 const ORDER: [&str; 2] = ["Master", "Worker"];
@@ -60,27 +85,7 @@ impl JobIntegration for PyTorchJob {
             .into_iter()
             .filter_map(|t| {
                 let (key, rs) = specs.get_key_value(t)?;
-                let template = rs.template.as_ref();
-                Some(PodSetRef {
-                    name: Cow::Owned(key.to_lowercase()),
-                    count: rs.replicas.unwrap_or(1),
-                    pointer: PointerBuf::from_tokens([
-                        "spec",
-                        "pytorchReplicaSpecs",
-                        key.as_str(),
-                        "template",
-                    ]),
-                    meta_path: Path::new("spec")
-                        .child("pytorchReplicaSpecs")
-                        .key(key)
-                        .child("template")
-                        .child("metadata"),
-                    meta: template.and_then(|t| t.metadata.as_ref()),
-                    spec: template.and_then(|t| t.spec.as_deref()),
-                    pod_index_label: Some(REPLICA_INDEX_LABEL),
-                    min_count: None,
-                    default_template: None,
-                })
+                Some(replica_pod_set("pytorchReplicaSpecs", key, rs))
             })
             .collect()
     }

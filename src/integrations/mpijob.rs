@@ -16,14 +16,12 @@ use super::object::{JobObject, ReplicaSpecView, Str};
 use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions};
 use crate::api::constants::{POD_INDEX_OFFSET_ANNOTATION, PODSET_GROUP_NAME_ANNOTATION};
 use crate::api::validate::{FieldError, Path};
-use json_patch::jsonptr::PointerBuf;
 use kube::core::GroupVersionKind;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Label with a pod's index within its replica type, set by the MPI operator
 /// (`kfmpi.ReplicaIndexLabel`), the pod index label of both pod sets.
-pub const REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
+pub use super::kubeflow::REPLICA_INDEX_LABEL;
 
 /// The replica types Kueue makes pod sets of, in its order (`orderedReplicaTypes`).
 const REPLICA_TYPES: [&str; 2] = ["Launcher", "Worker"];
@@ -76,27 +74,7 @@ impl JobIntegration for MpiJob {
             .iter()
             .filter_map(|t| {
                 let (key, rs) = specs.get_key_value(*t)?;
-                let template = rs.template.as_ref();
-                Some(PodSetRef {
-                    name: Cow::Owned(key.to_lowercase()),
-                    count: rs.replicas.unwrap_or(1),
-                    pointer: PointerBuf::from_tokens([
-                        "spec",
-                        "mpiReplicaSpecs",
-                        key.as_str(),
-                        "template",
-                    ]),
-                    meta_path: Path::new("spec")
-                        .child("mpiReplicaSpecs")
-                        .key(key)
-                        .child("template")
-                        .child("metadata"),
-                    meta: template.and_then(|t| t.metadata.as_ref()),
-                    spec: template.and_then(|t| t.spec.as_deref()),
-                    pod_index_label: Some(REPLICA_INDEX_LABEL),
-                    min_count: None,
-                    default_template: None,
-                })
+                Some(kubeflow::replica_pod_set("mpiReplicaSpecs", key, rs))
             })
             .collect()
     }
