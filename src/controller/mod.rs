@@ -15,6 +15,9 @@
 //!   whose admission does not hold together is not started);
 //! - `pods_ready`: waitForPodsReady's Workload patches (the `PodsReady` condition from the
 //!   job's status, the requeue state);
+//! - `group_sync`: the same for composed jobs (plain pods and pod groups), keyed by their
+//!   Workload's name: gated members are ungated on admission, deleted on eviction, and
+//!   lose their finalizer once done;
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -25,6 +28,7 @@ pub mod actuate;
 pub mod compact;
 pub mod conditions;
 pub mod engine_task;
+pub mod group_sync;
 pub mod invalid_admission;
 pub mod kind;
 pub mod managed_namespaces;
@@ -373,9 +377,10 @@ mod tests {
             "ray.io/rayjob".to_string(),
             "example.com/widget".to_string(),
             "pod".to_string(),
+            "kubeflow.org/mpijob".to_string(),
         ]);
         let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
-        assert_eq!(kinds, ["Job", "RayJob"]);
-        assert_eq!(unknown, ["example.com/widget", "pod"]);
+        assert_eq!(kinds, ["Job", "RayJob", "Pod"]);
+        assert_eq!(unknown, ["example.com/widget", "kubeflow.org/mpijob"]);
     }
 }

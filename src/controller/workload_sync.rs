@@ -237,7 +237,9 @@ type JobRef = ObjectRef<CompactObject>;
 /// flight, into a map keyed by object, so what is queued is at most one entry per job.
 #[derive(Clone, Default)]
 pub struct Triggers {
-    senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
+    /// Per integration: its channel, and whether it is a composed kind (its reconciler
+    /// is keyed by Workload name, so it is sent the Workload's reference).
+    senders: Arc<HashMap<GvkKey, (UnboundedSender<JobRef>, bool)>>,
     receivers: Arc<Mutex<HashMap<GvkKey, UnboundedReceiver<JobRef>>>>,
     /// The topology ungater's trigger: Workloads admitted with a topology assignment.
     ungater: Option<UnboundedSender<JobRef>>,
@@ -255,7 +257,7 @@ impl Triggers {
         let mut receivers = HashMap::new();
         for i in integrations {
             let (tx, rx) = unbounded();
-            senders.insert(gvk_key(*i), tx);
+            senders.insert(gvk_key(*i), (tx, i.composed().is_some()));
             receivers.insert(gvk_key(*i), rx);
         }
         Self {
@@ -319,7 +321,14 @@ impl Triggers {
                 continue;
             }
             let key = (owner.api_version.clone(), owner.kind.clone());
-            if let Some(tx) = self.senders.get(&key) {
+            if let Some((tx, true)) = self.senders.get(&key) {
+                if let Some(name) = wl.name.as_deref() {
+                    let r = ObjectRef::new_with(name, Kind::Workload.api_resource()).within(ns);
+                    let _ = tx.unbounded_send(r);
+                }
+                continue;
+            }
+            if let Some((tx, _)) = self.senders.get(&key) {
                 let gvk = kube::core::GroupVersionKind::try_from(&kube::core::TypeMeta {
                     api_version: owner.api_version.clone(),
                     kind: owner.kind.clone(),
@@ -418,6 +427,9 @@ pub async fn run(
     ctx: Ctx,
     triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
+    if let Some(composed) = integration.composed() {
+        return super::group_sync::run(client, integration, composed, ctx, triggers).await;
+    }
     let ar = job_api_resource(&integration.gvk());
     let api: Api<CompactObject> = Api::all_with(client, &ar);
     let mut wc = watcher::Config::default();
@@ -544,7 +556,7 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
 
 /// Whether a Workload's admission names a ClusterQueue that exists and offers what it
 /// assigned.
-fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
+pub(super) fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
     let cq = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
         ctx.stores
             .cluster_queues
@@ -689,12 +701,22 @@ async fn create_workload(
     name: &str,
     ns: &str,
 ) -> Result<(), SyncError> {
-    let mut wl = integration
+    let wl = integration
         .workload(job)
         .map_err(|source| SyncError::Integration {
             name: format!("{ns}/{name}"),
             source,
         })?;
+    create_built_workload(ctx, wl, name, ns).await
+}
+
+/// Creates a Workload built for job `name`, with its class's priority.
+pub(super) async fn create_built_workload(
+    ctx: &Ctx,
+    mut wl: Workload,
+    name: &str,
+    ns: &str,
+) -> Result<(), SyncError> {
     wl.spec.priority = class_priority(ctx, &wl, &format!("{ns}/{name}")).await?;
     let obj: DynamicObject = serde_json::to_value(&wl)
         .and_then(serde_json::from_value)
