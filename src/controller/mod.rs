@@ -287,26 +287,34 @@ pub async fn run(
         )),
     ));
     for integration in &enabled {
-        tasks.push((
-            "job-controller",
-            tokio::spawn(workload_sync::run(
+        let ctx = workload_sync::Ctx {
+            stores: stores.clone(),
+            writer: writer.clone(),
+            recorder: recorder.clone(),
+            engine: tx.clone(),
+            manage_without_queue_name: config.manage_jobs_without_queue_name,
+            wait_for_pods_ready: config.engine.pods_ready.is_some(),
+            namespaces: managed_namespaces::NamespaceCheck::new(config.managed_namespaces.clone()),
+            created: workload_sync::created_cache(),
+        };
+        let triggers = job_triggers.receiver(*integration);
+        // A kind made of several objects (plain pods) runs through its own reconciler.
+        let task = match integration.composed() {
+            Some(composed) => tokio::spawn(group_sync::run(
                 client.clone(),
                 *integration,
-                workload_sync::Ctx {
-                    stores: stores.clone(),
-                    writer: writer.clone(),
-                    recorder: recorder.clone(),
-                    engine: tx.clone(),
-                    manage_without_queue_name: config.manage_jobs_without_queue_name,
-                    wait_for_pods_ready: config.engine.pods_ready.is_some(),
-                    namespaces: managed_namespaces::NamespaceCheck::new(
-                        config.managed_namespaces.clone(),
-                    ),
-                    created: workload_sync::created_cache(),
-                },
-                job_triggers.receiver(*integration),
+                composed,
+                ctx,
+                triggers,
             )),
-        ));
+            None => tokio::spawn(workload_sync::run(
+                client.clone(),
+                *integration,
+                ctx,
+                triggers,
+            )),
+        };
+        tasks.push(("job-controller", task));
     }
     info!(
         integrations = ?enabled.iter().map(|i| i.kind()).collect::<Vec<_>>(),

@@ -427,9 +427,6 @@ pub async fn run(
     ctx: Ctx,
     triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
-    if let Some(composed) = integration.composed() {
-        return super::group_sync::run(client, integration, composed, ctx, triggers).await;
-    }
     let ar = job_api_resource(&integration.gvk());
     let api: Api<CompactObject> = Api::all_with(client, &ar);
     let mut wc = watcher::Config::default();
