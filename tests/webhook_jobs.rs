@@ -249,16 +249,19 @@ async fn an_mpijob_launcher_running_as_worker_offsets_its_workers() {
     );
 }
 
-/// Plain pods are not run by kuota's controller, so `pod` is never among the frameworks
-/// a configuration enables: a queue-labelled Pod is then left exactly as it was (no gate,
-/// no finalizer that nothing would ever remove).
+/// A configuration that leaves `pod` out: a queue-labelled Pod is then left exactly as it
+/// was (no gate, no finalizer), as Kueue's no-op webhook for a disabled framework does.
 #[tokio::test]
 async fn a_kind_whose_framework_is_not_enabled_is_never_mutated_or_validated() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "p", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q",
             "kueue.x-k8s.io/pod-group-name": "g"}},
         "spec": {"containers": [{"name": "c", "image": "i"}]}});
-    let state = synced_state();
+    let no_pods = WebhookConfig {
+        frameworks: vec!["batch/job".into()],
+        ..WebhookConfig::default()
+    };
+    let state = state_with(no_pods, PolicyHandle::empty());
     let resp = post(
         &state,
         "/mutate--v1-pod",
@@ -293,7 +296,7 @@ async fn a_kind_whose_framework_is_not_enabled_is_never_mutated_or_validated() {
 
 #[tokio::test]
 async fn pods_are_gated_labelled_and_finalized() {
-    // The pod webhook's rules, for when `pod` can be enabled.
+    // The pod webhook's rules, `pod` enabled.
     let with_pods = WebhookConfig {
         frameworks: vec!["pod".into()],
         ..WebhookConfig::default()

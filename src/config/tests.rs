@@ -613,10 +613,14 @@ fn kueues_shipped_configuration_loads_unchanged() {
             "kubeflow.org/mpijob",
             "ray.io/rayjob",
             "ray.io/raycluster",
-            "jobset.x-k8s.io/jobset"
+            "jobset.x-k8s.io/jobset",
+            "pod"
         ]
     );
-    assert!(s.unsupported_frameworks.contains(&"pod".to_string()));
+    assert!(
+        s.unsupported_frameworks
+            .contains(&"leaderworkerset.x-k8s.io/leaderworkerset".to_string())
+    );
     assert_eq!(
         s.wait_for_pods_ready.map(|w| w.timeout),
         Some(Duration::from_secs(1800))

@@ -17,6 +17,9 @@
 //!   whose admission does not hold together is not started);
 //! - `pods_ready`: waitForPodsReady's Workload patches (the `PodsReady` condition from the
 //!   job's status, the requeue state);
+//! - `group_sync`: the same for composed jobs (plain pods and pod groups), keyed by their
+//!   Workload's name: gated members are ungated on admission, deleted on eviction, and
+//!   lose their finalizer once done;
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
@@ -27,6 +30,7 @@ pub mod actuate;
 pub mod compact;
 pub mod conditions;
 pub mod engine_task;
+pub mod group_sync;
 pub mod invalid_admission;
 pub mod kind;
 pub mod managed_namespaces;
@@ -290,26 +294,34 @@ pub async fn run(
         )),
     ));
     for integration in &enabled {
-        tasks.push((
-            "job-controller",
-            tokio::spawn(workload_sync::run(
+        let ctx = workload_sync::Ctx {
+            stores: stores.clone(),
+            writer: writer.clone(),
+            recorder: recorder.clone(),
+            engine: tx.clone(),
+            manage_without_queue_name: config.manage_jobs_without_queue_name,
+            wait_for_pods_ready: config.engine.pods_ready.is_some(),
+            namespaces: managed_namespaces::NamespaceCheck::new(config.managed_namespaces.clone()),
+            created: workload_sync::created_cache(),
+        };
+        let triggers = job_triggers.receiver(*integration);
+        // A kind made of several objects (plain pods) runs through its own reconciler.
+        let task = match integration.composed() {
+            Some(composed) => tokio::spawn(group_sync::run(
                 client.clone(),
                 *integration,
-                workload_sync::Ctx {
-                    stores: stores.clone(),
-                    writer: writer.clone(),
-                    recorder: recorder.clone(),
-                    engine: tx.clone(),
-                    manage_without_queue_name: config.manage_jobs_without_queue_name,
-                    wait_for_pods_ready: config.engine.pods_ready.is_some(),
-                    namespaces: managed_namespaces::NamespaceCheck::new(
-                        config.managed_namespaces.clone(),
-                    ),
-                    created: workload_sync::created_cache(),
-                },
-                job_triggers.receiver(*integration),
+                composed,
+                ctx,
+                triggers,
             )),
-        ));
+            None => tokio::spawn(workload_sync::run(
+                client.clone(),
+                *integration,
+                ctx,
+                triggers,
+            )),
+        };
+        tasks.push(("job-controller", task));
     }
     info!(
         integrations = ?enabled.iter().map(|i| i.kind()).collect::<Vec<_>>(),
@@ -381,9 +393,10 @@ mod tests {
             "ray.io/rayjob".to_string(),
             "example.com/widget".to_string(),
             "pod".to_string(),
+            "kubeflow.org/mpijob".to_string(),
         ]);
         let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
-        assert_eq!(kinds, ["Job", "RayJob"]);
-        assert_eq!(unknown, ["example.com/widget", "pod"]);
+        assert_eq!(kinds, ["Job", "RayJob", "Pod"]);
+        assert_eq!(unknown, ["example.com/widget", "kubeflow.org/mpijob"]);
     }
 }

@@ -241,7 +241,9 @@ type JobRef = ObjectRef<CompactObject>;
 /// map keyed by object, so what is queued is at most one entry per object.
 #[derive(Clone, Default)]
 pub struct Triggers {
-    senders: Arc<HashMap<GvkKey, UnboundedSender<JobRef>>>,
+    /// Per integration: its channel, and whether it is a composed kind (its reconciler
+    /// is keyed by Workload name, so it is sent the Workload's reference).
+    senders: Arc<HashMap<GvkKey, (UnboundedSender<JobRef>, bool)>>,
     receivers: Arc<Mutex<HashMap<GvkKey, UnboundedReceiver<JobRef>>>>,
     /// The topology ungater's trigger: Workloads admitted with a topology assignment.
     ungater: Option<UnboundedSender<JobRef>>,
@@ -259,7 +261,7 @@ impl Triggers {
         let mut receivers = HashMap::new();
         for i in integrations {
             let (tx, rx) = unbounded();
-            senders.insert(gvk_key(*i), tx);
+            senders.insert(gvk_key(*i), (tx, i.composed().is_some()));
             receivers.insert(gvk_key(*i), rx);
         }
         Self {
@@ -323,7 +325,14 @@ impl Triggers {
                 continue;
             }
             let key = (owner.api_version.clone(), owner.kind.clone());
-            if let Some(tx) = self.senders.get(&key) {
+            if let Some((tx, true)) = self.senders.get(&key) {
+                if let Some(name) = wl.name.as_deref() {
+                    let r = ObjectRef::new_with(name, Kind::Workload.api_resource()).within(ns);
+                    let _ = tx.unbounded_send(r);
+                }
+                continue;
+            }
+            if let Some((tx, _)) = self.senders.get(&key) {
                 let gvk = kube::core::GroupVersionKind::try_from(&kube::core::TypeMeta {
                     api_version: owner.api_version.clone(),
                     kind: owner.kind.clone(),
@@ -570,7 +579,7 @@ fn holds_quota(wl: &Workload) -> bool {
 
 /// Whether a Workload's admission names a ClusterQueue that exists and offers what it
 /// assigned.
-fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
+pub(super) fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
     let cq = invalid_admission::admitted_cluster_queue(wl).and_then(|cq| {
         ctx.stores
             .cluster_queues
@@ -760,7 +769,17 @@ async fn create_workload(
     if !unrunnable.is_empty() {
         return Err(integration_error(IntegrationError { errors: unrunnable }));
     }
-    let mut wl = integration.workload(job).map_err(integration_error)?;
+    let wl = integration.workload(job).map_err(integration_error)?;
+    create_built_workload(ctx, wl, name, ns).await
+}
+
+/// Creates a Workload built for job `name`, with its class's priority.
+pub(super) async fn create_built_workload(
+    ctx: &Ctx,
+    mut wl: Workload,
+    name: &str,
+    ns: &str,
+) -> Result<(), SyncError> {
     wl.spec.priority = class_priority(ctx, &wl, &format!("{ns}/{name}")).await?;
     let obj: DynamicObject = serde_json::to_value(&wl)
         .and_then(serde_json::from_value)

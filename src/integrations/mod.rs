@@ -16,6 +16,7 @@ pub mod mpijob;
 pub mod object;
 pub mod patch;
 pub mod pod;
+pub mod pod_group;
 pub mod ray;
 pub mod tas;
 
@@ -145,6 +146,53 @@ impl Outcome {
     }
 }
 
+/// A job kind whose jobs are made of several API objects, its members, which are neither
+/// suspended nor resumed but gated, ungated and deleted one by one (Kueue's
+/// `ComposableJob`: plain pods and pod groups). The controller runs such a kind through
+/// [`ComposedJob`] instead of the one-object path; the rules stay in the kind's module.
+pub trait ComposedJob: Send + Sync + fmt::Debug {
+    /// Label selector of the members the controller watches (those the webhook marked).
+    fn member_selector(&self) -> &'static str;
+
+    /// The name of the Workload a member belongs to.
+    fn workload_name_of(&self, member: &serde_json::Value) -> String;
+
+    /// The Workload of these members (all that exist of one Workload), or why there is
+    /// none yet.
+    fn compose(&self, members: &[&serde_json::Value]) -> Result<Workload, ComposeError>;
+
+    /// What the members say, as a job's status does.
+    fn status(&self, members: &[&serde_json::Value]) -> MembersStatus;
+
+    /// The pod set a member runs in.
+    fn pod_set_of(&self, member: &serde_json::Value) -> String;
+
+    /// The scheduling gate a start removes.
+    fn gate(&self) -> &'static str;
+
+    /// The finalizer that keeps a member until the controller has seen its end.
+    fn finalizer(&self) -> &'static str;
+
+    /// Whether a member still waits for admission behind the gate.
+    fn is_gated(&self, member: &serde_json::Value) -> bool;
+
+    /// Whether a stop deletes this member.
+    fn to_stop(&self, member: &serde_json::Value) -> bool;
+
+    /// Whether a member may lose its finalizer now (being deleted, running nothing).
+    fn released(&self, member: &serde_json::Value) -> bool;
+
+    /// Whether a member carries the finalizer.
+    fn has_finalizer(&self, member: &serde_json::Value) -> bool;
+
+    /// Annotations a start records on a member (none by default).
+    fn start_annotations(&self, _member: &serde_json::Value) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+pub use pod_group::{ComposeError, MembersStatus};
+
 /// One job kind Kueue can manage (Kueue's `jobframework.GenericJob`).
 pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Group/version/kind of the job object, e.g. `batch/v1 Job`.
@@ -158,6 +206,12 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// its webhook leaves objects alone, as Kueue's does for a disabled framework.
     fn controller_runs(&self) -> bool {
         true
+    }
+
+    /// The kind's jobs are made of several objects run through [`ComposedJob`] (plain
+    /// pods); `None` for kinds whose job is one object.
+    fn composed(&self) -> Option<&'static dyn ComposedJob> {
+        None
     }
 
     /// How the job ended once its operator reports it finished (Kueue's `Finished`).

@@ -8,14 +8,15 @@
 //! one pod set `main` of one pod.
 
 use super::object::JobObject;
-use super::{JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions, tas};
-use crate::api::DEFAULT_POD_SET_NAME;
+use super::pod_group::{self, ComposeError, MembersStatus};
+use super::{ComposedJob, JobIntegration, Outcome, PatchBuilder, PodSetRef, RuleOptions, tas};
 use crate::api::constants::{
     ADMISSION_SCHEDULING_GATE, MANAGED_LABEL, MANAGED_POD_FINALIZER, POD_GROUP_NAME_LABEL,
     POD_GROUP_POD_INDEX_LABEL, POD_GROUP_POD_INDEX_LABEL_ANNOTATION,
     POD_GROUP_TOTAL_COUNT_ANNOTATION, RETRIABLE_IN_GROUP_ANNOTATION, TOPOLOGY_SCHEDULING_GATE,
 };
 use crate::api::validate::{FieldError, Path, dns1123_subdomain_errors};
+use crate::api::{DEFAULT_POD_SET_NAME, Workload};
 use json_patch::jsonptr::PointerBuf;
 use kube::core::GroupVersionKind;
 use serde_json::json;
@@ -125,11 +126,9 @@ impl JobIntegration for Pod {
         "pod"
     }
 
-    /// Plain pods need the pod-group machinery (group assembly, ungating, finalizer
-    /// removal) in the controller; until it runs them, `pod` is never enabled, so no
-    /// pod is gated without a controller to release it.
-    fn controller_runs(&self) -> bool {
-        false
+    /// Pods and pod groups run through the composed-job path (see [`super::pod_group`]).
+    fn composed(&self) -> Option<&'static dyn ComposedJob> {
+        Some(&Pod)
     }
 
     /// Kueue's: the pod's phase is `Succeeded` or `Failed`.
@@ -292,6 +291,71 @@ impl JobIntegration for Pod {
             ));
         }
         errs
+    }
+}
+
+impl ComposedJob for Pod {
+    fn member_selector(&self) -> &'static str {
+        "kueue.x-k8s.io/managed=true"
+    }
+
+    fn workload_name_of(&self, member: &serde_json::Value) -> String {
+        pod_group::workload_name_of(member)
+    }
+
+    /// A pod alone: the one-object Workload; a group: Kueue's composed one.
+    fn compose(&self, members: &[&serde_json::Value]) -> Result<Workload, ComposeError> {
+        match members {
+            [single] if pod_group::group_name(single).is_none() => self
+                .workload(single)
+                .map_err(|e| ComposeError::Invalid(e.to_string())),
+            _ => pod_group::group_workload(members),
+        }
+    }
+
+    fn status(&self, members: &[&serde_json::Value]) -> MembersStatus {
+        pod_group::members_status(members)
+    }
+
+    fn pod_set_of(&self, member: &serde_json::Value) -> String {
+        pod_group::pod_set_of(member)
+    }
+
+    fn gate(&self) -> &'static str {
+        ADMISSION_SCHEDULING_GATE
+    }
+
+    fn finalizer(&self) -> &'static str {
+        MANAGED_POD_FINALIZER
+    }
+
+    fn is_gated(&self, member: &serde_json::Value) -> bool {
+        pod_group::gated(member)
+    }
+
+    fn to_stop(&self, member: &serde_json::Value) -> bool {
+        pod_group::to_stop(member)
+    }
+
+    fn released(&self, member: &serde_json::Value) -> bool {
+        pod_group::released(member)
+    }
+
+    fn has_finalizer(&self, member: &serde_json::Value) -> bool {
+        pod_group::has_finalizer(member)
+    }
+
+    /// A group member's role, recorded from the spec as submitted before the start adds
+    /// the flavor's node selector, so the pod stays in its pod set. Kueue's webhook writes
+    /// it at creation; kuota's webhook reads too little of a spec to hash it.
+    fn start_annotations(&self, member: &serde_json::Value) -> Vec<(String, String)> {
+        if pod_group::group_name(member).is_none() {
+            return Vec::new();
+        }
+        vec![(
+            pod_group::ROLE_HASH_ANNOTATION.to_string(),
+            pod_group::role_of(member),
+        )]
     }
 }
 

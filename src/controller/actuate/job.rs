@@ -26,7 +26,7 @@ use crate::api::validate::dns1123_label_errors;
 use crate::api::{PodSetAssignment, ResourceFlavor, Workload};
 use crate::controller::translate::decode;
 use crate::controller::watch::Kind;
-use crate::integrations::{JobIntegration, JobObject};
+use crate::integrations::{ComposedJob, JobIntegration, JobObject};
 
 /// Why a job patch could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +191,59 @@ pub fn start_patch(
         }
     }
     Ok(diff_with_precondition(job, &desired))
+}
+
+/// Start of one member of a composed job (a gated pod): the admission gate removed, and
+/// its pod set's flavors and Kueue's stamps written into it as [`start_patch`] writes them
+/// into a template (Kueue's `prepare`). The topology gate is kept only for a pod set
+/// admitted with a topology assignment (the ungater removes it then). `None` when the
+/// Workload admitted no pod set of the member's, or nothing changes.
+pub fn member_start_patch(
+    composed: &dyn ComposedJob,
+    member: &Value,
+    wl: &Workload,
+    flavors: &Store<DynamicObject>,
+) -> Option<Patch> {
+    let pod_set = composed.pod_set_of(member);
+    let psa = assignment_of(wl, &pod_set)?;
+    let root = PointerBuf::new();
+    let mut desired = member.clone();
+    let recorded = composed.start_annotations(member);
+    if !recorded.is_empty()
+        && let Some(annotations) = template_map_mut(&mut desired, &root, "annotations", true)
+    {
+        for (k, v) in recorded {
+            annotations.entry(k).or_insert(Value::String(v));
+        }
+    }
+    let had = |gate: &str| {
+        member
+            .pointer("/spec/schedulingGates")
+            .and_then(Value::as_array)
+            .is_some_and(|gs| gs.iter().any(|g| g["name"] == gate))
+    };
+    let keep_topology = psa.topology_assignment.is_some() && had(TOPOLOGY_SCHEDULING_GATE);
+    stamp_template(&mut desired, &root, wl, psa);
+    let assigned = assigned_flavors(wl);
+    let spec = pod_spec_mut(&mut desired, &root)?;
+    if let Some(gates) = spec
+        .get_mut("schedulingGates")
+        .and_then(Value::as_array_mut)
+    {
+        // A pod's gates can only be removed: the topology gate stays only if it was there.
+        gates.retain(|g| {
+            g["name"] != composed.gate() && (keep_topology || g["name"] != TOPOLOGY_SCHEDULING_GATE)
+        });
+    }
+    for flavor in assigned.get(&pod_set).into_iter().flatten() {
+        let r = ObjectRef::new_with(flavor, Kind::ResourceFlavor.api_resource());
+        let Some(rf) = flavors.get(&r) else { continue };
+        let Ok(rf) = decode::<ResourceFlavor, _>(Kind::ResourceFlavor, &*rf) else {
+            continue;
+        };
+        add_flavor(spec, &rf);
+    }
+    diff_with_precondition(member, &desired)
 }
 
 fn assignment_of<'w>(wl: &'w Workload, pod_set: &str) -> Option<&'w PodSetAssignment> {

@@ -67,6 +67,8 @@ async fn forget_earlier_runs(client: &Client) {
         "manifests/samples/80-rayjob.yaml",
         "-f",
         "manifests/samples/90-raycluster.yaml",
+        "-f",
+        "manifests/samples/95-pod-group.yaml",
     ]);
     for ns in ["team-vision", "team-language", "inference"] {
         let workloads = Api::<Workload>::namespaced(client.clone(), ns);

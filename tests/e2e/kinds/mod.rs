@@ -15,6 +15,7 @@
 
 mod jobset;
 mod mpijob;
+mod pod;
 mod pytorchjob;
 mod raycluster;
 mod rayjob;

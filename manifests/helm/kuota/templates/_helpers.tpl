@@ -42,8 +42,7 @@ cert-manager.io/inject-ca-from: {{ include "kuota.namespace" . }}/kuota-webhook
 
 {{/*
 The job frameworks kuota runs end to end (integrations::run_frameworks, checked by
-tests/manifests.rs; plain pods are not run yet, so `pod` is not offered): their API and webhook paths (as Kueue registers
-them). `unlabelled`: whether jobs without a queue-name label get webhooks in namespaces
+tests/manifests.rs): their API and webhook paths (as Kueue registers them). `unlabelled`: whether jobs without a queue-name label get webhooks in namespaces
 labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
 */}}
 {{- define "kuota.frameworks" -}}
@@ -89,6 +88,14 @@ labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
   resource: rayclusters
   path: ray-io-v1-raycluster
   unlabelled: true
+- framework: pod
+  short: pod
+  group: ""
+  version: v1
+  resource: pods
+  path: -v1-pod
+  unlabelled: false
+  kubelet: true
 {{- end }}
 
 {{/*
