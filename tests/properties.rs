@@ -96,6 +96,28 @@ proptest! {
     }
 }
 
+/// Every case the property above once failed on runs clean.
+#[test]
+fn topology_cases_that_once_looped_run_clean() {
+    for (what, case) in livelock::regressions() {
+        let cycles = livelock::cycle_bound(&case);
+        let out = livelock::run(&case, cycles);
+        assert!(
+            out.max_cycles_at_an_instant <= cycles,
+            "{what}: time stood still"
+        );
+        assert!(
+            out.repeated.is_none(),
+            "{what}: {}",
+            out.repeated.unwrap_or_default()
+        );
+        assert!(
+            out.max_preemptions_per_hour() <= livelock::preemption_bound(&case),
+            "{what}: too many preemptions"
+        );
+    }
+}
+
 /// Every gpu-gangs seed that once livelocked (docs/placement.md, "Preemption never
 /// loops"): a gang preempted for a host that its requeued victim took back in the same
 /// instant, 10,000 times. Each must drain with no anomaly and few preemptions.

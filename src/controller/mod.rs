@@ -394,9 +394,10 @@ mod tests {
             "example.com/widget".to_string(),
             "pod".to_string(),
             "kubeflow.org/mpijob".to_string(),
+            "kubeflow.org/tfjob".to_string(),
         ]);
         let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
-        assert_eq!(kinds, ["Job", "RayJob", "Pod"]);
-        assert_eq!(unknown, ["example.com/widget", "kubeflow.org/mpijob"]);
+        assert_eq!(kinds, ["Job", "RayJob", "Pod", "MPIJob"]);
+        assert_eq!(unknown, ["example.com/widget", "kubeflow.org/tfjob"]);
     }
 }

@@ -291,6 +291,9 @@ impl Engine {
         mut afs: Option<&mut super::afs::Cursor>,
         st: &mut CycleState,
     ) -> Option<WlId> {
+        if let Some(id) = self.ready_preemptor(c, st) {
+            return Some(id);
+        }
         let strict = self.cqs[c as usize].spec.strict_fifo;
         loop {
             let key = match afs.as_deref_mut() {
@@ -325,6 +328,27 @@ impl Engine {
             }
             return Some(id);
         }
+    }
+
+    /// A preemptor of ClusterQueue `c` whose victims are all gone, with its reservation
+    /// charged: it heads its queue before the queue's own order. Otherwise a workload
+    /// ahead of it in its queue (one that was parked when it preempted, and came back
+    /// when the victims left) heads first, fails against the nodes the preemptor claims,
+    /// and by the preemptor's turn other queues' heads have taken the quota it freed;
+    /// its victim is then admitted again and preempted again.
+    fn ready_preemptor(&mut self, c: CqId, st: &CycleState) -> Option<WlId> {
+        if st.charged.is_empty() {
+            return None;
+        }
+        let mut ids: Vec<WlId> = st
+            .charged
+            .iter()
+            .copied()
+            .filter(|&id| self.wl(id).reservation.as_ref().is_some_and(|r| r.cq == c))
+            .collect();
+        // In id order: no hash order may feed a decision.
+        ids.sort_unstable();
+        ids.into_iter().find(|&id| !self.waiting_for_victims(id))
     }
 
     /// Whether the workload preempted others that have not stopped yet.

@@ -410,3 +410,154 @@ pub fn cycle_bound(case: &Case) -> u64 {
 pub fn preemption_bound(case: &Case) -> usize {
     case.gangs.len()
 }
+
+/// Cases this property once failed on, kept as plain regressions (the persisted
+/// proptest seeds replay only under the same generator).
+pub fn regressions() -> Vec<(&'static str, Case)> {
+    vec![(
+        "a preemptor whose victim is re-admitted, on the host it freed, while the \
+         preemptor waits out the victim's 60 s eviction",
+        Case {
+            cluster: Cluster {
+                blocks: 1,
+                racks: 1,
+                hosts: 2,
+                gpus: 8,
+            },
+            queues: vec![
+                Queue {
+                    cohort: true,
+                    nominal: 3,
+                    reclaim: "Any",
+                    within: "LowerPriority",
+                    borrow_within: None,
+                },
+                Queue {
+                    cohort: true,
+                    nominal: 7,
+                    reclaim: "Any",
+                    within: "LowerPriority",
+                    borrow_within: None,
+                },
+                Queue {
+                    cohort: true,
+                    nominal: 1,
+                    reclaim: "Any",
+                    within: "LowerPriority",
+                    borrow_within: None,
+                },
+                Queue {
+                    cohort: true,
+                    nominal: 8,
+                    reclaim: "LowerPriority",
+                    within: "LowerPriority",
+                    borrow_within: None,
+                },
+            ],
+            gangs: vec![
+                Gang {
+                    queue: 3,
+                    arrival: 10687594,
+                    runtime: 300000,
+                    priority: 0,
+                    pods: 1,
+                    gpus: 8,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 3,
+                    arrival: 7058848,
+                    runtime: 300000,
+                    priority: 2,
+                    pods: 1,
+                    gpus: 6,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 2,
+                    arrival: 0,
+                    runtime: 300000,
+                    priority: 0,
+                    pods: 1,
+                    gpus: 1,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 1,
+                    arrival: 7058848,
+                    runtime: 300000,
+                    priority: 2,
+                    pods: 1,
+                    gpus: 5,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 0,
+                    arrival: 0,
+                    runtime: 300000,
+                    priority: 0,
+                    pods: 1,
+                    gpus: 1,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 0,
+                    arrival: 0,
+                    runtime: 7200000,
+                    priority: 2,
+                    pods: 1,
+                    gpus: 4,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 1,
+                    arrival: 3458848,
+                    runtime: 3600000,
+                    priority: 1,
+                    pods: 1,
+                    gpus: 8,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 2,
+                    arrival: 7118848,
+                    runtime: 7200000,
+                    priority: 2,
+                    pods: 1,
+                    gpus: 4,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 3,
+                    arrival: 3458849,
+                    runtime: 1200000,
+                    priority: 0,
+                    pods: 1,
+                    gpus: 5,
+                    topo: Topo::Required(HOST),
+                },
+                Gang {
+                    queue: 1,
+                    arrival: 3427594,
+                    runtime: 7200000,
+                    priority: 2,
+                    pods: 1,
+                    gpus: 5,
+                    topo: Topo::Unconstrained,
+                },
+                Gang {
+                    queue: 1,
+                    arrival: 9665391,
+                    runtime: 3600000,
+                    priority: 1,
+                    pods: 1,
+                    gpus: 6,
+                    topo: Topo::Required(RACK),
+                },
+            ],
+            fair_sharing: false,
+            placement: Placement::Kuota,
+            eviction_delay: 60000,
+        },
+    )]
+}

@@ -35,6 +35,24 @@ struct Setup {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The Node the stand-in kubelet binds pods to, created once (a pod bound to a missing
+/// Node would be deleted by the pod GC as orphaned). Without taints and labels, it is
+/// no TAS node and no flavor selects it.
+async fn kubelet_node(client: &Client) -> &'static str {
+    const NODE: &str = "kuota-e2e-pod-kubelet";
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": NODE}})).expect("a Node");
+    match Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create Node {NODE}: {e}"),
+    }
+    NODE
+}
+
 impl Setup {
     async fn new(prefix: &str, cpu: &str) -> Self {
         let only = controller_lock().await;
@@ -133,8 +151,30 @@ impl Setup {
         panic!("pod {name} never became {what} within 60 s; last seen: {last:#}");
     }
 
-    /// Writes a pod's status as its kubelet would.
+    /// Writes a pod's status as its kubelet would, binding it to a node first: a kubelet
+    /// runs only bound pods, and the controller manager's pod GC force-deletes an
+    /// unbound pod once it is terminating (which would end a preempted pod early).
     async fn kubelet_writes(&self, name: &str, status: Value) {
+        let pod = self.pods.get(name).await.expect("the pod");
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_none()
+        {
+            let node = kubelet_node(self.client()).await;
+            let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+            self.pods
+                .create_subresource::<Value, Value>(
+                    "binding",
+                    name,
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("bind pod {name} to {node}: {e}"));
+        }
         self.pods
             .patch_status(
                 name,

@@ -65,6 +65,59 @@ fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
     assert_eq!(admit_patch(&admitted, &admission(), &now()), None);
 }
 
+/// Re-admitted after a waitForPodsReady backoff: the one admission patch also flips
+/// `Requeued` to Kueue's `BackoffFinished` and clears `requeueAt` (keeping the count), so
+/// no reader sees an admitted workload whose backoff seems to run.
+#[test]
+fn an_admission_after_a_pods_ready_backoff_ends_the_backoff_in_the_same_patch() {
+    let waiting = workload(json!({
+        "requeueState": {"count": 2, "requeueAt": "2026-11-23T23:59:50Z"},
+        "conditions": [{"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout",
+            "message": "Exceeded the PodsReady timeout team/job-a-1b2c3",
+            "lastTransitionTime": "2026-11-23T23:59:00Z"}]
+    }));
+    let body = admit_patch(&waiting, &admission(), &now()).expect("a patch");
+    assert_eq!(
+        body["status"]["requeueState"],
+        json!({"count": 2, "requeueAt": null})
+    );
+    let requeued = body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Requeued")
+        .cloned()
+        .expect("Requeued");
+    assert_eq!(
+        (
+            &requeued["status"],
+            &requeued["reason"],
+            &requeued["message"]
+        ),
+        (
+            &json!("True"),
+            &json!("BackoffFinished"),
+            &json!("The workload backoff was finished")
+        )
+    );
+
+    // A first admission, or one after a preemption, writes no requeue state.
+    let preempted = workload(json!({
+        "conditions": [{"type": "Requeued", "status": "True", "reason": "Preempted",
+            "message": "", "lastTransitionTime": "2026-11-23T23:59:00Z"}]
+    }));
+    let body = admit_patch(&preempted, &admission(), &now()).expect("a patch");
+    assert!(body["status"].get("requeueState").is_none(), "{body}");
+    assert!(
+        body["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .any(|c| c["type"] == "Requeued" && c["reason"] == "Preempted"),
+        "{body}"
+    );
+}
+
 #[test]
 fn an_unchanged_pending_reason_writes_nothing_and_a_new_one_writes_once() {
     let first = pending_patch(
