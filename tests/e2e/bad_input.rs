@@ -439,3 +439,104 @@ async fn a_job_naming_a_missing_local_queue_waits_until_it_exists() {
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     cleanup(client, ns, &cq, &rf).await;
 }
+
+/// A kind whose CRD is removed while one of its objects is admitted: the API server
+/// deletes the object with its CRD, and its Workload gives the quota back (a Job that
+/// waited for that quota is admitted), while the controller keeps running the other
+/// kinds. Nothing is left holding quota for an object that can no longer exist.
+#[tokio::test]
+async fn a_kind_whose_crd_is_removed_while_admitted_gives_its_quota_back() {
+    let _only = controller_lock().await;
+    let client = &client().await;
+    ensure_crds(client).await;
+    let crd = crate::kinds::install_crd(client, "jobset.x-k8s.io_jobsets.yaml").await;
+    let ns = &unique_name("crd-removed");
+    create_namespace(client, ns, &[]).await;
+    let (rf, cq) = quota(client, ns, "1").await;
+    let (stop, task) = start_controller_with(
+        client,
+        ControllerConfig {
+            integrations: vec!["batch/job".into(), "jobset.x-k8s.io/jobset".into()],
+            ..ControllerConfig::default()
+        },
+    );
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    );
+    let jobsets: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &resource);
+    let jobset: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "trainer", "namespace": ns,
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": 1,
+            "template": {"spec": {"parallelism": 1, "completions": 1, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "600m"}}}]}}}}}]}
+    }))
+    .expect("a JobSet");
+    jobsets
+        .create(&PostParams::default(), &jobset)
+        .await
+        .expect("create the JobSet");
+    let workloads = Api::<Workload>::namespaced(client.clone(), ns);
+    let jobset_workload = || async {
+        workloads
+            .list(&ListParams::default())
+            .await
+            .expect("list Workloads")
+            .items
+            .into_iter()
+            .find(|w| {
+                w.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "JobSet")
+            })
+    };
+    let admitted = wait_until(Duration::from_secs(60), || async {
+        jobset_workload()
+            .await
+            .is_some_and(|w| condition(&w, "Admitted").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    assert!(admitted.is_some(), "the JobSet was never admitted");
+    // A Job that needs the JobSet's quota waits for it.
+    create_jobs(client, ns, &["waits"]).await;
+    let pending = wait_for_workload(client, ns, "waits", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert!(condition(&pending, "Admitted").is_none_or(|c| c.0 != "True"));
+
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    crds.delete(&crd, &Default::default())
+        .await
+        .expect("delete the JobSet CRD");
+    let gone = wait_until(Duration::from_secs(60), || {
+        let crds = crds.clone();
+        let crd = crd.clone();
+        async move { crds.get_opt(&crd).await.ok().is_some_and(|c| c.is_none()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the JobSet CRD was not removed within 60 s");
+
+    wait_for_workload(
+        client,
+        ns,
+        "waits",
+        "admitted once the JobSet's quota is back",
+        |wl| condition(wl, "Admitted").is_some_and(|c| c.0 == "True"),
+    )
+    .await;
+    assert!(
+        jobset_workload().await.is_none(),
+        "the removed JobSet's Workload is still there"
+    );
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    cleanup(client, ns, &cq, &rf).await;
+}

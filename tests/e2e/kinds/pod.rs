@@ -155,6 +155,7 @@ impl Setup {
     /// runs only bound pods, and the controller manager's pod GC force-deletes an
     /// unbound pod once it is terminating (which would end a preempted pod early).
     async fn kubelet_writes(&self, name: &str, status: Value) {
+        let ended = matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"));
         let pod = self.pods.get(name).await.expect("the pod");
         if pod
             .spec
@@ -183,6 +184,15 @@ impl Setup {
             )
             .await
             .unwrap_or_else(|e| panic!("write the status of pod {name}: {e}"));
+        // A pod being deleted whose containers have ended: its kubelet then confirms the
+        // deletion (grace 0); the API server removes it once its finalizers are gone.
+        if ended && pod.metadata.deletion_timestamp.is_some() {
+            let now = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            };
+            let _ = self.pods.delete(name, &now).await;
+        }
     }
 
     async fn workload(&self, name: &str) -> Option<Workload> {
@@ -265,6 +275,12 @@ impl Setup {
                     .pods
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&clear))
                     .await;
+                // Bound pods wait for a kubelet to confirm their deletion.
+                let now = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..DeleteParams::default()
+                };
+                let _ = self.pods.delete(&name, &now).await;
             }
         }
         self.fx.teardown().await;
