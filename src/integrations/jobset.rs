@@ -109,6 +109,20 @@ mod tests {
     use super::*;
     use crate::integrations::RuleOptions;
 
+    /// A replicated job with no replicas is a pod set of count 0 (Kueue's
+    /// `PodsCount`), which reserves no quota: nothing is held for pods that never run.
+    #[test]
+    fn a_replicated_job_without_replicas_reserves_nothing() {
+        let v = serde_json::json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ns", "uid": "u1"},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 0, "template": {"spec": {
+                "parallelism": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "1"}}}]}}}}}]}});
+        let wl = JobSet.workload(&v).expect("workload");
+        assert_eq!(wl.spec.pod_sets.len(), 1);
+        assert_eq!(wl.spec.pod_sets[0].count, 0);
+    }
+
     #[test]
     fn pod_sets_per_replicated_job() {
         let v: serde_json::Value = serde_norway::from_str(
