@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::controller::actuate::Clock;
 use crate::integrations::jobset::JobSet;
+use crate::integrations::kubeflow::PyTorchJob;
 use crate::integrations::mpijob::MpiJob;
+use crate::integrations::ray::{RayCluster, RayJob};
 
 /// One request as the API server saw it: method, path and query, content type, body.
 #[derive(Debug, PartialEq)]
@@ -216,31 +218,14 @@ async fn an_mpijob_is_started_stopped_and_finished_with_exactly_these_requests()
     });
     let uri = "/apis/kubeflow.org/v2beta1/namespaces/ns/mpijobs/j?";
     let t = |r: &str| format!("/spec/mpiReplicaSpecs/{r}/template");
+    let mut start: Vec<Value> = stamped(&t("Launcher"), "launcher").into();
+    start.extend(stamped(&t("Worker"), "worker"));
+    start.push(suspend_op("/spec/runPolicy/suspend", false));
     check(
         &MpiJob,
         job,
-        Seen {
-            method: "PATCH".into(),
-            uri: uri.into(),
-            content_type: JSON_PATCH.into(),
-            body: json!([
-                {"op": "replace", "path": RV, "value": "3"},
-                {"op": "add", "path": format!("{}/metadata", t("Launcher")), "value": stamps("launcher")},
-                {"op": "add", "path": format!("{}/spec/nodeSelector", t("Launcher")), "value": {"pool": "a100"}},
-                {"op": "add", "path": format!("{}/metadata", t("Worker")), "value": stamps("worker")},
-                {"op": "add", "path": format!("{}/spec/nodeSelector", t("Worker")), "value": {"pool": "a100"}},
-                {"op": "replace", "path": "/spec/runPolicy/suspend", "value": false},
-            ]),
-        },
-        Seen {
-            method: "PATCH".into(),
-            uri: uri.into(),
-            content_type: JSON_PATCH.into(),
-            body: json!([
-                {"op": "replace", "path": RV, "value": "3"},
-                {"op": "replace", "path": "/spec/runPolicy/suspend", "value": true},
-            ]),
-        },
+        json_patch_of(uri, start),
+        json_patch_of(uri, vec![suspend_op("/spec/runPolicy/suspend", true)]),
     )
     .await;
 }
@@ -255,31 +240,111 @@ async fn a_jobset_is_started_stopped_and_finished_with_exactly_these_requests() 
     });
     let uri = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/j?";
     let t = |i: usize| format!("/spec/replicatedJobs/{i}/template/spec/template");
+    let mut start: Vec<Value> = stamped(&t(0), "leader").into();
+    start.extend(stamped(&t(1), "workers"));
+    start.push(suspend_op("/spec/suspend", false));
     check(
         &JobSet,
         job,
-        Seen {
-            method: "PATCH".into(),
-            uri: uri.into(),
-            content_type: JSON_PATCH.into(),
-            body: json!([
-                {"op": "replace", "path": RV, "value": "3"},
-                {"op": "add", "path": format!("{}/metadata", t(0)), "value": stamps("leader")},
-                {"op": "add", "path": format!("{}/spec/nodeSelector", t(0)), "value": {"pool": "a100"}},
-                {"op": "add", "path": format!("{}/metadata", t(1)), "value": stamps("workers")},
-                {"op": "add", "path": format!("{}/spec/nodeSelector", t(1)), "value": {"pool": "a100"}},
-                {"op": "replace", "path": "/spec/suspend", "value": false},
-            ]),
-        },
-        Seen {
-            method: "PATCH".into(),
-            uri: uri.into(),
-            content_type: JSON_PATCH.into(),
-            body: json!([
-                {"op": "replace", "path": RV, "value": "3"},
-                {"op": "replace", "path": "/spec/suspend", "value": true},
-            ]),
-        },
+        json_patch_of(uri, start),
+        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
+    )
+    .await;
+}
+
+/// One JSON patch of `job`'s object at `uri`: the resourceVersion precondition, then `ops`.
+fn json_patch_of(uri: &str, ops: Vec<Value>) -> Seen {
+    let mut body = vec![json!({"op": "replace", "path": RV, "value": "3"})];
+    body.extend(ops);
+    Seen {
+        method: "PATCH".into(),
+        uri: uri.into(),
+        content_type: JSON_PATCH.into(),
+        body: Value::Array(body),
+    }
+}
+
+/// The ops that stamp pod set `pod_set` with its flavor into the template at `template`.
+fn stamped(template: &str, pod_set: &str) -> [Value; 2] {
+    [
+        json!({"op": "add", "path": format!("{template}/metadata"), "value": stamps(pod_set)}),
+        json!({"op": "add", "path": format!("{template}/spec/nodeSelector"), "value": {"pool": "a100"}}),
+    ]
+}
+
+fn suspend_op(path: &str, value: bool) -> Value {
+    json!({"op": "replace", "path": path, "value": value})
+}
+
+#[tokio::test]
+async fn a_pytorchjob_is_started_stopped_and_finished_with_exactly_these_requests() {
+    let replicas = |n: i32| json!({"replicas": n, "template": {"spec": pod()}});
+    let job = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta(),
+        "spec": {"runPolicy": {"suspend": true},
+            "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(2)}}
+    });
+    let uri = "/apis/kubeflow.org/v1/namespaces/ns/pytorchjobs/j?";
+    let t = |r: &str| format!("/spec/pytorchReplicaSpecs/{r}/template");
+    let mut start: Vec<Value> = stamped(&t("Master"), "master").into();
+    start.extend(stamped(&t("Worker"), "worker"));
+    start.push(suspend_op("/spec/runPolicy/suspend", false));
+    check(
+        &PyTorchJob,
+        job,
+        json_patch_of(uri, start),
+        json_patch_of(uri, vec![suspend_op("/spec/runPolicy/suspend", true)]),
+    )
+    .await;
+}
+
+fn ray_cluster() -> Value {
+    json!({
+        "headGroupSpec": {"template": {"spec": pod()}},
+        "workerGroupSpecs": [{"groupName": "GPU", "replicas": 2, "template": {"spec": pod()}}]
+    })
+}
+
+#[tokio::test]
+async fn a_raycluster_is_started_stopped_and_finished_with_exactly_these_requests() {
+    let mut spec = ray_cluster();
+    spec["suspend"] = json!(true);
+    let job =
+        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta(), "spec": spec});
+    let uri = "/apis/ray.io/v1/namespaces/ns/rayclusters/j?";
+    let mut start: Vec<Value> = stamped("/spec/headGroupSpec/template", "head").into();
+    start.push(suspend_op("/spec/suspend", false));
+    start.extend(stamped("/spec/workerGroupSpecs/0/template", "gpu"));
+    check(
+        &RayCluster,
+        job,
+        json_patch_of(uri, start),
+        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_rayjob_is_started_stopped_and_finished_with_exactly_these_requests() {
+    let job = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta(),
+        "spec": {"suspend": true, "shutdownAfterJobFinishes": true,
+            "rayClusterSpec": ray_cluster(), "submitterPodTemplate": {"spec": pod()}}
+    });
+    let uri = "/apis/ray.io/v1/namespaces/ns/rayjobs/j?";
+    let mut start: Vec<Value> =
+        stamped("/spec/rayClusterSpec/headGroupSpec/template", "head").into();
+    start.extend(stamped(
+        "/spec/rayClusterSpec/workerGroupSpecs/0/template",
+        "gpu",
+    ));
+    start.extend(stamped("/spec/submitterPodTemplate", "submitter"));
+    start.push(suspend_op("/spec/suspend", false));
+    check(
+        &RayJob,
+        job,
+        json_patch_of(uri, start),
+        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
     )
     .await;
 }

@@ -5,6 +5,7 @@
 use super::*;
 use crate::integrations::jobset::JobSet;
 use crate::integrations::kubeflow::PyTorchJob;
+use crate::integrations::mpijob::MpiJob;
 use crate::integrations::ray::{RayCluster, RayJob};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
@@ -58,28 +59,22 @@ fn meta() -> Value {
         "labels": {"kueue.x-k8s.io/queue-name": "lq"}})
 }
 
-/// Start, then stop and restore: the exact start patch, the exact stop patch, and the
-/// job as submitted in the end.
-fn check(integration: &dyn JobIntegration, job: Value, start: Value, stop: Value) {
+/// Start, then stop and restore: the job comes back exactly as submitted (the exact
+/// requests of each step are pinned in `workload_sync::kind_requests`).
+fn round_trip(integration: &dyn JobIntegration, job: Value) {
     let wl = admitted(integration, &job);
     let patch = start_patch(integration, &job, &wl, &flavors())
         .expect("computable")
         .expect("a start");
-    assert_eq!(
-        serde_json::to_value(&patch).expect("json"),
-        start,
-        "{}",
-        integration.kind()
-    );
     let mut started = job.clone();
     json_patch::patch(&mut started, &patch).expect("applies");
-    let patch = stop_patch(integration, &started).expect("a stop");
-    assert_eq!(
-        serde_json::to_value(&patch).expect("json"),
-        stop,
-        "{}",
+    assert_ne!(
+        started,
+        job,
+        "{}: the start changed nothing",
         integration.kind()
     );
+    let patch = stop_patch(integration, &started).expect("a stop");
     let mut stopped = started;
     json_patch::patch(&mut stopped, &patch).expect("applies");
     if let Some(restore) = restore_patch(integration, &stopped, &wl).expect("computable") {
@@ -93,60 +88,54 @@ fn check(integration: &dyn JobIntegration, job: Value, start: Value, stop: Value
     );
 }
 
-const RV: &str = "/metadata/resourceVersion";
-
 #[test]
-fn a_jobset_starts_with_every_replicated_job_stamped_and_stops_by_spec_suspend() {
-    let job = json!({
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(),
-        "spec": {"suspend": true, "replicatedJobs": [
-            {"name": "leader", "replicas": 1, "template": {"spec": {"template": {"spec": pod()}}}},
-            {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": pod()}}}}]}
-    });
-    let t = |i: usize| format!("/spec/replicatedJobs/{i}/template/spec/template");
-    check(
-        &JobSet,
-        job,
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "add", "path": format!("{}/metadata", t(0)), "value": stamps("leader")},
-            {"op": "add", "path": format!("{}/spec/nodeSelector", t(0)), "value": {"pool": "a100"}},
-            {"op": "add", "path": format!("{}/metadata", t(1)), "value": stamps("workers")},
-            {"op": "add", "path": format!("{}/spec/nodeSelector", t(1)), "value": {"pool": "a100"}},
-            {"op": "replace", "path": "/spec/suspend", "value": false},
-        ]),
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "replace", "path": "/spec/suspend", "value": true},
-        ]),
-    );
-}
-
-#[test]
-fn a_pytorchjob_starts_with_master_and_workers_stamped_and_stops_by_run_policy() {
+fn every_kind_is_restored_as_submitted_after_a_start_and_a_stop() {
     let replicas = |n: i32| json!({"replicas": n, "template": {"spec": pod()}});
-    let job = json!({
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta(),
-        "spec": {"runPolicy": {"suspend": true},
-            "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(2)}}
-    });
-    let t = |r: &str| format!("/spec/pytorchReplicaSpecs/{r}/template");
-    check(
-        &PyTorchJob,
-        job,
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "add", "path": format!("{}/metadata", t("Master")), "value": stamps("master")},
-            {"op": "add", "path": format!("{}/spec/nodeSelector", t("Master")), "value": {"pool": "a100"}},
-            {"op": "add", "path": format!("{}/metadata", t("Worker")), "value": stamps("worker")},
-            {"op": "add", "path": format!("{}/spec/nodeSelector", t("Worker")), "value": {"pool": "a100"}},
-            {"op": "replace", "path": "/spec/runPolicy/suspend", "value": false},
-        ]),
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "replace", "path": "/spec/runPolicy/suspend", "value": true},
-        ]),
-    );
+    let mut ray_cluster = cluster();
+    ray_cluster["suspend"] = json!(true);
+    let cases: [(&dyn JobIntegration, Value); 5] = [
+        (
+            &JobSet,
+            json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(),
+                "spec": {"suspend": true, "replicatedJobs": [
+                    {"name": "leader", "replicas": 1, "template": {"spec": {"template": {"spec": pod()}}}},
+                    {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": pod()}}}}]}
+            }),
+        ),
+        (
+            &PyTorchJob,
+            json!({
+                "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta(),
+                "spec": {"runPolicy": {"suspend": true},
+                    "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(2)}}
+            }),
+        ),
+        (
+            &MpiJob,
+            json!({
+                "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta(),
+                "spec": {"runPolicy": {"suspend": true},
+                    "mpiReplicaSpecs": {"Launcher": replicas(1), "Worker": replicas(2)}}
+            }),
+        ),
+        (
+            &RayCluster,
+            json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta(),
+            "spec": ray_cluster}),
+        ),
+        (
+            &RayJob,
+            json!({
+                "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta(),
+                "spec": {"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster(),
+                    "submitterPodTemplate": {"spec": pod()}}
+            }),
+        ),
+    ];
+    for (integration, job) in cases {
+        round_trip(integration, job);
+    }
 }
 
 fn cluster() -> Value {
@@ -154,30 +143,6 @@ fn cluster() -> Value {
         "headGroupSpec": {"template": {"spec": pod()}},
         "workerGroupSpecs": [{"groupName": "GPU", "replicas": 2, "template": {"spec": pod()}}]
     })
-}
-
-#[test]
-fn a_raycluster_starts_with_head_and_lower_cased_worker_group_stamped() {
-    let mut spec = cluster();
-    spec["suspend"] = json!(true);
-    let job =
-        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta(), "spec": spec});
-    check(
-        &RayCluster,
-        job,
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "add", "path": "/spec/headGroupSpec/template/metadata", "value": stamps("head")},
-            {"op": "add", "path": "/spec/headGroupSpec/template/spec/nodeSelector", "value": {"pool": "a100"}},
-            {"op": "replace", "path": "/spec/suspend", "value": false},
-            {"op": "add", "path": "/spec/workerGroupSpecs/0/template/metadata", "value": stamps("gpu")},
-            {"op": "add", "path": "/spec/workerGroupSpecs/0/template/spec/nodeSelector", "value": {"pool": "a100"}},
-        ]),
-        json!([
-            {"op": "replace", "path": RV, "value": "3"},
-            {"op": "replace", "path": "/spec/suspend", "value": true},
-        ]),
-    );
 }
 
 #[test]
