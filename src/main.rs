@@ -41,6 +41,9 @@ enum Command {
     /// List a queue's pending workloads in queue order, from Kueue's visibility API through
     /// the API server, with your kubeconfig (docs/visibility.md).
     Pending(kuota::cli::pending::PendingArgs),
+    /// Explain where one workload (or the job that owns it) stands: state, queue positions,
+    /// what holds it back and what would make it start sooner (docs/visibility.md).
+    Explain(kuota::cli::explain::ExplainArgs),
 }
 
 #[derive(Args, Debug)]
@@ -265,11 +268,15 @@ fn main() -> ExitCode {
         Command::Serve(args) => kuota::serve::serve_cli(*args),
         Command::Certs(args) => kuota::webhook::certs::run_cli(&args),
         Command::Crds(args) => crds(&args),
-        Command::Pending(args) => pending(&args),
+        Command::Pending(args) => terminal(kuota::cli::pending::run(&args)),
+        Command::Explain(args) => terminal(kuota::cli::explain::run(&args)),
     }
 }
 
-fn pending(args: &kuota::cli::pending::PendingArgs) -> ExitCode {
+/// Runs a terminal command on a one-thread runtime: its text on stdout, or its error.
+fn terminal<E: std::fmt::Display>(
+    command: impl std::future::Future<Output = Result<String, E>>,
+) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -277,7 +284,7 @@ fn pending(args: &kuota::cli::pending::PendingArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
-    match rt.block_on(kuota::cli::pending::run(args)) {
+    match rt.block_on(command) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS

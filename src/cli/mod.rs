@@ -1,7 +1,8 @@
-//! Commands for people at a terminal (`kuota pending`), also run as the kubectl plugin
+//! Commands for people at a terminal (`kuota pending`, `kuota explain`), also run as the kubectl plugin
 //! `kubectl kuota` (the same binary named `kubectl-kuota`): they read the cluster through the
 //! API server with the user's kubeconfig, as kubectl does.
 
+pub mod explain;
 pub mod pending;
 
 /// The name the binary answers to: `kubectl kuota` when kubectl runs it as its plugin

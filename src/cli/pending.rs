@@ -74,7 +74,7 @@ pub enum PendingError {
 }
 
 /// The queue asked about, as a user names it.
-enum Queue {
+pub(super) enum Queue {
     Cluster(String),
     Local { namespace: String, name: String },
 }
@@ -96,7 +96,7 @@ impl Queue {
         }
     }
 
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Queue::Cluster(name) => format!("ClusterQueue {name:?}"),
             Queue::Local { namespace, name } => format!("LocalQueue \"{namespace}/{name}\""),
@@ -120,18 +120,23 @@ impl Queue {
     }
 }
 
-async fn client(args: &PendingArgs) -> Result<kube::Client, PendingError> {
+/// A client from the kubeconfig, as kubectl picks it: `kubeconfig`, else $KUBECONFIG, else
+/// ~/.kube/config; `context`, else the current one.
+pub(super) async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, PendingError> {
     let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| PendingError::Config(format!("{}: {e}", path.display())))?;
             kube::Config::from_custom_kubeconfig(kc, &options).await
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
+        None if context.is_some() => kube::Config::from_kubeconfig(&options).await,
         None => {
             return kube::Client::try_default()
                 .await
@@ -142,14 +147,15 @@ async fn client(args: &PendingArgs) -> Result<kube::Client, PendingError> {
     kube::Client::try_from(config).map_err(|e| PendingError::Config(e.to_string()))
 }
 
-/// Reads the page: the summary, or an error that names the queue.
-async fn fetch(
+/// Reads one page (`offset`, `limit`): the summary, or an error that names the queue.
+pub(super) async fn fetch(
     client: &kube::Client,
     queue: &Queue,
-    args: &PendingArgs,
+    offset: i64,
+    limit: Option<i64>,
 ) -> Result<Value, PendingError> {
     let what = queue.describe();
-    let req = http::Request::get(queue.path(args.offset, args.limit))
+    let req = http::Request::get(queue.path(offset, limit))
         .body(Vec::new())
         .map_err(|e| PendingError::Config(e.to_string()))?;
     let resp = client
@@ -223,7 +229,7 @@ async fn reasons(
     out
 }
 
-fn items(summary: &Value) -> &[Value] {
+pub(super) fn items(summary: &Value) -> &[Value] {
     summary["items"].as_array().map_or(&[], Vec::as_slice)
 }
 
@@ -342,8 +348,8 @@ pub fn table(
 /// Runs `kuota pending`; what to print on stdout, or the error.
 pub async fn run(args: &PendingArgs) -> Result<String, PendingError> {
     let queue = Queue::from_args(args)?;
-    let client = client(args).await?;
-    let summary = fetch(&client, &queue, args).await?;
+    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let summary = fetch(&client, &queue, args.offset, args.limit).await?;
     match args.output {
         Some(Output::Json) => Ok(format!(
             "{}\n",

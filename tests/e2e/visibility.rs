@@ -501,6 +501,53 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
         err.contains("ClusterQueue \"no-such-cq\"") && err.contains("not found"),
         "{err}"
     );
+    // `kuota explain`: one workload's state, positions and what holds it back.
+    let target = format!("{ns}/b1");
+    let (code, out, err) = kuota_cli(&["explain", &target], None);
+    assert_eq!(code, Some(0), "{err}");
+    let line = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(line("Workload:"), format!("Workload:  {target}"), "{out}");
+    assert_eq!(line("State:"), "State:     Pending", "{out}");
+    assert_eq!(
+        line("Queue:"),
+        format!("Queue:     LocalQueue {ns}/lq2 -> ClusterQueue {}", fx.cq),
+        "{out}"
+    );
+    assert_eq!(
+        line("Position:"),
+        "Position:  1 in its LocalQueue, 3 in its ClusterQueue (0 is next)",
+        "{out}"
+    );
+    assert!(
+        line("Why:").starts_with("Why:       WaitingForQuota: ") && line("Why:").contains("cpu"),
+        "{out}"
+    );
+    assert!(line("Sooner:").contains(&fx.cq), "{out}");
+    let (code, out, err) = kuota_cli(&["explain", &target, "-o", "json"], None);
+    assert_eq!(code, Some(0), "{err}");
+    let json: Value = serde_json::from_str(&out).expect("-o json prints the explanation");
+    assert_eq!(
+        (
+            &json["positionInLocalQueue"],
+            &json["positionInClusterQueue"]
+        ),
+        (&json!(1), &json!(3)),
+        "{out}"
+    );
+    // Nothing of that name: one line naming it, and a failure.
+    let missing = format!("{ns}/no-such-job");
+    let (code, out, err) = kuota_cli(&["explain", &missing], None);
+    assert_ne!(code, Some(0), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&missing) && err.contains("no Workload of that name"),
+        "{err}"
+    );
     let reader_config = std::env::temp_dir().join(unique_name("vis-reader"));
     crate::rbac::write_kubeconfig(&ns, reader, &reader_config).await;
     let lq2 = format!("{ns}/lq2");
@@ -518,6 +565,10 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
     let (code, _, err) = kubectl_kuota(&["pending", "--cluster-queue", &fx.cq], &reader_config);
     assert_ne!(code, Some(0));
     assert!(err.contains("forbidden") && err.contains(&fx.cq), "{err}");
+    // A user who may not read the namespace's Workloads is told so, naming the target.
+    let (code, _, err) = kubectl_kuota(&["explain", &target], &reader_config);
+    assert_ne!(code, Some(0));
+    assert!(err.contains(&target) && err.contains("forbidden"), "{err}");
     let _ = std::fs::remove_file(&reader_config);
 
     // Straight at kuota, without the API server's front-proxy certificate: refused, whatever
