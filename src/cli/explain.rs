@@ -32,12 +32,8 @@ pub struct ExplainArgs {
     /// Print the explanation as an object instead of lines.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<ExplainOutput>,
-    /// The kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, as kubectl).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// The kubeconfig context to use.
-    #[arg(long)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
 }
 
 /// Why `kuota explain` explained nothing.
@@ -332,7 +328,7 @@ pub async fn run(args: &ExplainArgs) -> Result<String, ExplainError> {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => (ns, name),
         _ => return Err(ExplainError::Name(target.to_string())),
     };
-    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = client(&args.cluster).await?;
     let wl = find_workload(&client, ns, name, target).await?;
     let wl_name = wl.metadata.name.clone().unwrap_or_default();
     let (state, reason, message) = state_of(&wl);
@@ -524,8 +520,7 @@ mod tests {
             let args = ExplainArgs {
                 target: bad.into(),
                 output: None,
-                kubeconfig: None,
-                context: None,
+                cluster: crate::cli::ClusterArgs::default(),
             };
             let err = rt.block_on(run(&args)).expect_err("refused");
             assert!(matches!(err, ExplainError::Name(_)), "{bad}: {err}");

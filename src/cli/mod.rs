@@ -5,6 +5,17 @@
 pub mod explain;
 pub mod pending;
 
+/// Which cluster a command talks to, chosen as kubectl chooses it.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, as kubectl).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
 /// The name the binary answers to: `kubectl kuota` when kubectl runs it as its plugin
 /// `kubectl-kuota`, `kuota` otherwise (usage lines and errors then say what the user typed).
 pub fn invoked_as(argv0: &str) -> &'static str {

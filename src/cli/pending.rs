@@ -40,12 +40,8 @@ pub struct PendingArgs {
     /// How many to list at most (the API's `limit`; its default is 1000).
     #[arg(long)]
     pub limit: Option<i64>,
-    /// The kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, as kubectl).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// The kubeconfig context to use.
-    #[arg(long)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
 }
 
 /// Why `kuota pending` printed no list.
@@ -122,15 +118,13 @@ impl Queue {
 
 /// A client from the kubeconfig, as kubectl picks it: `kubeconfig`, else $KUBECONFIG, else
 /// ~/.kube/config; `context`, else the current one.
-pub(super) async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    context: Option<&str>,
-) -> Result<kube::Client, PendingError> {
+pub(super) async fn client(args: &super::ClusterArgs) -> Result<kube::Client, PendingError> {
+    let context = args.context.as_deref();
     let options = kube::config::KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match kubeconfig {
+    let config = match args.kubeconfig.as_deref() {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| PendingError::Config(format!("{}: {e}", path.display())))?;
@@ -348,7 +342,7 @@ pub fn table(
 /// Runs `kuota pending`; what to print on stdout, or the error.
 pub async fn run(args: &PendingArgs) -> Result<String, PendingError> {
     let queue = Queue::from_args(args)?;
-    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = client(&args.cluster).await?;
     let summary = fetch(&client, &queue, args.offset, args.limit).await?;
     match args.output {
         Some(Output::Json) => Ok(format!(
@@ -433,8 +427,7 @@ mod tests {
             output: None,
             offset: 0,
             limit: None,
-            kubeconfig: None,
-            context: None,
+            cluster: crate::cli::ClusterArgs::default(),
         };
         assert!(Queue::from_args(&args("team/lq")).is_ok());
         for bad in ["lq", "/lq", "team/", "a/b/c"] {

@@ -51,3 +51,28 @@ pub fn set_condition(
     });
     true
 }
+
+/// Ends a waitForPodsReady backoff in `conditions`: a `Requeued` false for
+/// `PodsReadyTimeout` turns true with Kueue's `BackoffFinished`. Returns whether it was
+/// waiting.
+pub fn end_backoff(conditions: &mut Vec<Condition>, wl: &crate::api::Workload, now: &Time) -> bool {
+    use crate::api::constants::{REASON_PODS_READY_TIMEOUT, WORKLOAD_REQUEUED};
+    use crate::engine::pods_ready::{MESSAGE_BACKOFF_FINISHED, REASON_BACKOFF_FINISHED};
+    let waiting = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(WORKLOAD_REQUEUED))
+        .is_some_and(|c| c.status == "False" && c.reason == REASON_PODS_READY_TIMEOUT);
+    if waiting {
+        set_condition(
+            conditions,
+            WORKLOAD_REQUEUED,
+            true,
+            REASON_BACKOFF_FINISHED,
+            MESSAGE_BACKOFF_FINISHED,
+            wl.metadata.generation,
+            now,
+        );
+    }
+    waiting
+}

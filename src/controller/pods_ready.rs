@@ -10,11 +10,9 @@ use serde_json::{Value, json};
 
 use super::conditions::set_condition;
 use crate::api::Workload;
-use crate::api::constants::{WORKLOAD_ADMITTED, WORKLOAD_PODS_READY, WORKLOAD_REQUEUED};
+use crate::api::constants::{WORKLOAD_ADMITTED, WORKLOAD_PODS_READY};
 use crate::engine::Millis;
-use crate::engine::pods_ready::{
-    MESSAGE_BACKOFF_FINISHED, REASON_BACKOFF_FINISHED, REASON_PODS_READY_TIMEOUT, Readiness,
-};
+use crate::engine::pods_ready::{REASON_PODS_READY_TIMEOUT, Readiness};
 
 /// The `PodsReady` condition a Workload should carry when its job's pods are `ready` or
 /// not; `None` when it already carries that status and reason (Kueue's
@@ -86,20 +84,7 @@ pub fn requeue_state_patch(
         }
         None => {
             let mut conds = status.map(|s| s.conditions.clone()).unwrap_or_default();
-            let waiting = status
-                .and_then(|s| s.condition(WORKLOAD_REQUEUED))
-                .is_some_and(|c| c.status == "False" && c.reason == REASON_PODS_READY_TIMEOUT);
-            if waiting {
-                set_condition(
-                    &mut conds,
-                    WORKLOAD_REQUEUED,
-                    true,
-                    REASON_BACKOFF_FINISHED,
-                    MESSAGE_BACKOFF_FINISHED,
-                    wl.metadata.generation,
-                    now,
-                );
-            }
+            let waiting = super::conditions::end_backoff(&mut conds, wl, now);
             if !waiting && written_at.is_none() {
                 return None;
             }

@@ -12,15 +12,14 @@ use super::events::{Recorder, workload_ref};
 use super::{Attempt, WriteError, Writer, is_not_found};
 use crate::api::constants::{
     REASON_ADMITTED, REASON_DEACTIVATED_MAX_EXECUTION, REASON_EVICTED_BY_PREEMPTION,
-    REASON_NO_RESERVATION, REASON_PENDING, REASON_PODS_READY_TIMEOUT, REASON_QUOTA_RESERVED,
-    WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED,
-    WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
+    REASON_NO_RESERVATION, REASON_PENDING, REASON_QUOTA_RESERVED, WORKLOAD_ADMITTED,
+    WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED, WORKLOAD_QUOTA_RESERVED,
+    WORKLOAD_REQUEUED,
 };
 use crate::api::{Admission, Workload};
 use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
 use crate::engine::WorkloadKey;
-use crate::engine::pods_ready::{MESSAGE_BACKOFF_FINISHED, REASON_BACKOFF_FINISHED};
 
 /// Field manager of every kuota write.
 pub const FIELD_MANAGER: &str = "kuota";
@@ -132,22 +131,8 @@ pub fn admit_patch(wl: &Workload, admission: &Admission, now: &Time) -> Option<V
 /// see the workload admitted while its backoff still seemed to run. Returns the
 /// `requeueState` to write, if `requeueAt` was set.
 fn backoff_ended(wl: &Workload, conds: &mut Vec<Condition>, now: &Time) -> Option<Value> {
-    let status = wl.status.as_ref()?;
-    let waiting = status
-        .condition(WORKLOAD_REQUEUED)
-        .is_some_and(|c| c.status == "False" && c.reason == REASON_PODS_READY_TIMEOUT);
-    if waiting {
-        set_condition(
-            conds,
-            WORKLOAD_REQUEUED,
-            true,
-            REASON_BACKOFF_FINISHED,
-            MESSAGE_BACKOFF_FINISHED,
-            wl.metadata.generation,
-            now,
-        );
-    }
-    let state = status.requeue_state.as_ref()?;
+    crate::controller::conditions::end_backoff(conds, wl, now);
+    let state = wl.status.as_ref()?.requeue_state.as_ref()?;
     state.requeue_at.as_ref()?;
     Some(json!({"count": state.count, "requeueAt": null}))
 }
