@@ -418,3 +418,158 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::obj;
+    use super::super::{Engine, EngineConfig, Event, WorkloadKey};
+    use crate::api;
+
+    const HORIZON: i64 = 3_600_000;
+
+    fn node(name: &str, rack: &str) -> Event {
+        Event::NodeUpserted(Box::new(obj(&format!(
+            "metadata: {{name: {name}, labels: {{rack: {rack}, kubernetes.io/hostname: {name}}}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '4', pods: '110'}}}}"
+        ))))
+    }
+
+    fn workload(
+        name: &str,
+        bound: Option<i32>,
+        host: Option<&str>,
+        count: i32,
+        level: &str,
+    ) -> Event {
+        let mut w: api::Workload = obj(&format!(
+            "metadata: {{namespace: team, name: {name}}}\nspec:\n  queueName: lq\n  podSets:\n  - name: main\n    count: {count}\n    topologyRequest: {{required: {level}}}\n    template: {{spec: {{containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: '4'}}}}}}]}}}}"
+        ));
+        w.spec.maximum_execution_time_seconds = bound;
+        if let Some(h) = host {
+            if let Some(spec) = w.spec.pod_sets[0].template.spec.as_mut() {
+                spec.node_selector =
+                    Some([("kubernetes.io/hostname".to_string(), h.to_string())].into());
+            }
+        }
+        Event::WorkloadUpserted(w)
+    }
+
+    /// Racks r1 (a1, a2) and r2 (c1, c2) of 4-GPU hosts; a1 runs a workload with
+    /// bound `a1_bound`, c1 and c2 ones bounded to 10,000 s; a gang needing a rack waits.
+    fn engine(a1_bound: Option<i32>) -> Engine {
+        let mut e = Engine::new(EngineConfig {
+            gang_reservation_horizon: HORIZON,
+            ..EngineConfig::default()
+        });
+        let objects = [
+            Event::TopologyUpserted(obj(
+                "metadata: {name: t}\nspec: {levels: [{nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]}",
+            )),
+            Event::ResourceFlavorUpserted(obj("metadata: {name: f}\nspec: {topologyName: t}")),
+            Event::ClusterQueueUpserted(obj(
+                "metadata: {name: cq}\nspec: {namespaceSelector: {}, resourceGroups: [{coveredResources: [nvidia.com/gpu], flavors: [{name: f, resources: [{name: nvidia.com/gpu, nominalQuota: '64'}]}]}]}",
+            )),
+            Event::LocalQueueUpserted(obj(
+                "metadata: {namespace: team, name: lq}\nspec: {clusterQueue: cq}",
+            )),
+            node("a1", "r1"),
+            node("a2", "r1"),
+            node("c1", "r2"),
+            node("c2", "r2"),
+            workload("w-a1", a1_bound, Some("a1"), 1, "kubernetes.io/hostname"),
+            workload(
+                "w-c1",
+                Some(10_000),
+                Some("c1"),
+                1,
+                "kubernetes.io/hostname",
+            ),
+            workload(
+                "w-c2",
+                Some(10_000),
+                Some("c2"),
+                1,
+                "kubernetes.io/hostname",
+            ),
+        ];
+        for ev in objects {
+            e.apply(0, ev).unwrap();
+        }
+        assert_eq!(super::super::tests::admitted(&e.schedule(0)).len(), 3);
+        e.apply(1_000, workload("gang", None, None, 2, "rack"))
+            .unwrap();
+        assert!(super::super::tests::admitted(&e.schedule(1_000)).is_empty());
+        e
+    }
+
+    fn gang() -> WorkloadKey {
+        WorkloadKey::new("team", "gang")
+    }
+
+    #[test]
+    fn the_gang_holds_its_earliest_rack_and_only_what_ends_before_backfills() {
+        let mut e = engine(Some(100));
+        assert_eq!(e.gang_reservations(), vec![(gang(), 100_000)]);
+        e.apply(
+            2_000,
+            workload("long", Some(10_000), None, 1, "kubernetes.io/hostname"),
+        )
+        .unwrap();
+        assert!(super::super::tests::admitted(&e.schedule(2_000)).is_empty());
+        e.apply(
+            3_000,
+            workload("short", Some(50), None, 1, "kubernetes.io/hostname"),
+        )
+        .unwrap();
+        assert_eq!(
+            super::super::tests::admitted(&e.schedule(3_000)),
+            vec!["team/short"]
+        );
+        assert!(e.take_gang_reservation_notices().is_empty());
+    }
+
+    #[test]
+    fn without_runtime_bounds_nothing_is_held() {
+        let mut e = engine(None);
+        assert!(e.gang_reservations().is_empty());
+        e.apply(
+            2_000,
+            workload("long", Some(10_000), None, 1, "kubernetes.io/hostname"),
+        )
+        .unwrap();
+        assert_eq!(
+            super::super::tests::admitted(&e.schedule(2_000)),
+            vec!["team/long"]
+        );
+    }
+
+    #[test]
+    fn a_start_beyond_the_horizon_holds_nothing() {
+        // An absurd bound (about three years): the nodes are not counted on.
+        let mut e = engine(Some(100_000_000));
+        assert!(e.gang_reservations().is_empty());
+        e.apply(
+            2_000,
+            workload("long", Some(10_000), None, 1, "kubernetes.io/hostname"),
+        )
+        .unwrap();
+        assert_eq!(
+            super::super::tests::admitted(&e.schedule(2_000)),
+            vec!["team/long"]
+        );
+    }
+
+    #[test]
+    fn losing_a_held_node_drops_the_reservation_with_a_notice() {
+        let mut e = engine(Some(100));
+        e.apply(2_000, Event::NodeDeleted("a2".to_string()))
+            .unwrap();
+        e.schedule(2_000);
+        assert!(e.gang_reservations().is_empty());
+        let notices = e.take_gang_reservation_notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].workload, gang());
+        assert_eq!(notices[0].reason, "GangReservationDropped");
+        // Nothing holds a2's rack mate any more: a long workload may take a1's place later.
+        assert!(e.take_gang_reservation_notices().is_empty());
+    }
+}
