@@ -522,7 +522,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             super::super::tests::admitted(&e.schedule(3_000)),
-            vec!["team/short"]
+            vec!["short"]
         );
         assert!(e.take_gang_reservation_notices().is_empty());
     }
@@ -538,7 +538,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             super::super::tests::admitted(&e.schedule(2_000)),
-            vec!["team/long"]
+            vec!["long"]
         );
     }
 
@@ -554,7 +554,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             super::super::tests::admitted(&e.schedule(2_000)),
-            vec!["team/long"]
+            vec!["long"]
         );
     }
 
