@@ -90,7 +90,7 @@ pub(super) struct CycleState {
     /// Preemptors whose reservation is charged to the tree (and whose nodes are
     /// claimed) right now.
     pub(super) charged: FastSet<WlId>,
-    /// Cohorts whose held gang's nodes are claimed right now (see `gang_hold.rs`).
+    /// ClusterQueues (quota-tree nodes) whose held gang's nodes are claimed right now (see `gang_hold.rs`).
     pub(super) gang_claimed: Vec<NodeId>,
 }
 

@@ -1,5 +1,5 @@
 //! The head gang's reservation (kuota's own, off unless `gang_reservation_horizon` is
-//! set): when a cohort's first gang on topology-aware nodes cannot be placed, the nodes
+//! set): when a ClusterQueue's first gang on topology-aware nodes cannot be placed, the nodes
 //! it will get at the earliest time the running workloads' runtime bounds allow are held
 //! for it, and smaller workloads backfill only where they cannot delay it.
 //!
@@ -14,9 +14,10 @@
 //! - **Hold.** In every cycle the gang's nodes at that start are claimed in the
 //!   placement inventory (charged on top of the workloads still on them), so every
 //!   other head stays off them.
-//! - **Backfill.** A head whose own bound ends by the start, or whose priority is
-//!   higher than the gang's, does not see the hold: it cannot delay the gang, or it
-//!   comes first in Kueue's order anyway.
+//! - **Backfill.** A head whose own bound ends by the start, whose priority is higher
+//!   than the gang's, or whose ClusterQueue (another one) is under its nominal quota
+//!   does not see the hold: it cannot delay the gang, it comes first in Kueue's order
+//!   anyway, or the capacity is its own by right.
 //! - **Recomputed every cycle.** The start and the nodes are computed again at the
 //!   start of every cycle and after the gang's own turn, so workloads that end early
 //!   bring it forward and lost nodes move it; a hold that no longer finds nodes within
@@ -35,7 +36,7 @@ use super::resources::FrAmounts;
 use super::state::{CqId, Engine, WlState};
 use super::{Millis, WorkloadKey};
 
-/// The gang a cohort holds nodes for, and when it starts at the earliest.
+/// The gang a ClusterQueue holds nodes for, and when it starts at the earliest.
 #[derive(Clone, Debug)]
 pub(crate) struct GangHold {
     pub cq: CqId,
@@ -291,7 +292,7 @@ impl Engine {
     }
 
     /// At the start of a cycle: every hold's start is computed again and its nodes
-    /// claimed, in cohort order.
+    /// claimed, in ClusterQueue order.
     pub(super) fn charge_gang_holds(&mut self, st: &mut CycleState) {
         if self.gang_holds.is_empty() {
             return;
@@ -303,7 +304,7 @@ impl Engine {
     }
 
     /// Releases the claims that head `id` may ignore (it is the gang itself, it ends by
-    /// the start, or it has a higher priority), and returns their cohorts so
+    /// the start, or it has a higher priority), and returns their ClusterQueues so
     /// [`Engine::reclaim_gang_holds`] puts them back after the head is looked at.
     pub(super) fn lift_gang_holds(&mut self, id: WlId, st: &mut CycleState) -> Vec<NodeId> {
         if st.gang_claimed.is_empty() {
@@ -364,7 +365,7 @@ impl Engine {
     }
 
     /// A head of `c` that stays pending with assignment `a`: when quota is there and
-    /// only the nodes are short, it becomes its cohort's held gang if the cohort holds
+    /// only the nodes are short, it becomes its ClusterQueue's held gang if the queue holds
     /// none yet. The gang's own hold is computed again by the caller after its turn.
     pub(super) fn consider_gang_hold(
         &mut self,

@@ -72,7 +72,7 @@ pub struct EngineConfig {
     /// as running again and may be preempted. 0 turns the rule off (Kueue's behaviour).
     pub finishing_grace: Millis,
     /// kuota's own mechanism, not Kueue's (`gangReservation.horizon`): when a cohort's
-    /// first gang on topology-aware nodes cannot be placed, the nodes it gets at its
+    /// first gang on topology-aware nodes cannot be admitted, the nodes it gets at its
     /// earliest start, from the running workloads' maximumExecutionTimeSeconds, are
     /// held for it if that start is at most this far ahead, and smaller workloads
     /// backfill only where they end before it or stay off those nodes

@@ -178,7 +178,7 @@ pub struct Engine {
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
     pub(crate) preemptors: BTreeSet<WlId>,
-    /// Per cohort root, the gang whose nodes are held until its earliest start.
+    /// Per ClusterQueue (its quota-tree node), the gang whose nodes are held until its earliest start.
     pub(crate) gang_holds: BTreeMap<super::quota::NodeId, super::gang_hold::GangHold>,
     /// Holds that moved later or were dropped, until the shell collects them.
     pub(crate) gang_notices: Vec<super::GangReservationNotice>,
