@@ -71,7 +71,7 @@ pub struct EngineConfig {
     /// frees its quota on its own. After it, a job its controller never completes counts
     /// as running again and may be preempted. 0 turns the rule off (Kueue's behaviour).
     pub finishing_grace: Millis,
-    /// kuota's own mechanism, not Kueue's (`gangReservation.horizon`): when a cohort's
+    /// kuota's own mechanism, not Kueue's (`gangReservation.horizon`): when a ClusterQueue's
     /// first gang on topology-aware nodes cannot be admitted, the nodes it gets at its
     /// earliest start, from the running workloads' maximumExecutionTimeSeconds, are
     /// held for it if that start is at most this far ahead, and smaller workloads
