@@ -110,12 +110,17 @@ struct SimulateArgs {
     /// Without one, a gang that never gets ready is retried for ever.
     #[arg(long, value_name = "N", requires = "pods_ready_timeout_ms")]
     pods_ready_backoff_limit: Option<u32>,
+    /// kuota's head-gang reservation with backfill: hold a gang's nodes when its
+    /// earliest start (from the running workloads' maximumExecutionTimeSeconds) is at
+    /// most this far ahead; 0 = off. See docs/placement.md.
+    #[arg(long, value_name = "MS", default_value_t = kuota::engine::DEFAULT_GANG_RESERVATION_HORIZON, value_parser = clap::value_parser!(i64).range(0..))]
+    gang_reservation_horizon_ms: i64,
     /// Write an SVG chart of usage and queue depth over time per ClusterQueue (or cohort).
     #[arg(long, value_name = "FILE.svg")]
     chart: Option<PathBuf>,
     /// Run a second configuration over the same workload and print both side by side:
     /// placement=STRATEGY, fair-sharing=true|false, eviction-delay-ms=MS,
-    /// admission-fair-sharing-half-life-ms=MS|off, pods-ready-timeout-ms=MS|off,
+    /// gang-reservation-horizon-ms=MS, admission-fair-sharing-half-life-ms=MS|off, pods-ready-timeout-ms=MS|off,
     /// pods-ready-backoff-limit=N, scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
     #[arg(long, value_name = "KEY=VALUE")]
     compare: Vec<String>,
@@ -143,6 +148,7 @@ impl Default for SimulateArgs {
             admission_fair_sharing_half_life_ms: None,
             pods_ready_timeout_ms: None,
             pods_ready_backoff_limit: None,
+            gang_reservation_horizon_ms: kuota::engine::DEFAULT_GANG_RESERVATION_HORIZON,
             chart: None,
             compare: Vec::new(),
             metrics_addr: None,
@@ -171,7 +177,7 @@ enum SimulateError {
     #[error("{0}")]
     NotAnInteger(#[source] std::num::ParseIntError),
     #[error(
-        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, admission-fair-sharing-half-life-ms, pods-ready-timeout-ms, pods-ready-backoff-limit, scenario, scenario-dir)"
+        "unknown key {0:?} (placement, fair-sharing, eviction-delay-ms, preemption-min-runtime-ms, gang-reservation-horizon-ms, admission-fair-sharing-half-life-ms, pods-ready-timeout-ms, pods-ready-backoff-limit, scenario, scenario-dir)"
     )]
     UnknownCompareKey(String),
     #[error("--scenario {name:?}: no such built-in scenario (built-in: {builtin})")]
@@ -338,6 +344,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
                 args.admission_fair_sharing_half_life_ms,
             ),
             pods_ready: pods_ready(args.pods_ready_timeout_ms, args.pods_ready_backoff_limit),
+            gang_reservation_horizon: args.gang_reservation_horizon_ms,
             // The simulator's jobs finish at once: nothing is ever finishing.
             ..EngineConfig::default()
         },
@@ -367,6 +374,12 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     }
     if let Some(ms) = args.pods_ready_timeout_ms {
         label_a.push_str(&format!(",pods-ready-timeout-ms={ms}"));
+    }
+    if args.gang_reservation_horizon_ms > 0 {
+        label_a.push_str(&format!(
+            ",gang-reservation-horizon-ms={}",
+            args.gang_reservation_horizon_ms
+        ));
     }
     if args.preemption_min_runtime_ms > 0 {
         label_a.push_str(&format!(
@@ -478,6 +491,12 @@ fn compare_config(
             }
             "preemption-min-runtime-ms" => {
                 cfg.engine.preemption_min_runtime = v
+                    .parse::<u32>()
+                    .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
+                    .into();
+            }
+            "gang-reservation-horizon-ms" => {
+                cfg.engine.gang_reservation_horizon = v
                     .parse::<u32>()
                     .map_err(|e| bad(SimulateError::NotAnInteger(e)))?
                     .into();

@@ -18,6 +18,17 @@ pub struct KuotaConfiguration {
     pub kind: Option<String>,
     pub preemption_protection: Option<PreemptionProtection>,
     pub placement: Option<Placement>,
+    pub gang_reservation: Option<GangReservation>,
+}
+
+/// The head gang's reservation with backfill (docs/placement.md, "Head-gang
+/// reservation").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GangReservation {
+    /// How far ahead a gang's earliest start may lie for its nodes to be held, a
+    /// duration such as `24h`; `0s` turns the reservation off.
+    pub horizon: Option<String>,
 }
 
 /// Workloads that have run for less than `minRuntime` are not preemption victims.

@@ -292,6 +292,10 @@ impl Settings {
                 admission_fair_sharing: admission_fair_sharing(cfg, &mut errs),
                 pods_ready: wait_for_pods_ready.as_ref().map(PodsReady::engine_config),
                 finishing_grace: finishing_grace(own.preemption_protection.as_ref(), &mut errs),
+                gang_reservation_horizon: gang_reservation_horizon(
+                    own.gang_reservation.as_ref(),
+                    &mut errs,
+                ),
             },
             frameworks,
             unsupported_frameworks,
@@ -568,6 +572,14 @@ fn finishing_grace(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<Field
     let path = Path::new("preemptionProtection").child("finishingGrace");
     let d = duration(p.and_then(|p| p.finishing_grace.as_deref()), &path, errs);
     d.map_or(crate::engine::DEFAULT_FINISHING_GRACE, |d| {
+        i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    })
+}
+
+fn gang_reservation_horizon(g: Option<&kuota::GangReservation>, errs: &mut Vec<FieldError>) -> i64 {
+    let path = Path::new("gangReservation").child("horizon");
+    let d = duration(g.and_then(|g| g.horizon.as_deref()), &path, errs);
+    d.map_or(crate::engine::DEFAULT_GANG_RESERVATION_HORIZON, |d| {
         i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
     })
 }

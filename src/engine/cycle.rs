@@ -90,6 +90,8 @@ pub(super) struct CycleState {
     /// Preemptors whose reservation is charged to the tree (and whose nodes are
     /// claimed) right now.
     pub(super) charged: FastSet<WlId>,
+    /// ClusterQueues (quota-tree nodes) whose held gang's nodes are claimed right now (see `gang_hold.rs`).
+    pub(super) gang_claimed: Vec<NodeId>,
 }
 
 impl Engine {
@@ -111,6 +113,7 @@ impl Engine {
         self.oracle.get_mut().clear();
         self.wake_protected(now);
         self.charge_reservations(&mut st);
+        self.charge_gang_holds(&mut st);
         // Two passes, as Kueue orders heads: first everything that fits within nominal
         // quota, then what needs to borrow. A borrower never takes quota that a
         // non-borrowing workload in the same cohort is about to use, so a preemption
@@ -122,6 +125,7 @@ impl Engine {
         // real usage only.
         // In id order: the set's order must not reach the tree (sums commute, but the
         // rule is that no hash order feeds engine state).
+        self.discharge_gang_holds(&mut st);
         let mut charged: Vec<WlId> = std::mem::take(&mut st.charged).into_iter().collect();
         charged.sort_unstable();
         for id in charged {
@@ -187,7 +191,11 @@ impl Engine {
                         // deferred).
                         self.discharge(id);
                     }
+                    let lifted = self.lift_gang_holds(id, st);
                     let assignment = self.assign(c, id, None, st);
+                    if !lifted.is_empty() {
+                        self.reclaim_gang_holds(lifted, st);
+                    }
                     if preemptor {
                         self.claim_until_decided(id);
                     }
@@ -230,12 +238,16 @@ impl Engine {
                     // Its turn: the nodes it claimed are its own to take.
                     self.inventory.release(h.id);
                 }
+                let lifted = self.lift_gang_holds(h.id, st);
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
+                if !lifted.is_empty() {
+                    self.reclaim_gang_holds(lifted, st);
+                }
                 self.settle_reservation(id, matches!(outcome, Outcome::Deferred), st);
                 match outcome {
                     Outcome::Admitted => {}
@@ -479,6 +491,7 @@ impl Engine {
                             Outcome::Admitted
                         }
                         Err(why) => {
+                            self.consider_gang_hold(c, id, &a, st);
                             // Each PodSet fits alone but the gang does not fit together.
                             let message = format!("couldn't place the gang: {why}");
                             self.park(
@@ -533,6 +546,7 @@ impl Engine {
                 return Outcome::Admitted;
             }
         }
+        self.consider_gang_hold(c, id, &a, st);
         let holds = self.holds_unreclaimable(c, &a);
         let mut explanation = a.explanation;
         if holds {

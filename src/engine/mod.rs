@@ -71,11 +71,21 @@ pub struct EngineConfig {
     /// frees its quota on its own. After it, a job its controller never completes counts
     /// as running again and may be preempted. 0 turns the rule off (Kueue's behaviour).
     pub finishing_grace: Millis,
+    /// kuota's own mechanism, not Kueue's (`gangReservation.horizon`): when a ClusterQueue's
+    /// first gang on topology-aware nodes cannot be admitted, the nodes it gets at its
+    /// earliest start, from the running workloads' maximumExecutionTimeSeconds, are
+    /// held for it if that start is at most this far ahead, and smaller workloads
+    /// backfill only where they end before it or stay off those nodes
+    /// (`gang_hold.rs`). 0 turns it off (Kueue's admission order).
+    pub gang_reservation_horizon: Millis,
 }
 
 /// The default [`EngineConfig::finishing_grace`]: a batch Job whose pods succeeded is
 /// completed by kube-controller-manager within seconds; a minute covers a busy one.
 pub const DEFAULT_FINISHING_GRACE: Millis = 60_000;
+
+/// The default [`EngineConfig::gang_reservation_horizon`]: off, as Kueue.
+pub const DEFAULT_GANG_RESERVATION_HORIZON: Millis = 0;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -86,6 +96,7 @@ impl Default for EngineConfig {
             admission_fair_sharing: None,
             pods_ready: None,
             finishing_grace: DEFAULT_FINISHING_GRACE,
+            gang_reservation_horizon: DEFAULT_GANG_RESERVATION_HORIZON,
         }
     }
 }
@@ -346,6 +357,7 @@ pub(crate) mod explain;
 pub(crate) mod fair;
 mod fair_preempt;
 pub(crate) mod flavor;
+mod gang_hold;
 pub(crate) mod intern;
 pub(crate) mod model;
 mod nodes;
@@ -364,6 +376,7 @@ mod tree;
 mod workloads;
 
 pub use afs::{AdmissionFairSharing, LocalQueueUsage, quantity_string as afs_quantity};
+pub use gang_hold::GangReservationNotice;
 pub use pending::{PendingLookupError, PendingWorkload};
 pub use pods_ready::{PodsReadyConfig, Readiness};
 pub use state::{Engine, EngineError, InvalidObject};

@@ -178,6 +178,10 @@ pub struct Engine {
     pub(crate) inventory: crate::placement::Inventory,
     /// Workloads holding a preemption reservation.
     pub(crate) preemptors: BTreeSet<WlId>,
+    /// Per ClusterQueue (its quota-tree node), the gang whose nodes are held until its earliest start.
+    pub(crate) gang_holds: BTreeMap<super::quota::NodeId, super::gang_hold::GangHold>,
+    /// Holds that moved later or were dropped, until the shell collects them.
+    pub(crate) gang_notices: Vec<super::GangReservationNotice>,
     /// The preemption oracle's per-cycle summaries (see [`super::preempt::Oracle`]).
     pub(crate) oracle: std::cell::RefCell<super::preempt::Oracle>,
     /// When preemption protection ends for workloads that kept a preemptor waiting,
@@ -230,6 +234,8 @@ impl Engine {
             outbox: Vec::new(),
             inventory: crate::placement::Inventory::default(),
             preemptors: BTreeSet::new(),
+            gang_holds: BTreeMap::new(),
+            gang_notices: Vec::new(),
             oracle: std::cell::RefCell::default(),
             pod_set_pool: super::intern::Shared::default(),
             non_tas: super::pods::NonTasPods::default(),

@@ -163,6 +163,11 @@ pub struct WorkloadTemplate {
     /// hold their quota until waitForPodsReady takes it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub never_ready_fraction: Option<f64>,
+    /// The Workload's `spec.maximumExecutionTimeSeconds`: the runtime bound its user
+    /// declares (it must cover the runtime, reruns after preemption included, or the
+    /// workload is deactivated when it runs out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum_execution_time_seconds: Option<i32>,
 }
 
 /// A workload the simulator will submit.
@@ -609,6 +614,7 @@ struct Template {
     per_pod: BTreeMap<String, i64>,
     topology_request: Option<api::PodSetTopologyRequest>,
     never_ready: f64,
+    max_execution: Option<i32>,
 }
 
 impl Template {
@@ -676,8 +682,14 @@ impl Template {
                 field: field("neverReadyFraction"),
             });
         }
+        if t.maximum_execution_time_seconds.is_some_and(|m| m < 1) {
+            return Err(GeneratorError::Zero {
+                field: field("maximumExecutionTimeSeconds"),
+            });
+        }
         Ok(Self {
             never_ready,
+            max_execution: t.maximum_execution_time_seconds,
             class: t.class_name.clone(),
             runtime: Millis::try_from(t.runtime_ms).map_err(|_| GeneratorError::TooLarge {
                 field: field("runtimeMs"),
@@ -710,6 +722,7 @@ impl Template {
                 pod_sets: vec![pod_set],
                 queue_name: Some(lq.to_string()),
                 priority: Some(self.priority),
+                maximum_execution_time_seconds: self.max_execution,
                 ..Default::default()
             },
         );

@@ -45,6 +45,8 @@ pub struct Config {
     pub preemption_min_runtime_ms: Option<i64>,
     /// `EngineConfig::finishing_grace` in virtual ms (default: the engine's).
     pub finishing_grace_ms: Option<i64>,
+    /// `EngineConfig::gang_reservation_horizon` in virtual ms (default: the engine's).
+    pub gang_reservation_horizon_ms: Option<i64>,
     /// Topology placement strategy: `kuota` (default), `kueue-bestfit` or `first-fit`.
     pub placement: Option<Placement>,
     /// Kueue's `admissionFairSharing` (the feature gate on), durations in ms.

@@ -112,6 +112,10 @@ impl<'a> Runner<'a> {
                     .config
                     .finishing_grace_ms
                     .unwrap_or(kuota::engine::DEFAULT_FINISHING_GRACE),
+                gang_reservation_horizon: sc
+                    .config
+                    .gang_reservation_horizon_ms
+                    .unwrap_or(kuota::engine::DEFAULT_GANG_RESERVATION_HORIZON),
             }),
             now: 0,
             placement: chosen,
