@@ -445,11 +445,11 @@ mod tests {
             "metadata: {{namespace: team, name: {name}}}\nspec:\n  queueName: lq\n  podSets:\n  - name: main\n    count: {count}\n    topologyRequest: {{required: {level}}}\n    template: {{spec: {{containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: '4'}}}}}}]}}}}"
         ));
         w.spec.maximum_execution_time_seconds = bound;
-        if let Some(h) = host {
-            if let Some(spec) = w.spec.pod_sets[0].template.spec.as_mut() {
-                spec.node_selector =
-                    Some([("kubernetes.io/hostname".to_string(), h.to_string())].into());
-            }
+        if let Some(h) = host
+            && let Some(spec) = w.spec.pod_sets[0].template.spec.as_mut()
+        {
+            spec.node_selector =
+                Some([("kubernetes.io/hostname".to_string(), h.to_string())].into());
         }
         Event::WorkloadUpserted(w)
     }
