@@ -254,6 +254,12 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         Ok(Vec::new())
     }
 
+    /// Every kind of object [`JobIntegration::dependencies`] may name (what the controller
+    /// must be allowed to read).
+    fn dependency_resources(&self) -> Vec<kube::core::ApiResource> {
+        Vec::new()
+    }
+
     /// The object [`JobIntegration::pod_sets`] and [`JobIntegration::workload`] read: the
     /// job with what its [`JobIntegration::dependencies`] contribute (`found`, in their
     /// order; `None` for one that does not exist). Errors say why no Workload can be

@@ -207,6 +207,18 @@ impl JobIntegration for TrainJob {
         Ok(vec![runtime_ref(job)?])
     }
 
+    fn dependency_resources(&self) -> Vec<ApiResource> {
+        [
+            (TRAINING_RUNTIME, "trainingruntimes"),
+            (CLUSTER_TRAINING_RUNTIME, "clustertrainingruntimes"),
+        ]
+        .into_iter()
+        .map(|(kind, plural)| {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
+        })
+        .collect()
+    }
+
     /// The TrainJob with `spec.replicatedJobs` set to its JobSet's, built from the runtime.
     fn resolve(&self, job: &Value, found: &[Option<Value>]) -> Result<Value, IntegrationError> {
         let dep = runtime_ref(job)?;
