@@ -685,6 +685,16 @@ fn configuration_webhooks_and_rbac_follow_the_one_list_of_frameworks() {
                 "{framework}: {verb} {plural} not granted"
             );
         }
+        // The objects its pod sets are built from (a TrainJob's runtimes) are read.
+        for dep in integration.dependency_resources() {
+            for verb in ["get", "list", "watch"] {
+                assert!(
+                    grants(&dep.group, &dep.plural, verb),
+                    "{framework}: {verb} {} not granted",
+                    dep.plural
+                );
+            }
+        }
         let path = kuota::webhook::webhook_path(
             kuota::webhook::Op::Mutate,
             &gvk.group,

@@ -614,6 +614,7 @@ fn kueues_shipped_configuration_loads_unchanged() {
             "ray.io/rayjob",
             "ray.io/raycluster",
             "jobset.x-k8s.io/jobset",
+            "trainer.kubeflow.org/trainjob",
             "pod"
         ]
     );

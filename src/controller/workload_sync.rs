@@ -41,6 +41,10 @@ use crate::integrations::{
 /// Kueue's Event reason for a job no Workload can be built for (`ErrWorkloadCompose`).
 const REASON_ERR_WORKLOAD_COMPOSE: &str = "ErrWorkloadCompose";
 
+/// How soon a job whose Workload cannot be built for want of another object (a
+/// TrainJob's runtime) is looked at again.
+const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
+
 /// How soon a job held back by an invalid admission is looked at again.
 const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
 
@@ -530,8 +534,19 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
     if let Some(wl) = &wl {
         state.needs_restore = job::restore_patch(integration, &value, wl)?.is_some();
     }
+    // What its pod sets are built from besides itself (a TrainJob's runtime), read only
+    // when it matters: to build its Workload, or to tell whether its pods are ready.
+    let resolved = if wl.is_none() || ctx.wait_for_pods_ready {
+        dependencies::resolve(&ctx.writer.client, integration, &value, &name).await?
+    } else {
+        None
+    };
     if ctx.wait_for_pods_ready {
-        state.pods_ready = Some(integration.pods_ready(&view));
+        let ready = match &resolved {
+            Some(Ok(r)) => JobObject::from_value(r).is_ok_and(|r| integration.pods_ready(&r)),
+            _ => integration.pods_ready(&view),
+        };
+        state.pods_ready = Some(ready);
     }
     let step = plan(&state, wl.as_ref());
     debug!(job = %name, namespace = %ns, ?step, "job reconcile");
@@ -563,6 +578,7 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         name,
         ns,
         value,
+        resolved,
         key,
     };
     target.carry_out(step, wl).await
@@ -596,6 +612,8 @@ struct Target<'a> {
     name: String,
     ns: String,
     value: Value,
+    /// The job as its pod-set rules read it, when they read more than the job.
+    resolved: Option<Result<Value, IntegrationError>>,
     key: WorkloadKey,
 }
 
@@ -666,6 +684,7 @@ impl Target<'_> {
             name,
             ns,
             value,
+            resolved,
             key,
         } = self;
         let wl_writer = WorkloadWriter {
@@ -680,7 +699,17 @@ impl Target<'_> {
                 return Ok(Action::requeue(Duration::from_secs(5)));
             }
             (Step::CreateWorkload, _) => {
-                match create_workload(ctx, *integration, value, name, ns).await {
+                let job = match resolved {
+                    Some(Err(why)) => {
+                        // What it depends on is missing or unusable: no Workload, so no
+                        // quota; looked at again, as the object it names may yet come.
+                        self.cannot_compose(why);
+                        return Ok(Action::requeue(DEPENDENCY_RECHECK));
+                    }
+                    Some(Ok(resolved)) => resolved,
+                    None => value,
+                };
+                match create_workload(ctx, *integration, job, name, ns).await {
                     Err(SyncError::Integration { source, .. }) => {
                         // Nothing it could be admitted as: no Workload, so no quota, and
                         // no retry until the object changes.
@@ -855,6 +884,8 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
         source,
     })
 }
+
+mod dependencies;
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ pub mod pod;
 pub mod pod_group;
 pub mod ray;
 pub mod tas;
+pub mod trainjob;
 
 pub use object::{JobObject, MetaView, SpecView, Str};
 pub use patch::PatchBuilder;
@@ -193,6 +194,33 @@ pub trait ComposedJob: Send + Sync + fmt::Debug {
 
 pub use pod_group::{ComposeError, MembersStatus};
 
+/// Another object a job's pod sets are built from (a TrainJob's training runtime): the
+/// controller reads it and hands it to [`JobIntegration::resolve`], so the kind's rules stay
+/// pure and the controller stays kind-agnostic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dependency {
+    /// The object's API resource.
+    pub resource: kube::core::ApiResource,
+    /// Its namespace (`None`: cluster-scoped).
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+/// A kind that is started with its admission written somewhere other than its pod
+/// templates (Kueue's `RunWithPodSetsInfo` / `RestorePodSetsInfo` of a TrainJob, which
+/// keeps it in a runtime patch of its own). The controller computes each admitted pod
+/// set's additions; the kind says where they go and how they are taken off again.
+pub trait AdmissionCarrier: Send + Sync + fmt::Debug {
+    /// Writes each pod set's additions into `job`: `(pod set name, template)`, the template
+    /// holding only what admission adds (`metadata.labels`, `metadata.annotations`,
+    /// `spec.nodeSelector`, `spec.tolerations`, `spec.schedulingGates`).
+    fn inject(&self, job: &mut serde_json::Value, pod_sets: &[(String, serde_json::Value)]);
+
+    /// Takes off everything [`AdmissionCarrier::inject`] wrote, leaving the job as submitted.
+    fn restore(&self, job: &mut serde_json::Value);
+}
+
 /// One job kind Kueue can manage (Kueue's `jobframework.GenericJob`).
 pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// Group/version/kind of the job object, e.g. `batch/v1 Job`.
@@ -212,6 +240,36 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// pods); `None` for kinds whose job is one object.
     fn composed(&self) -> Option<&'static dyn ComposedJob> {
         None
+    }
+
+    /// Where the kind keeps a start's admission, when not in its pod templates; `None`:
+    /// the templates at [`PodSetRef::pointer`] receive it.
+    fn admission_carrier(&self) -> Option<&'static dyn AdmissionCarrier> {
+        None
+    }
+
+    /// Other objects the job's pod sets are built from (none by default), or why the job
+    /// names none that can be read.
+    fn dependencies(&self, _job: &serde_json::Value) -> Result<Vec<Dependency>, IntegrationError> {
+        Ok(Vec::new())
+    }
+
+    /// Every kind of object [`JobIntegration::dependencies`] may name (what the controller
+    /// must be allowed to read).
+    fn dependency_resources(&self) -> Vec<kube::core::ApiResource> {
+        Vec::new()
+    }
+
+    /// The object [`JobIntegration::pod_sets`] and [`JobIntegration::workload`] read: the
+    /// job with what its [`JobIntegration::dependencies`] contribute (`found`, in their
+    /// order; `None` for one that does not exist). Errors say why no Workload can be
+    /// built. The default: the job as it is.
+    fn resolve(
+        &self,
+        job: &serde_json::Value,
+        _found: &[Option<serde_json::Value>],
+    ) -> Result<serde_json::Value, IntegrationError> {
+        Ok(job.clone())
     }
 
     /// How the job ended once its operator reports it finished (Kueue's `Finished`).
@@ -449,12 +507,13 @@ pub fn for_framework(framework: &str) -> Option<&'static dyn JobIntegration> {
 }
 
 /// Every integration kuota supports, in a fixed order.
-pub fn all() -> [&'static dyn JobIntegration; 7] {
+pub fn all() -> [&'static dyn JobIntegration; 8] {
     [
         &batch_job::BatchJob,
         &jobset::JobSet,
         &kubeflow::PyTorchJob,
         &mpijob::MpiJob,
+        &trainjob::TrainJob,
         &ray::RayJob,
         &ray::RayCluster,
         &pod::Pod,
@@ -652,6 +711,7 @@ mod tests {
                 "JobSet",
                 "PyTorchJob",
                 "MPIJob",
+                "TrainJob",
                 "RayJob",
                 "RayCluster",
                 "Pod"

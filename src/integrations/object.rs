@@ -334,6 +334,9 @@ pub struct SpecView<'a> {
     /// RayCluster autoscaling.
     #[serde(default)]
     pub enable_in_tree_autoscaling: Option<bool>,
+    /// TrainJob: patches other controllers keep on its runtime, each named by its manager.
+    #[serde(default, deserialize_with = "lenient")]
+    pub runtime_patches: Vec<RuntimePatchView>,
     /// Pod containers.
     #[serde(borrow, default)]
     pub containers: Option<Vec<ContainerView<'a>>>,
@@ -564,6 +567,9 @@ pub struct StatusView {
     /// JobSet: per replicated job Job counts.
     #[serde(default, deserialize_with = "lenient")]
     pub replicated_jobs_status: Vec<ReplicatedJobStatusView>,
+    /// TrainJob: per replicated job of its JobSet, Job counts (as a JobSet reports them).
+    #[serde(default, deserialize_with = "lenient")]
+    pub jobs_status: Vec<ReplicatedJobStatusView>,
     /// Kubeflow jobs: pod counts per replica type.
     #[serde(default, deserialize_with = "lenient")]
     pub replica_statuses: BTreeMap<String, ReplicaStatusView>,
@@ -609,6 +615,15 @@ pub struct UncountedView {
     /// UIDs of succeeded pods.
     #[serde(default)]
     pub succeeded: Vec<String>,
+}
+
+/// A TrainJob's runtime patch, as far as admission cares: who manages it.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimePatchView {
+    /// The controller that owns the patch.
+    #[serde(default)]
+    pub manager: String,
 }
 
 /// A JobSet replicated job's status: how many of its Jobs are in each state.
@@ -659,6 +674,7 @@ impl StatusView {
         uncounted_terminated_pods: None,
         phase: None,
         replicated_jobs_status: Vec::new(),
+        jobs_status: Vec::new(),
         replica_statuses: BTreeMap::new(),
         state: None,
         reason: None,
@@ -778,6 +794,7 @@ impl SpecView<'static> {
         head_group_spec: None,
         worker_group_specs: None,
         enable_in_tree_autoscaling: None,
+        runtime_patches: Vec::new(),
         containers: None,
         init_containers: None,
         overhead: None,

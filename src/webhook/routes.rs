@@ -228,6 +228,8 @@ mod tests {
             "/validate-kubeflow-org-v1-pytorchjob",
             "/mutate-kubeflow-org-v2beta1-mpijob",
             "/validate-kubeflow-org-v2beta1-mpijob",
+            "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+            "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
             "/mutate-ray-io-v1-rayjob",
             "/validate-ray-io-v1-rayjob",
             "/mutate-ray-io-v1-raycluster",

@@ -166,6 +166,11 @@ pub fn start_patch(
 ) -> Result<Option<Patch>, JobPatchError> {
     let mut desired = job.clone();
     json_patch::merge(&mut desired, &integration.suspend_patch(false));
+    if let Some(carrier) = integration.admission_carrier() {
+        carrier.restore(&mut desired);
+        carrier.inject(&mut desired, &admission_additions(wl, flavors));
+        return Ok(diff_with_precondition(job, &desired));
+    }
     // From the template as submitted: a job requeued before its restore landed (or one
     // Kubernetes would not let restore) must not keep the last admission's flavor.
     restore_templates(integration, &mut desired, wl)?;
@@ -191,6 +196,39 @@ pub fn start_patch(
         }
     }
     Ok(diff_with_precondition(job, &desired))
+}
+
+/// What the Workload's admission adds to each admitted pod set's template, alone in an
+/// otherwise empty template (Kueue's `PodSetInfo`): the stamps and the flavors' node
+/// labels and tolerations, for a kind that carries them outside its templates.
+fn admission_additions(wl: &Workload, flavors: &Store<DynamicObject>) -> Vec<(String, Value)> {
+    let Some(adm) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) else {
+        return Vec::new();
+    };
+    let assigned = assigned_flavors(wl);
+    let root = PointerBuf::new();
+    let mut out = Vec::with_capacity(adm.pod_set_assignments.len());
+    for psa in &adm.pod_set_assignments {
+        let mut template = Value::Object(Default::default());
+        stamp_template(&mut template, &root, wl, psa);
+        if let Some(spec) = pod_spec_mut(&mut template, &root) {
+            for flavor in assigned.get(&psa.name).into_iter().flatten() {
+                let r = ObjectRef::new_with(flavor, Kind::ResourceFlavor.api_resource());
+                let Some(rf) = flavors.get(&r) else { continue };
+                let Ok(rf) = decode::<ResourceFlavor, _>(Kind::ResourceFlavor, &*rf) else {
+                    continue;
+                };
+                add_flavor(spec, &rf);
+            }
+            if spec.is_empty()
+                && let Some(t) = template.as_object_mut()
+            {
+                t.remove("spec");
+            }
+        }
+        out.push((psa.name.clone(), template));
+    }
+    out
 }
 
 /// Start of one member of a composed job (a gated pod): the admission gate removed, and
@@ -441,7 +479,10 @@ pub fn restore_patch(
     wl: &Workload,
 ) -> Result<Option<Patch>, JobPatchError> {
     let mut desired = job.clone();
-    restore_templates(integration, &mut desired, wl)?;
+    match integration.admission_carrier() {
+        Some(carrier) => carrier.restore(&mut desired),
+        None => restore_templates(integration, &mut desired, wl)?,
+    }
     Ok(diff_with_precondition(job, &desired))
 }
 

@@ -17,6 +17,7 @@ use crate::integrations::jobset::JobSet;
 use crate::integrations::kubeflow::PyTorchJob;
 use crate::integrations::mpijob::MpiJob;
 use crate::integrations::ray::{RayCluster, RayJob};
+use crate::integrations::trainjob::TrainJob;
 
 /// One request as the API server saw it: method, path and query, content type, body.
 #[derive(Debug, PartialEq)]
@@ -130,6 +131,7 @@ async fn request_of(
         name: "j".into(),
         ns: "ns".into(),
         value: job.clone(),
+        resolved: None,
         key: WorkloadKey::new("ns", "wl"),
     };
     target
@@ -347,4 +349,57 @@ async fn a_rayjob_is_started_stopped_and_finished_with_exactly_these_requests() 
         json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
     )
     .await;
+}
+
+/// A TrainJob's start writes the admission into Kueue's runtime patch only (its pod sets
+/// come from the runtime, read when its Workload was built); a restore empties that patch
+/// again, leaving the TrainJob as submitted.
+#[tokio::test]
+async fn a_trainjob_is_started_and_restored_through_kueues_runtime_patch() {
+    let kueue_patch = json!({"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {}}}});
+    let job = json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta(),
+        "spec": {"suspend": true, "runtimeRef": {"name": "rt"}, "trainer": {"numNodes": 2},
+            "runtimePatches": [kueue_patch]}
+    });
+    let runtime = json!({"spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [
+        {"name": "node", "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": pod()}}}}]}}}});
+    let resolved = TrainJob.resolve(&job, &[Some(runtime)]).expect("resolves");
+    let wl = admitted(&TrainJob, &resolved);
+    assert_eq!(wl.spec.pod_sets[0].count, 2);
+    let uri = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/j?";
+    let at = "/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs";
+    let start = request_of(&TrainJob, &job, &wl, Step::Start).await;
+    assert_eq!(
+        start,
+        Seen {
+            method: "PATCH".into(),
+            uri: uri.into(),
+            content_type: JSON_PATCH.into(),
+            body: json!([
+                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "add", "path": at, "value": [{"name": "node", "template": {"spec": {"template": {
+                    "metadata": stamps("node"), "spec": {"nodeSelector": {"pool": "a100"}}}}}}]},
+                {"op": "replace", "path": "/spec/suspend", "value": false},
+            ]),
+        }
+    );
+    let mut started = job.clone();
+    let ops: json_patch::Patch = serde_json::from_value(start.body).expect("a JSON patch");
+    json_patch::patch(&mut started, &ops).expect("applies");
+    started["spec"]["suspend"] = json!(true);
+    let restore = request_of(&TrainJob, &started, &wl, Step::Restore).await;
+    assert_eq!(
+        restore.body,
+        json!([
+            {"op": "replace", "path": RV, "value": "3"},
+            {"op": "remove", "path": at},
+        ])
+    );
+    let mut restored = started;
+    let ops: json_patch::Patch = serde_json::from_value(restore.body).expect("a JSON patch");
+    json_patch::patch(&mut restored, &ops).expect("applies");
+    assert_eq!(restored, job, "byte for byte");
 }

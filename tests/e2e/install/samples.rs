@@ -64,6 +64,8 @@ async fn forget_earlier_runs(client: &Client) {
         "-f",
         "manifests/samples/75-mpijob.yaml",
         "-f",
+        "manifests/samples/78-trainjob.yaml",
+        "-f",
         "manifests/samples/80-rayjob.yaml",
         "-f",
         "manifests/samples/90-raycluster.yaml",
@@ -103,6 +105,9 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
     for crd in [
         "kubeflow.org_pytorchjobs.yaml",
         "kubeflow.org_mpijobs.yaml",
+        "trainer.kubeflow.org_trainjobs.yaml",
+        "trainer.kubeflow.org_trainingruntimes.yaml",
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml",
         "ray.io_rayjobs.yaml",
         "ray.io_rayclusters.yaml",
         "jobset.x-k8s.io_jobsets.yaml",
@@ -132,6 +137,8 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
         "job.batch/finetune",
         "pytorchjob.kubeflow.org/llm-pretrain",
         "mpijob.kubeflow.org/allreduce-bench",
+        "trainingruntime.trainer.kubeflow.org/torch-distributed",
+        "trainjob.trainer.kubeflow.org/llm-finetune",
         "rayjob.ray.io/hparam-sweep",
     ] {
         assert!(

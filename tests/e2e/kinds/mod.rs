@@ -19,6 +19,7 @@ mod pod;
 mod pytorchjob;
 mod raycluster;
 mod rayjob;
+mod trainjob;
 
 use std::time::Duration;
 

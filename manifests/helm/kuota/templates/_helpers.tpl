@@ -74,6 +74,13 @@ labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
   resource: mpijobs
   path: kubeflow-org-v2beta1-mpijob
   unlabelled: true
+- framework: trainer.kubeflow.org/trainjob
+  short: trainjob
+  group: trainer.kubeflow.org
+  version: v1alpha1
+  resource: trainjobs
+  path: trainer-kubeflow-org-v1alpha1-trainjob
+  unlabelled: true
 - framework: ray.io/rayjob
   short: rayjob
   group: ray.io
