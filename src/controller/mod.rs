@@ -393,10 +393,14 @@ mod tests {
             "ray.io/rayjob".to_string(),
             "example.com/widget".to_string(),
             "pod".to_string(),
-            "kubeflow.org/mpijob".to_string(),
+            "leaderworkerset.x-k8s.io/leaderworkerset".to_string(),
+            "trainer.kubeflow.org/trainjob".to_string(),
         ]);
         let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
-        assert_eq!(kinds, ["Job", "RayJob", "Pod"]);
-        assert_eq!(unknown, ["example.com/widget", "kubeflow.org/mpijob"]);
+        assert_eq!(kinds, ["Job", "RayJob", "Pod", "LeaderWorkerSet"]);
+        assert_eq!(
+            unknown,
+            ["example.com/widget", "trainer.kubeflow.org/trainjob"]
+        );
     }
 }
