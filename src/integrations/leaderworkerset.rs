@@ -133,11 +133,11 @@ fn drop_lws_keys(map: &mut Option<std::collections::BTreeMap<String, String>>) {
     }
 }
 
+/// (key, value) entries of one metadata map.
+type Marks = Vec<(&'static str, String)>;
+
 /// The labels and annotations the webhook puts on one template, as (labels, annotations).
-fn template_marks(
-    job: &JobObject<'_>,
-    pod_set: &str,
-) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+fn template_marks(job: &JobObject<'_>, pod_set: &str) -> (Marks, Marks) {
     let mut labels = Vec::new();
     if let Some(q) = queue_name(job) {
         labels.push((QUEUE_NAME_LABEL, q.to_string()));
@@ -190,6 +190,11 @@ impl JobIntegration for LeaderWorkerSet {
 
     fn framework(&self) -> &'static str {
         FRAMEWORK
+    }
+
+    /// Kueue's: the pod webhook gates the groups' pods.
+    fn implicitly_enables(&self) -> &'static [&'static str] {
+        &["pod"]
     }
 
     /// The groups' pods run through the composed-job path, one Workload per group.

@@ -244,6 +244,12 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         true
     }
 
+    /// Frameworks whose webhooks this one needs, enabled with it (Kueue's
+    /// `ImplicitlyEnabledFrameworkNames`).
+    fn implicitly_enables(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// The kind's jobs are made of several objects run through [`ComposedJob`] (plain
     /// pods); `None` for kinds whose job is one object.
     fn composed(&self) -> Option<&'static dyn ComposedJob> {

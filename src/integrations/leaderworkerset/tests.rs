@@ -219,3 +219,14 @@ fn replicas_are_bounded_as_kueue() {
         ]
     );
 }
+
+#[test]
+fn enabling_it_enables_the_pod_webhook() {
+    let config = crate::webhook::WebhookConfig {
+        frameworks: vec![FRAMEWORK.to_string()],
+        ..Default::default()
+    };
+    assert!(config.enables(&LeaderWorkerSet));
+    assert!(config.enables(&crate::integrations::pod::Pod));
+    assert!(!config.enables(&crate::integrations::batch_job::BatchJob));
+}
