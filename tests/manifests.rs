@@ -678,8 +678,17 @@ fn configuration_webhooks_and_rbac_follow_the_one_list_of_frameworks() {
         let integration = kuota::integrations::for_framework(framework).expect("known");
         let gvk = integration.gvk();
         let plural = kube::core::ApiResource::from_gvk(&gvk).plural;
-        // Every write to a job kind is a patch (plain pods are never updated).
-        for verb in ["get", "list", "watch", "patch"] {
+        // Every write to a job kind is a patch (plain pods are never updated); a kind
+        // whose members are other objects (a LeaderWorkerSet's pods) is only read.
+        let writes_itself = integration
+            .composed()
+            .is_none_or(|c| c.member_kind().is_none());
+        let verbs: &[&str] = if writes_itself {
+            &["get", "list", "watch", "patch"]
+        } else {
+            &["get", "list", "watch"]
+        };
+        for verb in verbs.iter().copied() {
             assert!(
                 grants(&gvk.group, &plural, verb),
                 "{framework}: {verb} {plural} not granted"

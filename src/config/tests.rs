@@ -615,12 +615,13 @@ fn kueues_shipped_configuration_loads_unchanged() {
             "ray.io/raycluster",
             "jobset.x-k8s.io/jobset",
             "trainer.kubeflow.org/trainjob",
-            "pod"
+            "pod",
+            "leaderworkerset.x-k8s.io/leaderworkerset"
         ]
     );
     assert!(
         s.unsupported_frameworks
-            .contains(&"leaderworkerset.x-k8s.io/leaderworkerset".to_string())
+            .contains(&"trainer.kubeflow.org/trainjob".to_string())
     );
     assert_eq!(
         s.wait_for_pods_ready.map(|w| w.timeout),

@@ -61,6 +61,38 @@ struct GroupCtx {
     ctx: Ctx,
     members: Store<DynamicObject>,
     resource: ApiResource,
+    /// The members' parents, for kinds whose Workloads their parent names and shapes.
+    parents: Option<Parents>,
+}
+
+/// The watched parents of a composed kind's members.
+#[derive(Clone)]
+struct Parents {
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+}
+
+impl Parents {
+    /// The parent of `member`, as JSON.
+    fn of(&self, composed: &dyn ComposedJob, ns: &str, member: &Value) -> Option<Value> {
+        let name = composed.parent_name_of(member)?;
+        let r = ObjectRef::new_with(&name, self.resource.clone()).within(ns);
+        let p = self.store.get(&r)?;
+        serde_json::to_value(&*p).ok()
+    }
+}
+
+/// The Workload a member belongs to, with its parent read from `parents`.
+fn workload_of(
+    composed: &dyn ComposedJob,
+    parents: Option<&Parents>,
+    member: &DynamicObject,
+) -> Option<Key> {
+    let ns = member.metadata.namespace.clone()?;
+    let v = serde_json::to_value(member).ok()?;
+    let parent = parents.and_then(|p| p.of(composed, &ns, &v));
+    let name = composed.workload_name_of(&v, parent.as_ref())?;
+    Some((ns, name))
 }
 
 /// Runs the controller of a composed kind until aborted.
@@ -71,22 +103,43 @@ pub async fn run(
     ctx: Ctx,
     triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
-    let ar = job_api_resource(&integration.gvk());
+    let ar = job_api_resource(&composed.member_kind().unwrap_or_else(|| integration.gvk()));
     let writer = reflector::store::Writer::new(ar.clone());
     let members = writer.as_reader();
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let config = watcher::Config::default().labels(composed.member_selector());
+    // A parent's change (its queue, a scale-down) is seen at the next resync or member
+    // change; its Workloads' changes reach the reconciler through `triggers`.
+    let (parents, parent_watch) = match composed.parent_kind() {
+        Some(gvk) => {
+            let par = job_api_resource(&gvk);
+            let pw = reflector::store::Writer::new(par.clone());
+            let store = pw.as_reader();
+            let api: Api<DynamicObject> = Api::all_with(client, &par);
+            let watch = watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|m: &mut DynamicObject| m.metadata.managed_fields = None)
+                .reflect(pw)
+                .for_each(|_| futures::future::ready(()));
+            let parents = Parents {
+                store,
+                resource: par,
+            };
+            (Some(parents), Some(tokio::spawn(watch)))
+        }
+        None => (None, None),
+    };
+    let _parent_watch = parent_watch.map(AbortOnDrop);
+    let key_parents = parents.clone();
     let member_keys = watcher::watcher(api, config)
         .default_backoff()
         .modify(|m: &mut DynamicObject| m.metadata.managed_fields = None)
         .reflect(writer)
         .touched_objects()
         .filter_map(move |r| {
-            let key = r.ok().and_then(|m| {
-                let ns = m.metadata.namespace.clone()?;
-                let v = serde_json::to_value(&m).ok()?;
-                Some((ns, composed.workload_name_of(&v)))
-            });
+            let key = r
+                .ok()
+                .and_then(|m| workload_of(composed, key_parents.as_ref(), &m));
             futures::future::ready(key)
         });
     let workload_keys = triggers.map(|r| (r.namespace.unwrap_or_default(), r.name));
@@ -97,6 +150,7 @@ pub async fn run(
         ctx,
         members,
         resource: ar,
+        parents,
     };
     let mut due: HashMap<Key, Instant> = HashMap::new();
     let mut failures: HashMap<Key, u32> = HashMap::new();
@@ -149,6 +203,15 @@ pub async fn run(
     }
 }
 
+/// Stops the parents' watch when the controller stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -160,6 +223,10 @@ impl GroupCtx {
     /// Whether the member and Workload stores hold their first complete lists.
     fn synced(&self) -> bool {
         self.members.wait_until_ready().now_or_never().is_some()
+            && self
+                .parents
+                .as_ref()
+                .is_none_or(|p| p.store.wait_until_ready().now_or_never().is_some())
             && self
                 .ctx
                 .stores
@@ -174,11 +241,7 @@ impl GroupCtx {
         self.members
             .state()
             .iter()
-            .filter_map(|m| {
-                let ns = m.metadata.namespace.clone()?;
-                let v = serde_json::to_value(&**m).ok()?;
-                Some((ns, self.composed.workload_name_of(&v)))
-            })
+            .filter_map(|m| workload_of(self.composed, self.parents.as_ref(), m))
             .collect()
     }
 
@@ -189,8 +252,8 @@ impl GroupCtx {
             .state()
             .iter()
             .filter(|m| m.metadata.namespace.as_deref() == Some(key.0.as_str()))
+            .filter(|m| workload_of(self.composed, self.parents.as_ref(), m).as_ref() == Some(key))
             .filter_map(|m| serde_json::to_value(&**m).ok())
-            .filter(|v| self.composed.workload_name_of(v) == key.1)
             .collect();
         out.sort_by(|a, b| {
             let at = |v: &Value| {
@@ -230,14 +293,41 @@ impl GroupCtx {
                 members.push(m);
             }
         }
-        if members.is_empty() {
-            return Ok(None);
-        }
         let r = ObjectRef::new_with(&key.1, Kind::Workload.api_resource()).within(&key.0);
         let wl: Option<Workload> = match self.ctx.stores.workloads.get(&r) {
             Some(o) => Some(decode(Kind::Workload, &*o)?),
             None => None,
         };
+        let parent = match members.first() {
+            Some(m) => self
+                .parents
+                .as_ref()
+                .and_then(|p| p.of(self.composed, &key.0, m)),
+            None => wl.as_ref().and_then(|w| self.parent_of_workload(w)),
+        };
+        if members.is_empty() {
+            // Kinds without a parent: the members own the Workload, the garbage collector
+            // deletes it with the last one. With a parent, the parent owns it: it is
+            // deleted here once the parent no longer wants it, else it lives on without
+            // pods (evicted ones are requeued, so their quota comes back).
+            let (Some(wl), Some(parent)) = (wl, parent) else {
+                return Ok(None);
+            };
+            if !self.composed.wants_workload(&wl, &parent) {
+                self.delete_workload(&key.0, &key.1).await?;
+                return Ok(None);
+            }
+            let state = job_state(&self.composed.status(&[]), Some(&wl), false);
+            let step = plan(&state, Some(&wl));
+            debug!(namespace = %key.0, workload = %key.1, ?step, "composed job without members");
+            let wk = WorkloadKey::new(key.0.as_str(), key.1.as_str());
+            return match step {
+                Step::Requeue | Step::Finish { .. } => {
+                    self.carry_out(step, Some(wl), &wk, &[], None).await
+                }
+                _ => Ok(None),
+            };
+        }
         let refs: Vec<&Value> = members.iter().collect();
         let status = self.composed.status(&refs);
         let finished_wl = wl
@@ -255,7 +345,38 @@ impl GroupCtx {
         let step = plan(&state, wl.as_ref());
         debug!(namespace = %key.0, workload = %key.1, ?step, "composed job reconcile");
         let wk = WorkloadKey::new(key.0.as_str(), key.1.as_str());
-        self.carry_out(step, wl, &wk, &refs).await
+        self.carry_out(step, wl, &wk, &refs, parent.as_ref()).await
+    }
+
+    /// The parent owning a Workload (its controller owner of the parent's kind).
+    fn parent_of_workload(&self, wl: &Workload) -> Option<Value> {
+        let parents = self.parents.as_ref()?;
+        let gvk = self.composed.parent_kind()?;
+        let owner = wl.metadata.owner_references.iter().flatten().find(|o| {
+            o.controller == Some(true) && o.kind == gvk.kind && o.api_version == gvk.api_version()
+        })?;
+        let ns = wl.metadata.namespace.as_deref()?;
+        let r = ObjectRef::new_with(&owner.name, parents.resource.clone()).within(ns);
+        let p = parents.store.get(&r)?;
+        serde_json::to_value(&*p).ok()
+    }
+
+    /// Deletes a Workload its parent no longer wants (one already gone is fine).
+    async fn delete_workload(&self, ns: &str, name: &str) -> Result<(), SyncError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.writer().client.clone(),
+            ns,
+            &Kind::Workload.api_resource(),
+        );
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                self.writer().wrote("Workload");
+                info!(namespace = %ns, workload = %name, "workload no longer wanted: deleted");
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(source) => Err(api_error(ns, name, source)),
+        }
     }
 
     async fn carry_out(
@@ -264,6 +385,7 @@ impl GroupCtx {
         wl: Option<Workload>,
         key: &WorkloadKey,
         members: &[&Value],
+        parent: Option<&Value>,
     ) -> Result<Option<Duration>, SyncError> {
         let ctx = &self.ctx;
         let ns = key.namespace.to_string();
@@ -276,7 +398,7 @@ impl GroupCtx {
             (Step::CreateWorkload, _) if ctx.created.contains_key(key) => {
                 return Ok(Some(Duration::from_secs(5)));
             }
-            (Step::CreateWorkload, _) => match self.composed.compose(members) {
+            (Step::CreateWorkload, _) => match self.composed.compose(members, parent) {
                 Ok(wl) => {
                     let first = members.first().map(|m| member_name(m)).unwrap_or_default();
                     create_built_workload(ctx, wl, first, &ns).await?;

@@ -394,10 +394,22 @@ mod tests {
             "example.com/widget".to_string(),
             "pod".to_string(),
             "kubeflow.org/mpijob".to_string(),
+            "leaderworkerset.x-k8s.io/leaderworkerset".to_string(),
+            "trainer.kubeflow.org/trainjob".to_string(),
             "kubeflow.org/tfjob".to_string(),
         ]);
         let kinds: Vec<String> = found.iter().map(|i| i.kind()).collect();
-        assert_eq!(kinds, ["Job", "RayJob", "Pod", "MPIJob"]);
+        assert_eq!(
+            kinds,
+            [
+                "Job",
+                "RayJob",
+                "Pod",
+                "MPIJob",
+                "LeaderWorkerSet",
+                "TrainJob"
+            ]
+        );
         assert_eq!(unknown, ["example.com/widget", "kubeflow.org/tfjob"]);
     }
 }

@@ -12,6 +12,7 @@
 pub mod batch_job;
 pub mod jobset;
 pub mod kubeflow;
+pub mod leaderworkerset;
 pub mod mpijob;
 pub mod object;
 pub mod patch;
@@ -155,12 +156,47 @@ pub trait ComposedJob: Send + Sync + fmt::Debug {
     /// Label selector of the members the controller watches (those the webhook marked).
     fn member_selector(&self) -> &'static str;
 
-    /// The name of the Workload a member belongs to.
-    fn workload_name_of(&self, member: &serde_json::Value) -> String;
+    /// The kind of the members when it is not the integration's own (a LeaderWorkerSet's
+    /// members are its pods); `None`: the integration's kind.
+    fn member_kind(&self) -> Option<GroupVersionKind> {
+        None
+    }
 
-    /// The Workload of these members (all that exist of one Workload), or why there is
-    /// none yet.
-    fn compose(&self, members: &[&serde_json::Value]) -> Result<Workload, ComposeError>;
+    /// The kind of the object the members were made from, when that object names and
+    /// shapes their Workload (a LeaderWorkerSet for its groups' pods), so the controller
+    /// reads it too; `None`: the members alone say everything.
+    fn parent_kind(&self) -> Option<GroupVersionKind> {
+        None
+    }
+
+    /// The name of a member's parent (in the member's namespace), for kinds with one.
+    fn parent_name_of(&self, _member: &serde_json::Value) -> Option<String> {
+        None
+    }
+
+    /// The name of the Workload a member belongs to, given its parent when the kind has
+    /// one; `None`: not a member (yet).
+    fn workload_name_of(
+        &self,
+        member: &serde_json::Value,
+        parent: Option<&serde_json::Value>,
+    ) -> Option<String>;
+
+    /// The Workload of these members (all that exist of one Workload), from their parent
+    /// when the kind has one, or why there is none yet.
+    fn compose(
+        &self,
+        members: &[&serde_json::Value],
+        parent: Option<&serde_json::Value>,
+    ) -> Result<Workload, ComposeError>;
+
+    /// Whether a Workload named `workload` is still wanted by `parent` (a LeaderWorkerSet
+    /// scaled down no longer wants its highest groups'); an unwanted Workload whose
+    /// members are gone is deleted. Kinds without a parent leave their Workloads to the
+    /// garbage collector (the members own them).
+    fn wants_workload(&self, _workload: &Workload, _parent: &serde_json::Value) -> bool {
+        true
+    }
 
     /// What the members say, as a job's status does.
     fn status(&self, members: &[&serde_json::Value]) -> MembersStatus;
@@ -234,6 +270,12 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
     /// its webhook leaves objects alone, as Kueue's does for a disabled framework.
     fn controller_runs(&self) -> bool {
         true
+    }
+
+    /// Frameworks whose webhooks this one needs, enabled with it (Kueue's
+    /// `ImplicitlyEnabledFrameworkNames`).
+    fn implicitly_enables(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// The kind's jobs are made of several objects run through [`ComposedJob`] (plain
@@ -507,7 +549,7 @@ pub fn for_framework(framework: &str) -> Option<&'static dyn JobIntegration> {
 }
 
 /// Every integration kuota supports, in a fixed order.
-pub fn all() -> [&'static dyn JobIntegration; 8] {
+pub fn all() -> [&'static dyn JobIntegration; 9] {
     [
         &batch_job::BatchJob,
         &jobset::JobSet,
@@ -516,6 +558,7 @@ pub fn all() -> [&'static dyn JobIntegration; 8] {
         &trainjob::TrainJob,
         &ray::RayJob,
         &ray::RayCluster,
+        &leaderworkerset::LeaderWorkerSet,
         &pod::Pod,
     ]
 }
@@ -714,6 +757,7 @@ mod tests {
                 "TrainJob",
                 "RayJob",
                 "RayCluster",
+                "LeaderWorkerSet",
                 "Pod"
             ]
         );

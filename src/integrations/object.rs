@@ -337,6 +337,12 @@ pub struct SpecView<'a> {
     /// TrainJob: patches other controllers keep on its runtime, each named by its manager.
     #[serde(default, deserialize_with = "lenient")]
     pub runtime_patches: Vec<RuntimePatchView>,
+    /// LeaderWorkerSet: groups (default 1).
+    #[serde(default)]
+    pub replicas: Option<i32>,
+    /// LeaderWorkerSet: one group's templates and size.
+    #[serde(borrow, default)]
+    pub leader_worker_template: Option<LeaderWorkerTemplateView<'a>>,
     /// Pod containers.
     #[serde(borrow, default)]
     pub containers: Option<Vec<ContainerView<'a>>>,
@@ -373,6 +379,21 @@ pub struct PodTemplateView<'a> {
     /// Pod spec.
     #[serde(borrow, default)]
     pub spec: Option<Box<SpecView<'a>>>,
+}
+
+/// A LeaderWorkerSet's group: its size and its leader's and workers' templates.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerTemplateView<'a> {
+    /// Pods per group, leader included (default 1).
+    #[serde(default)]
+    pub size: Option<i32>,
+    /// The leader's template; absent: the leader runs the workers' template.
+    #[serde(borrow, default)]
+    pub leader_template: Option<PodTemplateView<'a>>,
+    /// The workers' template.
+    #[serde(borrow, default)]
+    pub worker_template: Option<PodTemplateView<'a>>,
 }
 
 /// A JobSet replicated job.
@@ -795,6 +816,8 @@ impl SpecView<'static> {
         worker_group_specs: None,
         enable_in_tree_autoscaling: None,
         runtime_patches: Vec::new(),
+        replicas: None,
+        leader_worker_template: None,
         containers: None,
         init_containers: None,
         overhead: None,

@@ -192,10 +192,13 @@ impl JobIntegration for Pod {
 
     /// Managed label, finalizer, admission gate; the topology gate and the pod-index label
     /// when the pod asks for topology-aware scheduling.
+    /// A pod its parent suspends (a LeaderWorkerSet's) is only gated, as Kueue's webhook
+    /// does: its parent's integration runs it, so it is no plain pod of kuota's.
     fn suspend(&self, job: &JobObject<'_>, patch: &mut PatchBuilder) {
         let meta = &job.metadata;
         let labels_exist = meta.labels.is_some();
-        if job.label(MANAGED_LABEL) != Some(MANAGED_LABEL_VALUE) {
+        let by_parent = self.suspended_by_parent(job);
+        if !by_parent && job.label(MANAGED_LABEL) != Some(MANAGED_LABEL_VALUE) {
             patch.set_entry(
                 &["metadata", "labels"],
                 labels_exist,
@@ -203,7 +206,7 @@ impl JobIntegration for Pod {
                 json!(MANAGED_LABEL_VALUE),
             );
         }
-        if !meta.has_finalizer(MANAGED_POD_FINALIZER) {
+        if !by_parent && !meta.has_finalizer(MANAGED_POD_FINALIZER) {
             patch.push_item(
                 &["metadata", "finalizers"],
                 meta.finalizers.is_some(),
@@ -299,12 +302,20 @@ impl ComposedJob for Pod {
         "kueue.x-k8s.io/managed=true"
     }
 
-    fn workload_name_of(&self, member: &serde_json::Value) -> String {
-        pod_group::workload_name_of(member)
+    fn workload_name_of(
+        &self,
+        member: &serde_json::Value,
+        _parent: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        Some(pod_group::workload_name_of(member))
     }
 
     /// A pod alone: the one-object Workload; a group: Kueue's composed one.
-    fn compose(&self, members: &[&serde_json::Value]) -> Result<Workload, ComposeError> {
+    fn compose(
+        &self,
+        members: &[&serde_json::Value],
+        _parent: Option<&serde_json::Value>,
+    ) -> Result<Workload, ComposeError> {
         match members {
             [single] if pod_group::group_name(single).is_none() => self
                 .workload(single)

@@ -481,6 +481,13 @@ pub fn members_status(members: &[&Value]) -> MembersStatus {
         .first()
         .and_then(|p| total_count(p).ok())
         .unwrap_or(1);
+    status_of(members, group.then_some(total))
+}
+
+/// Reads the members of one Workload: a group of `total` pods (`Some`), or one pod.
+pub fn status_of(members: &[&Value], group_total: Option<i32>) -> MembersStatus {
+    let group = group_total.is_some();
+    let total = group_total.unwrap_or(1);
     let finished = if group {
         let succeeded = members.iter().filter(|p| phase(p) == "Succeeded").count();
         let any_active = members.iter().any(|p| !terminated(p));

@@ -56,9 +56,16 @@ pub struct WebhookConfig {
 }
 
 impl WebhookConfig {
-    /// Whether the integration's framework is enabled.
+    /// Whether the integration's framework is enabled, by name or implicitly by an
+    /// enabled framework that needs it (Kueue's `ImplicitlyEnabledFrameworkNames`: a
+    /// LeaderWorkerSet's pods are gated by the pod webhook).
     pub fn enables(&self, integration: &dyn crate::integrations::JobIntegration) -> bool {
-        self.frameworks.iter().any(|f| f == integration.framework())
+        let name = integration.framework();
+        self.frameworks.iter().any(|f| {
+            f == name
+                || crate::integrations::for_framework(f)
+                    .is_some_and(|i| i.implicitly_enables().contains(&name))
+        })
     }
 }
 

@@ -234,6 +234,8 @@ mod tests {
             "/validate-ray-io-v1-rayjob",
             "/mutate-ray-io-v1-raycluster",
             "/validate-ray-io-v1-raycluster",
+            "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+            "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
             "/mutate--v1-pod",
             "/validate--v1-pod",
             "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",

@@ -14,6 +14,7 @@
 //!    is deleted): its Workload is Finished (or gone), and the victim is admitted again.
 
 mod jobset;
+mod leaderworkerset;
 mod mpijob;
 mod pod;
 mod pytorchjob;

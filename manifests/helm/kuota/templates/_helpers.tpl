@@ -95,6 +95,13 @@ labelled kuota.dev/managed=true; `kubelet`: whether kubelet writes are excluded.
   resource: rayclusters
   path: ray-io-v1-raycluster
   unlabelled: true
+- framework: leaderworkerset.x-k8s.io/leaderworkerset
+  short: leaderworkerset
+  group: leaderworkerset.x-k8s.io
+  version: v1
+  resource: leaderworkersets
+  path: leaderworkerset-x-k8s-io-v1-leaderworkerset
+  unlabelled: true
 - framework: pod
   short: pod
   group: ""
