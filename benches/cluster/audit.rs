@@ -1,7 +1,8 @@
 //! Counts kuota's API writes from the API server's audit log (JSON lines).
 //!
-//! The benchmark's own client impersonates [`BENCH_USER`], and kube-controller-manager
-//! has its own user, so a write by the admin user without impersonation is kuota's.
+//! The benchmark's own client impersonates [`BENCH_USER`], its stand-in JobSet operator
+//! another user, and kube-controller-manager has its own user, so a write by the admin
+//! user without impersonation is kuota's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -9,6 +10,8 @@ use std::path::Path;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
+
+use crate::mix::Mix;
 
 /// The user the benchmark's client impersonates.
 pub const BENCH_USER: &str = "kuota-bench";
@@ -53,13 +56,22 @@ pub struct Writes {
     pub stages: HashMap<String, [Option<Timestamp>; 4]>,
 }
 
-/// The stages of [`Writes::stages`], in order.
+/// The stages of [`Writes::stages`], in order (`{}`: the kind).
 pub const STAGES: [&str; 4] = [
-    "Job created",
+    "{} created",
     "Workload created",
     "admission written",
-    "Job unsuspended",
+    "{} unsuspended",
 ];
+
+/// Whose writes to count.
+#[derive(Clone, Copy)]
+pub enum Writer<'a> {
+    /// This user's own writes (kuota's: the admin user, not impersonating).
+    User(&'a str),
+    /// The writes made impersonating this user (the stand-in JobSet operator).
+    Impersonating(&'a str),
+}
 
 impl Writes {
     /// Records the first time `job` (in `namespace`) reached `stage`.
@@ -68,9 +80,10 @@ impl Writes {
         self.stages.entry(key).or_default()[stage].get_or_insert(at);
     }
 
-    /// Seconds from each stage to the next, over the Jobs that reached both: the pairs'
-    /// names and their sorted durations.
-    pub fn stage_gaps(&self) -> Vec<(String, Vec<f64>)> {
+    /// Seconds from each stage to the next, over the objects that reached both: the
+    /// pairs' names (for objects of `kind`) and their sorted durations.
+    pub fn stage_gaps(&self, kind: &str) -> Vec<(String, Vec<f64>)> {
+        let stage = |i: usize| STAGES[i].replace("{}", kind);
         (0..STAGES.len() - 1)
             .map(|i| {
                 let mut gaps: Vec<f64> = self
@@ -79,28 +92,32 @@ impl Writes {
                     .filter_map(|s| Some(s[i + 1]?.duration_since(s[i]?).as_secs_f64()))
                     .collect();
                 gaps.sort_by(f64::total_cmp);
-                (format!("{} → {}", STAGES[i], STAGES[i + 1]), gaps)
+                (format!("{} → {}", stage(i), stage(i + 1)), gaps)
             })
             .collect()
     }
 }
 
-/// The Job a Workload named by Kueue (`job-<name>-<5 hex digits>`) belongs to.
-fn job_of_workload(workload: &str) -> Option<&str> {
-    let rest = workload.strip_prefix("job-")?;
+/// The object a Workload named by Kueue (`<kind>-<name>-<5 hex digits>`) belongs to.
+fn job_of_workload<'w>(workload: &'w str, kind: &str) -> Option<&'w str> {
+    let rest = workload.strip_prefix(kind)?.strip_prefix('-')?;
     let (job, hash) = rest.rsplit_once('-')?;
     (hash.len() == 5).then_some(job)
 }
 
-/// Writes by `user` (not impersonating) received within `[from, to)`.
+/// Writes by `writer` received within `[from, to)`, the admission path's for objects of
+/// `mix`.
 pub fn count_writes(
     log: &Path,
-    user: &str,
+    writer: Writer<'_>,
+    mix: Mix,
     from: Timestamp,
     to: Timestamp,
 ) -> std::io::Result<Writes> {
     let file = std::fs::File::open(log)?;
     let mut out = Writes::default();
+    let resource = mix.resource();
+    let kind = mix.integration().gvk().kind.to_lowercase();
     for line in std::io::BufReader::new(file).lines() {
         let Ok(e) = serde_json::from_str::<Event>(&line?) else {
             continue;
@@ -113,7 +130,7 @@ pub fn count_writes(
             .impersonated_user
             .as_ref()
             .is_some_and(|u| u.username == BENCH_USER);
-        if bench && e.verb == "create" && obj.resource.as_deref() == Some("jobs") {
+        if bench && e.verb == "create" && obj.resource.as_deref() == Some(resource.as_str()) {
             let job = obj.name.as_deref().unwrap_or_default();
             out.reached(
                 obj.namespace.as_deref(),
@@ -123,8 +140,12 @@ pub fn count_writes(
             );
             continue;
         }
-        if e.user.username != user
-            || e.impersonated_user.is_some()
+        let impersonated = e.impersonated_user.as_ref().map(|u| u.username.as_str());
+        let theirs = match writer {
+            Writer::User(user) => e.user.username == user && impersonated.is_none(),
+            Writer::Impersonating(user) => impersonated == Some(user),
+        };
+        if !theirs
             || !matches!(
                 e.verb.as_str(),
                 "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -134,17 +155,19 @@ pub fn count_writes(
         {
             continue;
         }
-        let mut kind = obj.resource.unwrap_or_default();
+        let mut written = obj.resource.unwrap_or_default();
         if let Some(sub) = obj.subresource {
-            kind = format!("{kind}/{sub}");
+            written = format!("{written}/{sub}");
         }
-        if let Some(stage) = admission_stage(&e.verb, &kind, e.request_object.as_ref()) {
+        if let Some(stage) =
+            admission_stage(&e.verb, &written, &resource, e.request_object.as_ref())
+        {
             out.admission_path += 1;
             let name = obj.name.as_deref().unwrap_or_default();
-            let job = if kind == "jobs" {
+            let job = if written == resource {
                 Some(name)
             } else {
-                job_of_workload(name)
+                job_of_workload(name, &kind)
             };
             if let Some(job) = job {
                 out.reached(
@@ -155,22 +178,29 @@ pub fn count_writes(
                 );
             }
         }
-        *out.by_kind.entry(format!("{} {kind}", e.verb)).or_default() += 1;
+        *out.by_kind
+            .entry(format!("{} {written}", e.verb))
+            .or_default() += 1;
     }
     Ok(out)
 }
 
 /// Which of an admission's own writes this is, as its index in [`STAGES`]: the
-/// Workload's create, a status patch that sets `status.admission`, or a job patch that
-/// sets `spec.suspend` to false.
-fn admission_stage(verb: &str, kind: &str, body: Option<&serde_json::Value>) -> Option<usize> {
-    match (verb, kind) {
+/// Workload's create, a status patch that sets `status.admission`, or a patch of the
+/// job (`resource`) that sets `spec.suspend` to false.
+fn admission_stage(
+    verb: &str,
+    written: &str,
+    resource: &str,
+    body: Option<&serde_json::Value>,
+) -> Option<usize> {
+    match (verb, written) {
         ("create", "workloads") => Some(1),
         ("patch", "workloads/status") => body
             .and_then(|b| b.pointer("/status/admission"))
             .is_some_and(serde_json::Value::is_object)
             .then_some(2),
-        ("patch", "jobs") => body
+        ("patch", r) if r == resource => body
             .and_then(|b| b.as_array())
             .is_some_and(|ops| {
                 ops.iter().any(|op| {

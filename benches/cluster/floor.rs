@@ -1,5 +1,5 @@
 //! The write floor: kuota's own per-Job writes, made by a controller that decides
-//! nothing. For each queued Job it sees, the harness makes the writes kuota makes for an
+//! nothing. For each queued Job (or JobSet: `--kind`) it sees, the harness makes the writes kuota makes for an
 //! admission, built by kuota's own functions: the Workload create
 //! (`JobIntegration::workload`), the admitting status patch (`admit_patch`), the
 //! QuotaReserved and Admitted Events (kuota's `Recorder`) and the unsuspending Job patch
@@ -15,14 +15,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store::Writer as StoreWriter;
+use kuota::api::quantity::{format_milli_string, parse_milli_str};
 use kuota::api::{Admission, Workload};
 use kuota::controller::actuate::events::{Recorder, workload_ref};
 use kuota::controller::actuate::job::start_patch;
@@ -33,8 +32,9 @@ use kuota::engine::WorkloadKey;
 use kuota::integrations::JobIntegration;
 use serde_json::{Value, json};
 
+use crate::mix::Mix;
 use crate::setup::{self, BENCH_LABEL};
-use crate::{BoxError, Reference, applied, reference_phase};
+use crate::{BoxError, PhaseOptions, Reference, applied, reference_phase};
 
 /// Label that keeps this phase's Jobs out of kuota's phase's observer.
 pub const PHASE_LABEL: &str = "bench.kuota.dev/phase";
@@ -46,21 +46,22 @@ pub struct Floor {
     pub failed: usize,
 }
 
-/// Creates `jobs` queued Jobs of the baseline mix in namespace `{run}-floor`, makes
-/// kuota's writes for each as soon as it is seen, and waits (up to `timeout`) until all
-/// finish. The namespace is left for the run's cleanup, like the ideal phase's.
+/// Creates `jobs` queued objects of the baseline mix in namespace `{run}-floor`, makes
+/// kuota's writes for each as soon as it is seen, and waits (up to the phase's timeout)
+/// until all finish. The namespace is left for the run's cleanup, like the ideal
+/// phase's.
 pub async fn run(
     client: &Client,
     run: &str,
     jobs: usize,
-    concurrency: usize,
-    timeout: Duration,
+    opts: &PhaseOptions,
 ) -> Result<Floor, BoxError> {
     let ns = floor_namespace(run);
     setup::create_namespace(client, &ns).await?;
     let selector = format!("{BENCH_LABEL}={run},{PHASE_LABEL}=floor");
     let failed = Arc::new(Mutex::new(0));
     let controller = tokio::spawn(write_on_sight(
+        opts.mix,
         client.clone(),
         ns.clone(),
         run.to_string(),
@@ -71,7 +72,8 @@ pub async fn run(
         .into_iter()
         .enumerate()
         .map(|(i, (_, class))| {
-            let mut job = setup::job(run, &format!("floor-{}-{i}", class.name), class, true);
+            let name = format!("floor-{}-{i}", class.name);
+            let mut job = opts.mix.object(run, &name, class, true);
             job.metadata
                 .labels
                 .get_or_insert_default()
@@ -79,7 +81,7 @@ pub async fn run(
             (ns.clone(), job)
         })
         .collect();
-    let phase = reference_phase(client, "write floor", selector, plan, concurrency, timeout).await;
+    let phase = reference_phase(client, "write floor", selector, plan, opts).await;
     controller.abort();
     let reference = phase?;
     let failed = *failed.lock().expect("lock");
@@ -94,6 +96,7 @@ pub fn floor_namespace(run: &str) -> String {
 /// What every write of the phase needs.
 struct Ctx {
     client: Client,
+    mix: Mix,
     ns: String,
     run: String,
     integration: &'static dyn JobIntegration,
@@ -106,21 +109,20 @@ struct Ctx {
     failed: Arc<Mutex<usize>>,
 }
 
-/// Watches the phase's Jobs: admits each suspended one once, finishes each completed one
-/// once.
+/// Watches the phase's objects: admits each suspended one once, finishes each completed
+/// one once.
 async fn write_on_sight(
+    mix: Mix,
     client: Client,
     ns: String,
     run: String,
     selector: String,
     failed: Arc<Mutex<usize>>,
 ) {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let Some(integration) = kuota::integrations::for_kind("batch/v1", "Job") else {
-        eprintln!("write floor: kuota has no batch/v1 Job integration");
-        return;
-    };
+    let jobs = mix.api(&client, &ns);
+    let integration = mix.integration();
     let ctx = Arc::new(Ctx {
+        mix,
         recorder: Recorder::new(client.clone(), kuota::telemetry::Metrics::new()),
         flavors: StoreWriter::new(Kind::ResourceFlavor.api_resource()).as_reader(),
         client,
@@ -134,12 +136,11 @@ async fn write_on_sight(
     let mut stream = applied(jobs, &selector);
     while let Some(job) = stream.next().await {
         let name = job.metadata.name.clone().unwrap_or_default();
-        let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
-        // Only a Job that needs a write is turned into the JSON kuota's functions take.
+        let Ok(value) = mix.value(&job) else {
+            continue;
+        };
+        let suspended = !mix.state_of(&value).0;
         if suspended && admitted.insert(name.clone()) {
-            let Ok(value) = serde_json::to_value(&job) else {
-                continue;
-            };
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 if let Err(e) = admit(&ctx, &name, &value).await {
@@ -148,8 +149,7 @@ async fn write_on_sight(
                 }
             });
         } else if !suspended && !finished.contains(&name) {
-            let wl = ctx.workloads.lock().expect("lock").get(&name).cloned();
-            let (Some(wl), Ok(value)) = (wl, serde_json::to_value(&job)) else {
+            let Some(wl) = ctx.workloads.lock().expect("lock").get(&name).cloned() else {
                 continue;
             };
             let Ok(view) = kuota::integrations::JobObject::from_value(&value) else {
@@ -184,13 +184,10 @@ fn workloads(ctx: &Ctx) -> Api<DynamicObject> {
 async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
     let mut wl = ctx.integration.workload(job)?;
     // kuota copies the PriorityClass's value (read from its watch) into the Workload.
-    let class = job
-        .pointer("/spec/template/spec/priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let class = wl.spec.priority_class_ref.as_ref().map(|c| c.name.clone());
     wl.spec.priority = setup::CLASSES
         .iter()
-        .find(|c| class == format!("{}-{}", ctx.run, c.name))
+        .find(|c| class == Some(format!("{}-{}", ctx.run, c.name)))
         .map(|c| c.priority);
     let obj: DynamicObject = serde_json::from_value(serde_json::to_value(&wl)?)?;
     let pp = PostParams {
@@ -200,15 +197,7 @@ async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
     let created: Workload = serde_json::from_value(serde_json::to_value(
         workloads(ctx).create(&pp, &obj).await?,
     )?)?;
-    let cpu = job
-        .pointer("/spec/template/spec/containers/0/resources/requests/cpu")
-        .cloned()
-        .unwrap_or(json!("1"));
-    let admission: Admission = serde_json::from_value(json!({
-        "clusterQueue": format!("{}-cq-0", ctx.run),
-        "podSetAssignments": [{"name": "main", "flavors": {"cpu": format!("{}-default", ctx.run)},
-            "resourceUsage": {"cpu": cpu}, "count": 1}],
-    }))?;
+    let admission = admission(ctx, &created)?;
     let body = admit_patch(&created, &admission, &now()).ok_or("admit_patch: nothing to write")?;
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -241,11 +230,37 @@ async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
     start(ctx, name, job.clone(), &admitted).await
 }
 
+/// An admission to the run's first ClusterQueue and its flavor: every pod set's count
+/// and cpu.
+fn admission(ctx: &Ctx, wl: &Workload) -> Result<Admission, BoxError> {
+    let assignments: Vec<Value> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|ps| {
+            let per_pod = ps
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first()?.resources.as_ref()?.requests.as_ref())
+                .and_then(|r| parse_milli_str(&r.get("cpu")?.0).ok())
+                .unwrap_or(1000);
+            json!({"name": ps.name, "flavors": {"cpu": format!("{}-default", ctx.run)},
+                "resourceUsage": {"cpu": format_milli_string(per_pod * i64::from(ps.count))},
+                "count": ps.count})
+        })
+        .collect();
+    Ok(serde_json::from_value(json!({
+        "clusterQueue": format!("{}-cq-0", ctx.run),
+        "podSetAssignments": assignments,
+    }))?)
+}
+
 /// kuota's unsuspending Job patch. Its test-and-set on the resourceVersion fails when
 /// kube-controller-manager wrote the Job's status since the watch showed it; like
 /// kuota's reconciler, the patch is then recomputed from the Job as it is now.
 async fn start(ctx: &Ctx, name: &str, mut job: Value, wl: &Workload) -> Result<(), BoxError> {
-    let jobs = Api::<Job>::namespaced(ctx.client.clone(), &ctx.ns);
+    let jobs = ctx.mix.api(&ctx.client, &ctx.ns);
     for _ in 0..5 {
         let patch = start_patch(ctx.integration, &job, wl, &ctx.flavors)?
             .ok_or("start_patch: nothing to write")?;
@@ -254,7 +269,7 @@ async fn start(ctx: &Ctx, name: &str, mut job: Value, wl: &Workload) -> Result<(
             .await
         {
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                job = serde_json::to_value(jobs.get(name).await?)?;
+                job = ctx.mix.value(&jobs.get(name).await?)?;
             }
             other => return other.map(|_| ()).map_err(Into::into),
         }

@@ -6,52 +6,43 @@
 //! this one, measured in the same run.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
+use crate::mix::Mix;
 use crate::setup::{self, BENCH_LABEL};
-use crate::{BoxError, Reference, applied, reference_phase};
+use crate::{BoxError, PhaseOptions, Reference, applied, reference_phase};
 
-/// Creates `jobs` Jobs of the baseline mix in namespace `{run}-ideal` (no queue label),
-/// unsuspends each as soon as it is seen, and waits (up to `timeout`) until all finish.
-/// The namespace is left for the run's cleanup: deleting 3,000 Jobs and their pods
-/// would load the API server during kuota's phase.
+/// Creates `jobs` objects of the baseline mix in namespace `{run}-ideal` (no queue
+/// label), unsuspends each as soon as it is seen, and waits (up to the phase's timeout)
+/// until all finish. The namespace is left for the run's cleanup: deleting 3,000 Jobs
+/// and their pods would load the API server during kuota's phase.
 pub async fn run(
     client: &Client,
     run: &str,
     jobs: usize,
-    concurrency: usize,
-    timeout: Duration,
+    opts: &PhaseOptions,
 ) -> Result<Reference, BoxError> {
     let ns = ideal_namespace(run);
     setup::create_namespace(client, &ns).await?;
     let selector = format!("{BENCH_LABEL}={run},!kueue.x-k8s.io/queue-name");
     let controller = tokio::spawn(unsuspend_on_sight(
-        Api::namespaced(client.clone(), &ns),
+        opts.mix,
+        opts.mix.api(client, &ns),
         selector.clone(),
     ));
     let plan: Vec<_> = setup::plan(jobs)
         .into_iter()
         .enumerate()
         .map(|(i, (_, class))| {
-            let job = setup::job(run, &format!("ideal-{}-{i}", class.name), class, false);
-            (ns.clone(), job)
+            let name = format!("ideal-{}-{i}", class.name);
+            (ns.clone(), opts.mix.object(run, &name, class, false))
         })
         .collect();
-    let phase = reference_phase(
-        client,
-        "ideal controller",
-        selector,
-        plan,
-        concurrency,
-        timeout,
-    )
-    .await;
+    let phase = reference_phase(client, "ideal controller", selector, plan, opts).await;
     controller.abort();
     phase
 }
@@ -61,12 +52,12 @@ pub fn ideal_namespace(run: &str) -> String {
     format!("{run}-ideal")
 }
 
-/// Patches `suspend: false` onto every suspended Job the watch shows, once each.
-async fn unsuspend_on_sight(jobs: Api<Job>, selector: String) {
+/// Patches `suspend: false` onto every suspended object the watch shows, once each.
+async fn unsuspend_on_sight(mix: Mix, jobs: Api<DynamicObject>, selector: String) {
     let mut patched = HashSet::new();
     let mut stream = applied(jobs.clone(), &selector);
     while let Some(job) = stream.next().await {
-        let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+        let suspended = !mix.state(&job).0;
         let name = job.metadata.name.unwrap_or_default();
         if !suspended || !patched.insert(name.clone()) {
             continue;

@@ -27,6 +27,8 @@ pub struct Options<'a> {
     pub log_filter: &'a str,
     pub qps: f32,
     pub burst: u32,
+    /// `integrations.frameworks`.
+    pub frameworks: Vec<&'static str>,
 }
 
 impl Kuota {
@@ -46,8 +48,10 @@ impl Kuota {
             dir.join("config.yaml"),
             format!(
                 "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nnamespace: {run}-q0\n\
-                 clientConnection:\n  qps: {}\n  burst: {}\nintegrations:\n  frameworks: [batch/job]\n",
-                opts.qps, opts.burst
+                 clientConnection:\n  qps: {}\n  burst: {}\nintegrations:\n  frameworks: [{}]\n",
+                opts.qps,
+                opts.burst,
+                opts.frameworks.join(", ")
             ),
         )?;
         let marker = format!("{run}-marker");

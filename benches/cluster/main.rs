@@ -4,6 +4,8 @@
 //! harness in one release build and runs it with `--bench ARGS`. In one run and
 //! with one client (impersonating `kuota-bench`, so the audit log tells its writes from
 //! kuota's):
+//! `--kind` picks the measured kind (mix.rs): batch Jobs, or JobSets whose operator the
+//! harness plays (operator.rs); every phase below runs that kind.
 //! 1. the raw Job-create rate, no webhook and no kuota (plain suspended Jobs);
 //! 2. the ideal controller (`ideal`): the same mix unsuspended on sight, the ceiling;
 //! 3. the write floor (`floor`): kuota's own writes for each Job, made on sight by a
@@ -20,6 +22,8 @@ mod floor;
 mod ideal;
 mod kubelet;
 mod kuota;
+mod mix;
+mod operator;
 mod report;
 mod setup;
 
@@ -31,13 +35,14 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Config};
 use serde_json::json;
+
+use crate::mix::Mix;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -47,6 +52,10 @@ struct Args {
     /// The API server's audit log (JSON lines, Metadata level), for kuota's writes.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// The kind measured: batch Jobs, or JobSets (2 replicated Jobs × 4 pods, the
+    /// harness playing the JobSet operator). The counts below are of that kind.
+    #[arg(long, value_enum, default_value_t = Mix::Job)]
+    kind: Mix,
     /// Queue-labelled Jobs in the baseline mix.
     #[arg(long, default_value_t = 3000)]
     jobs: usize,
@@ -102,24 +111,32 @@ async fn main() {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-async fn clients() -> Result<(Client, Client), BoxError> {
+/// The admin client (kuota's user), and one impersonating `user`.
+async fn clients(user: &str) -> Result<(Client, Client), BoxError> {
     let admin = Client::try_default().await?;
-    let mut cfg = Config::infer().await?;
-    cfg.auth_info.impersonate = Some(audit::BENCH_USER.to_string());
-    cfg.auth_info.impersonate_groups = Some(vec!["system:masters".to_string()]);
-    Ok((admin, Client::try_from(cfg)?))
+    Ok((admin, impersonating(user).await?))
 }
 
-/// Creates `jobs` with `concurrency` in flight; returns each Job's create instant.
+/// A client whose writes the audit log shows as `user`'s.
+async fn impersonating(user: &str) -> Result<Client, BoxError> {
+    let mut cfg = Config::infer().await?;
+    cfg.auth_info.impersonate = Some(user.to_string());
+    cfg.auth_info.impersonate_groups = Some(vec!["system:masters".to_string()]);
+    Ok(Client::try_from(cfg)?)
+}
+
+/// Creates `jobs` (objects of `mix`'s kind) with `concurrency` in flight; returns each
+/// one's create instant.
 async fn create_jobs(
     client: &Client,
-    jobs: Vec<(String, Job)>,
+    mix: Mix,
+    jobs: Vec<(String, DynamicObject)>,
     concurrency: usize,
 ) -> Result<HashMap<String, Instant>, BoxError> {
     let created = Arc::new(Mutex::new(HashMap::new()));
     stream::iter(jobs)
         .map(|(ns, job)| {
-            let api: Api<Job> = Api::namespaced(client.clone(), &ns);
+            let api = mix.api(client, &ns);
             let created = created.clone();
             async move {
                 let name = job.metadata.name.clone().unwrap_or_default();
@@ -204,30 +221,44 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn bench(args: Args) -> Result<(), BoxError> {
-    let (admin, client) = clients().await?;
+    let (admin, client) = clients(audit::BENCH_USER).await?;
     let run = format!("kb{}", Timestamp::now().as_second() % 100_000);
+    let mix = args.kind;
     eprintln!("run {run}: installing CRDs and the baseline queues");
-    setup::crds(&admin).await?;
+    setup::crds(&admin, mix.crd()?).await?;
     setup::queues(&client, &run, args.nominal_cpu).await?;
 
     // 1. Raw create rate: plain suspended Jobs, no webhook, kuota not running.
     let raw_rate = raw_rate(&client, &run, &args).await?;
-    eprintln!("raw create rate: {raw_rate:.1} Jobs/s");
+    eprintln!("raw create rate: {raw_rate:.1} {}/s", mix.noun());
 
-    // The stand-in kubelet runs the pods of every phase's Jobs.
+    // The stand-in kubelet runs the pods of every phase's Jobs; for JobSets, the
+    // stand-in operator (its own audit user) creates their Jobs and writes their status.
     let kubelet = tokio::spawn(kubelet::run(client.clone(), run.clone()));
+    let operator = match mix {
+        Mix::Job => None,
+        Mix::Jobset => {
+            let as_operator = impersonating(operator::OPERATOR_USER).await?;
+            Some(tokio::spawn(operator::run(as_operator, run.clone())))
+        }
+    };
     let timeout = Duration::from_secs(args.timeout_s);
+    let phase = PhaseOptions {
+        mix,
+        concurrency: args.concurrency,
+        timeout,
+    };
 
     // 2. The ceiling: the same mix admitted by a controller that only unsuspends.
     let ideal = if args.ideal_jobs > 0 {
-        Some(ideal::run(&client, &run, args.ideal_jobs, args.concurrency, timeout).await?)
+        Some(ideal::run(&client, &run, args.ideal_jobs, &phase).await?)
     } else {
         None
     };
 
     // 3. The write floor: kuota's writes for the same mix, with no scheduling.
     let floor = if args.floor_jobs > 0 {
-        let f = floor::run(&client, &run, args.floor_jobs, args.concurrency, timeout).await?;
+        let f = floor::run(&client, &run, args.floor_jobs, &phase).await?;
         // Its Events and last finishes land before kuota's phase starts.
         tokio::time::sleep(Duration::from_secs(3)).await;
         Some(f)
@@ -241,6 +272,7 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         log_filter: &args.kuota_log,
         qps: args.kuota_qps,
         burst: args.kuota_burst,
+        frameworks: mix.frameworks(),
     };
     let mut kuota = kuota::Kuota::start(opts, &admin, &run).await?;
     let main = kuota_phase(&client, &run, &args).await?;
@@ -249,6 +281,9 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     let idle = idle_phase(&client, &run, &args).await?;
     let stats = kuota.stop();
     kubelet.abort();
+    if let Some(operator) = operator {
+        operator.abort();
+    }
 
     let summary = report::Summary {
         args: &args,
@@ -267,7 +302,8 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     cleanup(&client, &run).await;
     if main.timeline.finished < args.jobs {
         eprintln!(
-            "not every Job finished: kuota's log is kept in {}",
+            "not every {} finished: kuota's log is kept in {}",
+            mix.integration().gvk().kind,
             kuota.dir.display()
         );
     } else {
@@ -276,7 +312,16 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Jobs per second created by the harness with no webhook and no controller.
+/// What every phase that creates the mix needs.
+pub struct PhaseOptions {
+    pub mix: Mix,
+    /// Creates in flight at once.
+    pub concurrency: usize,
+    /// How long to wait for the phase's objects to finish.
+    pub timeout: Duration,
+}
+
+/// Objects per second created by the harness with no webhook and no controller.
 async fn raw_rate(client: &Client, run: &str, args: &Args) -> Result<f64, BoxError> {
     let raw_ns = format!("{run}-raw");
     setup::create_namespace(client, &raw_ns).await?;
@@ -284,12 +329,12 @@ async fn raw_rate(client: &Client, run: &str, args: &Args) -> Result<f64, BoxErr
         .into_iter()
         .enumerate()
         .map(|(i, (_, class))| {
-            let job = setup::job(run, &format!("raw-{i}"), class, false);
+            let job = args.kind.object(run, &format!("raw-{i}"), class, false);
             (raw_ns.clone(), job)
         })
         .collect();
     let t = Instant::now();
-    create_jobs(client, raw, args.concurrency).await?;
+    create_jobs(client, args.kind, raw, args.concurrency).await?;
     let rate = args.raw_jobs as f64 / t.elapsed().as_secs_f64();
     let nss: Api<Namespace> = Api::all(client.clone());
     let _ = nss.delete(&raw_ns, &DeleteParams::background()).await;
@@ -309,6 +354,7 @@ pub struct KuotaPhase {
 async fn kuota_phase(client: &Client, run: &str, args: &Args) -> Result<KuotaPhase, BoxError> {
     let observer = Observer::spawn(
         client,
+        args.kind,
         format!(
             "{}={run},kueue.x-k8s.io/queue-name,!{}",
             setup::BENCH_LABEL,
@@ -321,13 +367,19 @@ async fn kuota_phase(client: &Client, run: &str, args: &Args) -> Result<KuotaPha
         .into_iter()
         .enumerate()
         .map(|(i, (cq, class))| {
-            let job = setup::job(run, &format!("{}-{i}", class.name), class, true);
+            let job = args
+                .kind
+                .object(run, &format!("{}-{i}", class.name), class, true);
             (setup::namespace(run, cq), job)
         })
         .collect();
-    let created = create_jobs(client, jobs, args.concurrency).await?;
+    let created = create_jobs(client, args.kind, jobs, args.concurrency).await?;
     let create_s = start.elapsed().as_secs_f64();
-    eprintln!("created {} queued Jobs in {create_s:.1} s", created.len());
+    eprintln!(
+        "created {} queued {} in {create_s:.1} s",
+        created.len(),
+        args.kind.noun()
+    );
     observer
         .wait_finished(args.jobs, Duration::from_secs(args.timeout_s))
         .await;
@@ -358,11 +410,11 @@ async fn idle_phase(
         .map(|cq| {
             let mut big = setup::CLASSES[2];
             big.cpu = args.nominal_cpu.saturating_add(500);
-            let job = setup::job(run, &format!("blocked-{cq}"), big, true);
+            let job = args.kind.object(run, &format!("blocked-{cq}"), big, true);
             (setup::namespace(run, cq), job)
         })
         .collect();
-    create_jobs(client, blocked, args.concurrency).await?;
+    create_jobs(client, args.kind, blocked, args.concurrency).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let t2 = Timestamp::now();
     let cqs = kueue_api(client, "ClusterQueue");
@@ -442,8 +494,8 @@ async fn settle(client: &Client, run: &str, limit: Duration) -> Result<usize, Bo
     }
 }
 
-/// A watch of the benchmark's Jobs matching a label selector: when each is first seen
-/// unsuspended, and when it completes.
+/// A watch of the benchmark's objects matching a label selector: when each is first
+/// seen unsuspended, and when it completes.
 struct Observer {
     unsuspended: Arc<Mutex<HashMap<String, Instant>>>,
     finished: Arc<Mutex<HashMap<String, Instant>>>,
@@ -451,11 +503,12 @@ struct Observer {
 }
 
 impl Observer {
-    fn spawn(client: &Client, selector: String) -> Self {
+    fn spawn(client: &Client, mix: Mix, selector: String) -> Self {
         let unsuspended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let task = tokio::spawn(observe(
-            client.clone(),
+            mix.api_all(client),
+            mix,
             selector,
             unsuspended.clone(),
             finished.clone(),
@@ -495,15 +548,16 @@ impl Observer {
     }
 }
 
-/// Records when each benchmark Job matching `selector` is first seen unsuspended, and
-/// when it completes.
+/// Records when each benchmark object matching `selector` is first seen unsuspended,
+/// and when it finishes (as kuota reads the kind).
 async fn observe(
-    client: Client,
+    api: Api<DynamicObject>,
+    mix: Mix,
     selector: String,
     unsuspended: Arc<Mutex<HashMap<String, Instant>>>,
     finished: Arc<Mutex<HashMap<String, Instant>>>,
 ) {
-    let mut stream = applied(Api::<Job>::all(client), &selector);
+    let mut stream = applied(api, &selector);
     while let Some(job) = stream.next().await {
         let key = format!(
             "{}/{}",
@@ -511,21 +565,14 @@ async fn observe(
             job.metadata.name.clone().unwrap_or_default()
         );
         let now = Instant::now();
-        if job.spec.as_ref().and_then(|s| s.suspend) == Some(false) {
+        let (running, complete) = mix.state(&job);
+        if running {
             unsuspended
                 .lock()
                 .expect("lock")
                 .entry(key.clone())
                 .or_insert(now);
         }
-        let complete = job
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            });
         if complete {
             finished.lock().expect("lock").entry(key).or_insert(now);
         }
@@ -553,20 +600,25 @@ pub async fn reference_phase(
     client: &Client,
     name: &str,
     selector: String,
-    jobs: Vec<(String, Job)>,
-    concurrency: usize,
-    timeout: Duration,
+    jobs: Vec<(String, DynamicObject)>,
+    opts: &PhaseOptions,
 ) -> Result<Reference, BoxError> {
     let n = jobs.len();
-    let observer = Observer::spawn(client, selector);
+    let observer = Observer::spawn(client, opts.mix, selector);
+    let t0 = Timestamp::now();
     let start = Instant::now();
-    let created = create_jobs(client, jobs, concurrency).await?;
+    let created = create_jobs(client, opts.mix, jobs, opts.concurrency).await?;
     let create_s = start.elapsed().as_secs_f64();
-    eprintln!("{name}: created {} Jobs in {create_s:.1} s", created.len());
-    observer.wait_finished(n, timeout).await;
+    eprintln!(
+        "{name}: created {} {} in {create_s:.1} s",
+        created.len(),
+        opts.mix.noun()
+    );
+    observer.wait_finished(n, opts.timeout).await;
     Ok(Reference {
         create_s,
         timeline: observer.stop(start, &created),
+        window: (t0, Timestamp::now()),
     })
 }
 
@@ -575,4 +627,6 @@ pub struct Reference {
     /// Seconds to create the Jobs (the arrival rate under the phase's load).
     pub create_s: f64,
     pub timeline: Timeline,
+    /// The audit-log window of the phase (for the JobSet operator's writes).
+    pub window: (Timestamp, Timestamp),
 }

@@ -7,11 +7,15 @@ use std::path::Path;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::audit::Writer;
 use crate::floor::Floor;
-use crate::{Args, BoxError, KuotaPhase, Reference, audit, percentile, setup};
+use crate::mix::Mix;
+use crate::{Args, BoxError, KuotaPhase, Reference, audit, operator, percentile, setup};
 
 /// ClusterQueue touches per queue in the re-evaluation phase.
 pub const TOUCHES: usize = 5;
+/// kuota's sustained admission rate, as a share of the write floor's, it should reach.
+pub const FLOOR_TARGET: f64 = 0.9;
 
 /// What the run measured.
 pub struct Summary<'a> {
@@ -28,16 +32,25 @@ impl Summary<'_> {
     /// The summary table.
     pub fn print(&self) {
         let (args, t) = (self.args, &self.main.timeline);
+        let (noun, kind) = (args.kind.noun(), args.kind.integration().gvk().kind);
+        let shape = match args.kind {
+            Mix::Job => String::new(),
+            Mix::Jobset => format!(
+                " of {} replicated Jobs × {} pods",
+                crate::mix::JOBSET_REPLICATED_JOBS,
+                crate::mix::JOBSET_PODS_PER_JOB
+            ),
+        };
         println!(
-            "\n## kuota on Kueue's baseline shape ({} Jobs, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
+            "\n## kuota on Kueue's baseline shape ({} {noun}{shape}, 5 cohorts x 6 ClusterQueues, kuota QPS {} burst {})\n",
             args.jobs, args.kuota_qps, args.kuota_burst
         );
         println!("| measure | value |\n|---|---|");
         println!(
-            "| raw Job-create rate (no webhook, no kuota, {} in flight) | {:.1} Jobs/s |",
+            "| raw {kind}-create rate (no webhook, no kuota, {} in flight) | {:.1} {noun}/s |",
             args.concurrency, self.raw_rate
         );
-        println!("| queued Jobs created in | {:.1} s |", self.main.create_s);
+        println!("| queued {noun} created in | {:.1} s |", self.main.create_s);
         println!(
             "| admitted (unsuspended) | {} of {} |",
             t.admitted(),
@@ -59,12 +72,21 @@ impl Summary<'_> {
             percentile(&t.latencies, 0.99)
         );
         if let Some(r) = self.ideal {
-            let how = "unsuspends on sight: 1 write per Job";
-            self.reference("ideal controller", how, r, None);
+            let how = format!("unsuspends on sight: 1 write per {kind}");
+            self.reference("ideal controller", &how, r, None);
         }
         if let Some(f) = self.floor {
-            let how = "kuota's own writes for each Job on sight, no scheduling";
-            self.reference("write floor", how, &f.reference, Some(f.failed));
+            let how = format!("kuota's own writes for each {kind} on sight, no scheduling");
+            self.reference("write floor", &how, &f.reference, Some(f.failed));
+            let ratio = t.sustained() / f.reference.timeline.sustained();
+            println!(
+                "| kuota ÷ write floor vs target {FLOOR_TARGET} | {ratio:.2}: {} |",
+                if ratio >= FLOOR_TARGET {
+                    "met"
+                } else {
+                    "NOT met"
+                }
+            );
         }
         if let Some((cpu, rss)) = self.stats {
             println!("| kuota CPU | {cpu:.1} s |");
@@ -108,26 +130,31 @@ impl Summary<'_> {
     ) -> Result<(), BoxError> {
         let user = audit::user_of_marker(log, marker)?
             .ok_or("the audit log has no write of the marker ConfigMap")?;
+        let mix = self.args.kind;
+        let kind = mix.integration().gvk().kind;
         let (from, to) = self.main.window;
-        let writes = audit::count_writes(log, &user, from, to)?;
+        let writes = audit::count_writes(log, Writer::User(&user), mix, from, to)?;
         let jobs = self.main.timeline.admitted().max(1) as f64;
         let total: u64 = writes.by_kind.values().sum();
-        println!("\n### kuota's API writes per admitted Job (audit log, user {user})\n");
-        println!("| write | count | per admitted Job |\n|---|---|---|");
+        println!("\n### kuota's API writes per admitted {kind} (audit log, user {user})\n");
+        println!("| write | count | per admitted {kind} |\n|---|---|---|");
         for (kind, count) in &writes.by_kind {
             println!("| {kind} | {count} | {:.2} |", *count as f64 / jobs);
         }
         println!("| total | {total} | {:.2} |", total as f64 / jobs);
         let per = writes.admission_path as f64 / jobs;
         println!(
-            "| **admission path** (Workload create, admitting status patch, unsuspending Job patch) | {} | **{per:.2}** (target ≤ 3) |",
+            "| **admission path** (Workload create, admitting status patch, unsuspending {kind} patch) | {} | **{per:.2}** (target ≤ 3) |",
             writes.admission_path
         );
         println!(
-            "\n### Where a Job's admission waits (audit log: when the API server received each write)\n"
+            "\n### Where a {kind}'s admission waits (audit log: when the API server received each write)\n"
         );
-        println!("| from → to | Jobs | p50 | p90 | p99 |\n|---|---|---|---|---|");
-        for (stage, gaps) in writes.stage_gaps() {
+        println!(
+            "| from → to | {} | p50 | p90 | p99 |\n|---|---|---|---|---|",
+            mix.noun()
+        );
+        for (stage, gaps) in writes.stage_gaps(&kind) {
             println!(
                 "| {stage} | {} | {:.2} s | {:.2} s | {:.2} s |",
                 gaps.len(),
@@ -136,7 +163,10 @@ impl Summary<'_> {
                 percentile(&gaps, 0.99)
             );
         }
-        idle_writes(log, &user, idle)?;
+        idle_writes(log, &user, mix, idle)?;
+        if mix == Mix::Jobset {
+            self.operator_writes(log)?;
+        }
         let t = &self.main.timeline;
         let rate = t.overall().max(t.sustained());
         let bound = 0.8 * self.raw_rate / (1.0 + per);
@@ -148,10 +178,47 @@ impl Summary<'_> {
     }
 }
 
+impl Summary<'_> {
+    /// The stand-in JobSet operator's writes in each phase (its own audit user, not
+    /// counted as kuota's): the same work in every phase, so it loads each alike.
+    fn operator_writes(&self, log: &Path) -> Result<(), BoxError> {
+        let mut phases = vec![];
+        if let Some(r) = self.ideal {
+            phases.push(("ideal controller", r.window, r.timeline.admitted()));
+        }
+        if let Some(f) = self.floor {
+            let r = &f.reference;
+            phases.push(("write floor", r.window, r.timeline.admitted()));
+        }
+        phases.push(("kuota", self.main.window, self.main.timeline.admitted()));
+        println!(
+            "\n### The stand-in JobSet operator's writes (audit log, user {}), not kuota's\n",
+            operator::OPERATOR_USER
+        );
+        println!("| phase | write | count | per admitted JobSet |\n|---|---|---|---|");
+        for (phase, (from, to), admitted) in phases {
+            let by = Writer::Impersonating(operator::OPERATOR_USER);
+            let writes = audit::count_writes(log, by, self.args.kind, from, to)?.by_kind;
+            let n = admitted.max(1) as f64;
+            for (kind, count) in &writes {
+                println!("| {phase} | {kind} | {count} | {:.2} |", *count as f64 / n);
+            }
+            let total: u64 = writes.values().sum();
+            println!("| {phase} | total | {total} | {:.2} |", total as f64 / n);
+        }
+        Ok(())
+    }
+}
+
 /// kuota's writes while nothing changed for its blocked Jobs; the leader's Lease
 /// renewals go on whatever the engine does, so they are counted apart.
-fn idle_writes(log: &Path, user: &str, idle: (Timestamp, Timestamp)) -> Result<(), BoxError> {
-    let idle = audit::count_writes(log, user, idle.0, idle.1)?.by_kind;
+fn idle_writes(
+    log: &Path,
+    user: &str,
+    mix: Mix,
+    idle: (Timestamp, Timestamp),
+) -> Result<(), BoxError> {
+    let idle = audit::count_writes(log, Writer::User(user), mix, idle.0, idle.1)?.by_kind;
     let renewals: u64 = idle
         .iter()
         .filter(|(k, _)| k.ends_with(" leases"))
@@ -160,8 +227,9 @@ fn idle_writes(log: &Path, user: &str, idle: (Timestamp, Timestamp)) -> Result<(
     let writes = idle.values().sum::<u64>() - renewals;
     let queues = setup::COHORTS * setup::QUEUES_PER_COHORT;
     println!(
-        "\nkuota's writes during {} unchanged re-evaluations ({queues} blocked Jobs, {TOUCHES} ClusterQueue touches each): {writes} (target 0; {renewals} Lease renewals besides)",
-        queues * TOUCHES
+        "\nkuota's writes during {} unchanged re-evaluations ({queues} blocked {}, {TOUCHES} ClusterQueue touches each): {writes} (target 0; {renewals} Lease renewals besides)",
+        queues * TOUCHES,
+        mix.noun()
     );
     for (kind, count) in idle.iter().filter(|(k, _)| !k.ends_with(" leases")) {
         println!("  {kind}: {count}");

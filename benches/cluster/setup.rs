@@ -1,7 +1,7 @@
 //! The benchmark's cluster objects: Kueue's baseline shape (5 cohorts x 6 ClusterQueues,
-//! 20 cpu nominal, borrowing limit 100) and its small/medium/large Job mix.
+//! 20 cpu nominal, borrowing limit 100) and its small/medium/large mix (mix.rs builds the
+//! objects).
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -86,13 +86,17 @@ pub fn plan(total: usize) -> Vec<(usize, Class)> {
     out
 }
 
-/// Installs the kueue.x-k8s.io CRDs kuota serves (server-side apply) and waits for them.
-pub async fn crds(client: &Client) -> Result<(), kube::Error> {
+/// Installs the kueue.x-k8s.io CRDs kuota serves and the measured kind's (`extra`)
+/// (server-side apply), and waits for them.
+pub async fn crds(
+    client: &Client,
+    extra: Option<CustomResourceDefinition>,
+) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply("kuota-bench").force();
     // Every kind kuota watches: the controller schedules only once each has listed.
     let all = kuota::crds::all(None).map_err(|e| kube::Error::Service(Box::new(e)))?;
-    for crd in all {
+    for crd in all.into_iter().chain(extra) {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &pp, &Patch::Apply(&crd)).await?;
         for _ in 0..300 {
@@ -206,30 +210,4 @@ pub async fn queues(client: &Client, run: &str, nominal_cpu: u32) -> Result<(), 
         .await?;
     }
     Ok(())
-}
-
-/// A suspended Job of `class`: queue-labelled for kuota, or plain for the raw baseline.
-pub fn job(run: &str, name: &str, class: Class, queued: bool) -> Job {
-    let mut labels = json!({BENCH_LABEL: run});
-    if queued {
-        labels["kueue.x-k8s.io/queue-name"] = json!("lq");
-    }
-    serde_json::from_value(json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "suspend": true,
-            "parallelism": 1, "completions": 1, "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": {BENCH_LABEL: run, RUNTIME_LABEL: class.runtime_ms.to_string()}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": format!("{run}-{}", class.name),
-                    "containers": [{"name": "c", "image": "registry.invalid/sleep",
-                        "resources": {"requests": {"cpu": class.cpu.to_string()}}}]
-                }
-            }
-        }
-    }))
-    .expect("valid Job")
 }
