@@ -619,10 +619,7 @@ fn kueues_shipped_configuration_loads_unchanged() {
             "leaderworkerset.x-k8s.io/leaderworkerset"
         ]
     );
-    assert!(
-        s.unsupported_frameworks
-            .contains(&"trainer.kubeflow.org/trainjob".to_string())
-    );
+    assert!(s.unsupported_frameworks.contains(&"deployment".to_string()));
     assert_eq!(
         s.wait_for_pods_ready.map(|w| w.timeout),
         Some(Duration::from_secs(1800))

@@ -523,14 +523,20 @@ async fn a_kind_whose_crd_is_removed_while_admitted_gives_its_quota_back() {
     .await;
     assert!(gone.is_some(), "the JobSet CRD was not removed within 60 s");
 
-    wait_for_workload(
-        client,
-        ns,
-        "waits",
-        "admitted once the JobSet's quota is back",
-        |wl| condition(wl, "Admitted").is_some_and(|c| c.0 == "True"),
-    )
+    // The garbage collector deletes the JobSet's Workload once it sees its owner gone; it
+    // re-reads the API's discovery after a CRD goes, which under a busy test suite took
+    // longer than the usual minute.
+    let readmitted = wait_until(Duration::from_secs(180), || async {
+        crate::controller::workload_of(client, ns, "waits")
+            .await
+            .is_some_and(|wl| condition(&wl, "Admitted").is_some_and(|c| c.0 == "True"))
+    })
     .await;
+    assert!(
+        readmitted.is_some(),
+        "the Job waiting for the removed JobSet's quota was never admitted (JobSet Workload: {:?})",
+        jobset_workload().await.map(|w| w.status)
+    );
     assert!(
         jobset_workload().await.is_none(),
         "the removed JobSet's Workload is still there"

@@ -196,16 +196,9 @@ impl Setup {
         panic!("pod {name} never became {what} within 60 s; last seen: {last:#}");
     }
 
-    /// Writes a pod's status as its kubelet would.
+    /// Writes a pod's status as its kubelet would ([`super::kubelet_writes`]).
     async fn kubelet_writes(&self, name: &str, status: Value) {
-        self.pods
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("write the status of pod {name}: {e}"));
+        super::kubelet_writes(&self.pods, name, status).await;
     }
 
     /// Lets the pod go: removes the test's finalizer; waits until it is gone if deleted.
@@ -218,6 +211,17 @@ impl Setup {
                 &Patch::Merge(json!({"metadata": {"finalizers": null}})),
             )
             .await;
+        // A bound pod being deleted also waits for its kubelet's confirmation.
+        let deleting = self
+            .pods
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+        if deleting {
+            super::confirm_deletion(&self.pods, name).await;
+        }
     }
 
     async fn wait_pod_gone(&self, name: &str) {

@@ -409,3 +409,71 @@ pub(crate) fn queue_labels(class: &str) -> Value {
 pub(crate) fn container(name: &str, cpu: &str) -> Value {
     json!({"name": name, "image": "busybox", "resources": {"requests": {"cpu": cpu}}})
 }
+
+/// Writes a pod's status as its kubelet would, binding it to a node first: a kubelet runs
+/// only bound pods, and the controller manager's pod GC force-deletes an unbound pod once it
+/// is terminating (which would end a preempted pod early). A pod being deleted whose
+/// containers have ended then gets its kubelet's confirmation (a delete with grace 0); the
+/// API server removes it once its finalizers are gone.
+pub(crate) async fn kubelet_writes(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    status: Value,
+) {
+    use kube::api::{Patch, PatchParams, PostParams};
+    let ended = matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"));
+    let pod = pods.get(name).await.expect("the pod");
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_none()
+    {
+        let node = kubelet_node(&pods.clone().into_client()).await;
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+        pods.create_subresource::<Value, Value>("binding", name, &PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|e| panic!("bind pod {name} to {node}: {e}"));
+    }
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("write the status of pod {name}: {e}"));
+    if ended && pod.metadata.deletion_timestamp.is_some() {
+        confirm_deletion(pods, name).await;
+    }
+}
+
+/// A kubelet's confirmation that a pod being deleted no longer runs (a delete with grace 0).
+pub(crate) async fn confirm_deletion(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+) {
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..kube::api::DeleteParams::default()
+    };
+    let _ = pods.delete(name, &now).await;
+}
+
+/// The Node the stand-in kubelet binds pods to, created once (a pod bound to a missing
+/// Node would be deleted by the pod GC as orphaned). Without taints and labels, it is
+/// no TAS node and no flavor selects it.
+pub(crate) async fn kubelet_node(client: &Client) -> &'static str {
+    const NODE: &str = "kuota-e2e-pod-kubelet";
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": NODE}})).expect("a Node");
+    match kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &node)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create Node {NODE}: {e}"),
+    }
+    NODE
+}

@@ -35,24 +35,6 @@ struct Setup {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// The Node the stand-in kubelet binds pods to, created once (a pod bound to a missing
-/// Node would be deleted by the pod GC as orphaned). Without taints and labels, it is
-/// no TAS node and no flavor selects it.
-async fn kubelet_node(client: &Client) -> &'static str {
-    const NODE: &str = "kuota-e2e-pod-kubelet";
-    let node: k8s_openapi::api::core::v1::Node =
-        serde_json::from_value(json!({"metadata": {"name": NODE}})).expect("a Node");
-    match Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .create(&PostParams::default(), &node)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("create Node {NODE}: {e}"),
-    }
-    NODE
-}
-
 impl Setup {
     async fn new(prefix: &str, cpu: &str) -> Self {
         let only = controller_lock().await;
@@ -151,48 +133,9 @@ impl Setup {
         panic!("pod {name} never became {what} within 60 s; last seen: {last:#}");
     }
 
-    /// Writes a pod's status as its kubelet would, binding it to a node first: a kubelet
-    /// runs only bound pods, and the controller manager's pod GC force-deletes an
-    /// unbound pod once it is terminating (which would end a preempted pod early).
+    /// Writes a pod's status as its kubelet would ([`super::kubelet_writes`]).
     async fn kubelet_writes(&self, name: &str, status: Value) {
-        let ended = matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"));
-        let pod = self.pods.get(name).await.expect("the pod");
-        if pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .is_none()
-        {
-            let node = kubelet_node(self.client()).await;
-            let binding = json!({"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
-            self.pods
-                .create_subresource::<Value, Value>(
-                    "binding",
-                    name,
-                    &PostParams::default(),
-                    &binding,
-                )
-                .await
-                .unwrap_or_else(|e| panic!("bind pod {name} to {node}: {e}"));
-        }
-        self.pods
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("write the status of pod {name}: {e}"));
-        // A pod being deleted whose containers have ended: its kubelet then confirms the
-        // deletion (grace 0); the API server removes it once its finalizers are gone.
-        if ended && pod.metadata.deletion_timestamp.is_some() {
-            let now = DeleteParams {
-                grace_period_seconds: Some(0),
-                ..DeleteParams::default()
-            };
-            let _ = self.pods.delete(name, &now).await;
-        }
+        super::kubelet_writes(&self.pods, name, status).await;
     }
 
     async fn workload(&self, name: &str) -> Option<Workload> {
@@ -276,11 +219,7 @@ impl Setup {
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&clear))
                     .await;
                 // Bound pods wait for a kubelet to confirm their deletion.
-                let now = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    ..DeleteParams::default()
-                };
-                let _ = self.pods.delete(&name, &now).await;
+                super::confirm_deletion(&self.pods, &name).await;
             }
         }
         self.fx.teardown().await;
