@@ -477,3 +477,53 @@ pub(crate) async fn kubelet_node(client: &Client) -> &'static str {
     }
     NODE
 }
+
+/// Waits (60 s) until pod `name` satisfies `check`; returns it as JSON.
+pub(crate) async fn wait_pod(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..600 {
+        if let Ok(Some(p)) = pods.get_opt(name).await {
+            last = serde_json::to_value(p).expect("json");
+            if check(&last) {
+                return last;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("pod {name} never became {what} within 60 s; last seen: {last:#}");
+}
+
+/// Workload `name` in `ns`, if it exists.
+pub(crate) async fn named_workload(client: &Client, ns: &str, name: &str) -> Option<Workload> {
+    kube::Api::<Workload>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("read Workloads")
+}
+
+/// Waits (60 s) until Workload `name` in `ns` satisfies `check`.
+pub(crate) async fn wait_named_workload(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Workload) -> bool,
+) -> Workload {
+    let mut last = None;
+    for _ in 0..600 {
+        last = named_workload(client, ns, name).await;
+        if last.as_ref().is_some_and(&check) {
+            return last.expect("checked");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!(
+        "Workload {name} never became {what} within 60 s; last seen: {:#?}",
+        last.map(|w| w.status)
+    );
+}

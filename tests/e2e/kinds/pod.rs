@@ -120,17 +120,7 @@ impl Setup {
 
     /// Waits (60 s) until pod `name` satisfies `check`.
     async fn wait_pod(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let mut last = Value::Null;
-        for _ in 0..600 {
-            if let Ok(Some(p)) = self.pods.get_opt(name).await {
-                last = serde_json::to_value(p).expect("json");
-                if check(&last) {
-                    return last;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("pod {name} never became {what} within 60 s; last seen: {last:#}");
+        super::wait_pod(&self.pods, name, what, check).await
     }
 
     /// Writes a pod's status as its kubelet would ([`super::kubelet_writes`]).
@@ -139,10 +129,7 @@ impl Setup {
     }
 
     async fn workload(&self, name: &str) -> Option<Workload> {
-        Api::<Workload>::namespaced(self.client().clone(), &self.fx.ns)
-            .get_opt(name)
-            .await
-            .expect("read Workloads")
+        super::named_workload(self.client(), &self.fx.ns, name).await
     }
 
     /// Waits (60 s) until Workload `name` satisfies `check`.
@@ -152,18 +139,7 @@ impl Setup {
         what: &str,
         check: impl Fn(&Workload) -> bool,
     ) -> Workload {
-        let mut last = None;
-        for _ in 0..600 {
-            last = self.workload(name).await;
-            if last.as_ref().is_some_and(&check) {
-                return last.expect("checked");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!(
-            "Workload {name} never became {what} within 60 s; last seen: {:#?}",
-            last.map(|w| w.status)
-        );
+        super::wait_named_workload(self.client(), &self.fx.ns, name, what, check).await
     }
 
     /// The name of the Workload whose controller owner is pod `pod`.
