@@ -563,6 +563,30 @@ pub fn all() -> [&'static dyn JobIntegration; 9] {
     ]
 }
 
+/// Kueue's frameworks kuota does not run, with the kind each manages (group, kind):
+/// what `kuota check` names when it meets one of their objects.
+const NOT_RUN: &[(&str, &str, &str)] = &[
+    ("deployment", "apps", "Deployment"),
+    ("statefulset", "apps", "StatefulSet"),
+    ("ray.io/rayservice", "ray.io", "RayService"),
+    ("kubeflow.org/tfjob", "kubeflow.org", "TFJob"),
+    ("kubeflow.org/paddlejob", "kubeflow.org", "PaddleJob"),
+    ("kubeflow.org/xgboostjob", "kubeflow.org", "XGBoostJob"),
+    ("kubeflow.org/jaxjob", "kubeflow.org", "JAXJob"),
+    ("workload.codeflare.dev/appwrapper", "workload.codeflare.dev", "AppWrapper"),
+    ("sparkoperator.k8s.io/sparkapplication", "sparkoperator.k8s.io", "SparkApplication"),
+];
+
+/// The Kueue framework that manages objects of this `apiVersion` and `kind` when kuota
+/// does not run it (any version of the group).
+pub fn not_run_framework(api_version: &str, kind: &str) -> Option<&'static str> {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    NOT_RUN
+        .iter()
+        .find(|(_, g, k)| *g == group && *k == kind)
+        .map(|(framework, _, _)| *framework)
+}
+
 /// The integration for an object's `apiVersion` and `kind`.
 pub fn for_kind(api_version: &str, kind: &str) -> Option<&'static dyn JobIntegration> {
     all().into_iter().find(|i| {

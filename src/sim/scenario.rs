@@ -19,8 +19,10 @@ use crate::api::manifest::{self, Manifest};
 use crate::api::quantity::{QuantityError, resource_value};
 use crate::engine::{Event, Millis, WorkloadKey};
 use crate::integrations::batch_job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 mod check;
+mod job_kinds;
 #[cfg(test)]
 mod job_tests;
 #[cfg(test)]
@@ -321,7 +323,7 @@ impl Scenario {
                 continue;
             }
             let loaded =
-                manifest::load_str(&f.name, &f.text).map_err(|source| SimError::Manifest {
+                manifest::load_str_with(&f.name, &f.text, &job_kinds::JobKinds).map_err(|source| SimError::Manifest {
                     source_name: f.name.clone(),
                     source: Box::new(source),
                 })?;
@@ -448,6 +450,15 @@ struct Objects {
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// `Kind namespace/name` of a job, for errors.
+fn job_at(kind: &str, meta: &ObjectMeta) -> String {
+    format!(
+        "{kind} {}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
 impl Objects {
     fn add(&mut self, src: &str, m: Manifest) -> Result<(), SimError> {
         let s = src.to_string();
@@ -466,22 +477,29 @@ impl Objects {
             Manifest::Job(job) => {
                 // The Workload Kueue would create for the Job; the simulator's
                 // labels (runtime, class) are read from the Job itself.
-                let mut wl = batch_job::workload_for(&job).map_err(|e| {
-                    let at = format!(
-                        "Job {}/{}",
-                        job.metadata.namespace.as_deref().unwrap_or("default"),
-                        job.metadata.name.as_deref().unwrap_or("")
-                    );
-                    SimError::field(&s, at, e)
-                })?;
-                let job_labels = job.metadata.labels.clone().unwrap_or_default();
-                let labels = wl.metadata.labels.get_or_insert_with(BTreeMap::new);
-                for key in [RUNNING_TIME_LABEL, CLASS_LABEL] {
-                    if let Some(v) = job_labels.get(key) {
-                        labels.entry(key.to_string()).or_insert_with(|| v.clone());
+                let wl = batch_job::workload_for(&job)
+                    .map_err(|e| SimError::field(&s, job_at("Job", &job.metadata), e))?;
+                self.add_job_workload(s, wl, &job.metadata);
+            }
+            Manifest::Foreign(obj) => {
+                let at = job_at(&obj.kind, &obj.metadata);
+                match job_kinds::standalone(&obj).map_err(|e| SimError::field(&s, &at, e))? {
+                    job_kinds::Standalone::Workload(wl) => {
+                        self.add_job_workload(s, *wl, &obj.metadata);
+                    }
+                    // What a job refers to is read with the job, in the cluster.
+                    job_kinds::Standalone::Referenced => {}
+                    job_kinds::Standalone::NeedsCluster(why) => {
+                        return Err(SimError::Scenario {
+                            source_name: s,
+                            message: format!(
+                                "{at}: the simulator cannot run a {} from its manifest alone: \
+                                 {why}; give its Workload instead",
+                                obj.kind
+                            ),
+                        });
                     }
                 }
-                self.workloads.push((s, wl));
             }
             Manifest::PriorityClass(o) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
@@ -502,6 +520,18 @@ impl Objects {
             Manifest::Node(o) => self.nodes.push((s, o)),
         }
         Ok(())
+    }
+
+    /// A job's Workload, with the simulator's labels (runtime, class) taken from the job.
+    fn add_job_workload(&mut self, src: String, mut wl: api::Workload, job: &ObjectMeta) {
+        let job_labels = job.labels.clone().unwrap_or_default();
+        let labels = wl.metadata.labels.get_or_insert_with(BTreeMap::new);
+        for key in [RUNNING_TIME_LABEL, CLASS_LABEL] {
+            if let Some(v) = job_labels.get(key) {
+                labels.entry(key.to_string()).or_insert_with(|| v.clone());
+            }
+        }
+        self.workloads.push((src, wl));
     }
 
     /// What the generator may refer to instead of creating: the manifests'

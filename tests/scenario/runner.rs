@@ -476,6 +476,10 @@ impl<'a> Runner<'a> {
                 self.track(wl)
             }
             Manifest::Topology(t) => Event::TopologyUpserted(t),
+            // `load_str` keeps no kinds beyond its own.
+            Manifest::Foreign(o) => {
+                return Err(format!("{source}: {}: not a scenario kind", o.kind));
+            }
             Manifest::Node(node) => {
                 let status = node.status.clone().unwrap_or_default();
                 let mut allocatable = BTreeMap::new();

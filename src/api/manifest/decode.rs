@@ -3,7 +3,7 @@
 
 use super::locate::{self, Seg};
 use super::strict::{self, FieldProblem};
-use super::{Loaded, Manifest, Problem};
+use super::{ForeignKind, ForeignKinds, ForeignObject, Loaded, Manifest, Problem};
 use crate::api::v1beta1;
 use crate::api::validate::FieldError;
 use crate::api::{
@@ -97,7 +97,11 @@ struct CohortSpecV1alpha1 {
 }
 
 /// Decodes all documents; returns what loaded and every problem found.
-pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Loaded>, Vec<Problem>) {
+pub(super) fn load_documents(
+    source: &str,
+    yaml: &str,
+    foreign: &dyn ForeignKinds,
+) -> (Vec<Loaded>, Vec<Problem>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     // Syntax first. serde_norway keeps yielding the same error after a syntax error, so stop.
@@ -136,10 +140,10 @@ pub(super) fn load_documents(source: &str, yaml: &str) -> (Vec<Loaded>, Vec<Prob
             Some(items) => {
                 for (j, item) in items.iter().enumerate() {
                     let prefix = [Seg::Key("items".into()), Seg::Index(j)];
-                    load_object(&doc, &prefix, item, &mut out, &mut problems);
+                    load_object(&doc, &prefix, item, foreign, &mut out, &mut problems);
                 }
             }
-            None => load_object(&doc, &[], &value, &mut out, &mut problems),
+            None => load_object(&doc, &[], &value, foreign, &mut out, &mut problems),
         }
     }
     (out, problems)
@@ -184,6 +188,7 @@ fn load_object(
     doc: &Doc<'_>,
     prefix: &[Seg],
     value: &serde_norway::Value,
+    foreign: &dyn ForeignKinds,
     out: &mut Vec<Loaded>,
     problems: &mut Vec<Problem>,
 ) {
@@ -220,7 +225,7 @@ fn load_object(
         })
         .unwrap_or("");
     let object = Some(format!("{kind} {name:?}"));
-    let mut m = match decode(api_version, kind, value) {
+    let mut m = match decode(api_version, kind, value, foreign) {
         Ok(m) => m,
         Err(errs) => {
             for e in errs {
@@ -289,7 +294,15 @@ fn decode(
     api_version: &str,
     kind: &str,
     value: &serde_norway::Value,
+    foreign: &dyn ForeignKinds,
 ) -> Result<Manifest, Vec<FieldProblem>> {
+    if !KINDS.iter().any(|(k, _)| *k == kind) {
+        match foreign.classify(api_version, kind) {
+            ForeignKind::Accept => return decode_foreign(api_version, kind, value),
+            ForeignKind::Refuse(reason) => return Err(kind_problem(reason)),
+            ForeignKind::Unknown => {}
+        }
+    }
     check_served(api_version, kind)?;
     let v2 = api_version == V1BETA2;
     Ok(match kind {
@@ -328,6 +341,35 @@ fn decode(
             return Err(kind_problem(format!("kind: Unsupported value: {other:?}")));
         }
     })
+}
+
+/// An object of a kind the caller decodes: kept whole, with its metadata decoded strictly.
+fn decode_foreign(
+    api_version: &str,
+    kind: &str,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    // Only the metadata is typed here, strictly; the rest is the kind's, and its rules run
+    // where the kind is known.
+    let metadata = match value.get("metadata") {
+        Some(m) => strict::decode::<ObjectMeta>(m).map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|p| FieldProblem {
+                    path: [vec![Seg::Key("metadata".into())], p.path].concat(),
+                    message: p.message,
+                })
+                .collect::<Vec<_>>()
+        })?,
+        None => ObjectMeta::default(),
+    };
+    let object = serde_json::to_value(value).map_err(|e| kind_problem(e.to_string()))?;
+    Ok(Manifest::Foreign(Box::new(ForeignObject {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        metadata,
+        object,
+    })))
 }
 
 /// Checks that `kind` is one kuota serves, at `api_version`.

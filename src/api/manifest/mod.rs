@@ -47,11 +47,53 @@ pub enum Manifest {
     Namespace(Namespace),
     /// v1 Node.
     Node(Box<Node>),
+    /// An object of a kind the caller's [`ForeignKinds`] accepted (a job kind whose rules
+    /// live in a higher layer), kept untyped for the caller to decode.
+    Foreign(Box<ForeignObject>),
+}
+
+/// An object the loader keeps untyped: its kind's rules belong to the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForeignObject {
+    /// Its `apiVersion`, e.g. `jobset.x-k8s.io/v1alpha2`.
+    pub api_version: String,
+    /// Its `kind`, e.g. `JobSet`.
+    pub kind: String,
+    /// Its `metadata`, decoded.
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    /// The whole object as written (metadata included, before any generated name).
+    pub object: serde_json::Value,
+}
+
+/// How the loader treats a kind outside its own, as its caller decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForeignKind {
+    /// Keep the object as a [`Manifest::Foreign`].
+    Accept,
+    /// Refuse the object with this reason (it names the kind and why).
+    Refuse(String),
+    /// Not a kind the caller knows: the loader's own "unsupported kind" problem.
+    Unknown,
+}
+
+/// The kinds a caller decodes itself, beyond the loader's own.
+pub trait ForeignKinds {
+    /// What to do with objects of `kind` at `api_version`.
+    fn classify(&self, api_version: &str, kind: &str) -> ForeignKind;
+}
+
+/// No kinds beyond the loader's own.
+pub struct NoForeignKinds;
+
+impl ForeignKinds for NoForeignKinds {
+    fn classify(&self, _api_version: &str, _kind: &str) -> ForeignKind {
+        ForeignKind::Unknown
+    }
 }
 
 impl Manifest {
     /// The object's kind, e.g. `ClusterQueue`.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
             Manifest::ResourceFlavor(_) => "ResourceFlavor",
             Manifest::ClusterQueue(_) => "ClusterQueue",
@@ -64,6 +106,7 @@ impl Manifest {
             Manifest::PriorityClass(_) => "PriorityClass",
             Manifest::Namespace(_) => "Namespace",
             Manifest::Node(_) => "Node",
+            Manifest::Foreign(o) => &o.kind,
         }
     }
 
@@ -81,6 +124,7 @@ impl Manifest {
             Manifest::PriorityClass(o) => &o.metadata,
             Manifest::Namespace(o) => &o.metadata,
             Manifest::Node(o) => &o.metadata,
+            Manifest::Foreign(o) => &o.metadata,
         }
     }
 
@@ -97,12 +141,14 @@ impl Manifest {
             Manifest::PriorityClass(o) => &mut o.metadata,
             Manifest::Namespace(o) => &mut o.metadata,
             Manifest::Node(o) => &mut o.metadata,
+            Manifest::Foreign(o) => &mut o.metadata,
         }
     }
 
     /// The API group of the object's apiVersion (empty for the core group).
-    pub fn group(&self) -> &'static str {
+    pub fn group(&self) -> &str {
         match self {
+            Manifest::Foreign(o) => o.api_version.rsplit_once('/').map_or("", |(g, _)| g),
             Manifest::Job(_) => "batch",
             Manifest::PriorityClass(_) => "scheduling.k8s.io",
             Manifest::Namespace(_) | Manifest::Node(_) => "",
@@ -134,6 +180,8 @@ impl Manifest {
             Manifest::PriorityClass(o) => validate::validate_object_meta(&o.metadata, false),
             Manifest::Namespace(o) => validate::validate_object_meta(&o.metadata, false),
             Manifest::Node(o) => validate::validate_object_meta(&o.metadata, false),
+            // The kind's own rules are the caller's; the name rules are everyone's.
+            Manifest::Foreign(o) => validate::validate_object_meta(&o.metadata, true),
         }
     }
 }
@@ -214,7 +262,16 @@ impl Loaded {
 
 /// Loads every document of a YAML stream; `source_name` labels errors (usually the file name).
 pub fn load_str(source_name: &str, yaml: &str) -> Result<Vec<Manifest>, LoadError> {
-    let (loaded, mut problems) = load_partial(source_name, yaml);
+    load_str_with(source_name, yaml, &NoForeignKinds)
+}
+
+/// [`load_str`], also keeping the objects of the kinds `foreign` accepts.
+pub fn load_str_with(
+    source_name: &str,
+    yaml: &str,
+    foreign: &dyn ForeignKinds,
+) -> Result<Vec<Manifest>, LoadError> {
+    let (loaded, mut problems) = load_partial_with(source_name, yaml, foreign);
     problems.extend(duplicates(&loaded));
     if problems.is_empty() {
         Ok(loaded.into_iter().map(|l| l.manifest).collect())
@@ -228,7 +285,16 @@ pub fn load_str(source_name: &str, yaml: &str) -> Result<Vec<Manifest>, LoadErro
 /// across files still see them. Duplicates are left to [`duplicates`], which the caller
 /// runs over everything it loaded.
 pub fn load_partial(source_name: &str, yaml: &str) -> (Vec<Loaded>, Vec<Problem>) {
-    decode::load_documents(source_name, yaml)
+    load_partial_with(source_name, yaml, &NoForeignKinds)
+}
+
+/// [`load_partial`], also keeping the objects of the kinds `foreign` accepts.
+pub fn load_partial_with(
+    source_name: &str,
+    yaml: &str,
+    foreign: &dyn ForeignKinds,
+) -> (Vec<Loaded>, Vec<Problem>) {
+    decode::load_documents(source_name, yaml, foreign)
 }
 
 /// One problem per object that has the same API group, kind, namespace and name as an

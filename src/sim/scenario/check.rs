@@ -56,7 +56,7 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
             out.extend(generator_diagnostic(f));
             continue;
         }
-        let (ms, problems) = manifest::load_partial(&f.name, &f.text);
+        let (ms, problems) = manifest::load_partial_with(&f.name, &f.text, &super::job_kinds::JobKinds);
         loaded.extend(ms);
         out.extend(problems.into_iter().map(problem_diagnostic));
     }
@@ -134,7 +134,17 @@ fn checked_objects(loaded: Vec<manifest::Loaded>, out: &mut Vec<Diagnostic>) -> 
         if let Manifest::Job(job) = &m {
             out.extend(elastic_job_diagnostic(&src, job));
         }
-        // Only Jobs can fail here (their Workload is built from the Job).
+        // A kind whose Workloads only the cluster can build has had its own rules checked
+        // by now; there is nothing more to add.
+        if let Manifest::Foreign(obj) = &m
+            && let Ok(
+                super::job_kinds::Standalone::NeedsCluster(_)
+                | super::job_kinds::Standalone::Referenced,
+            ) = super::job_kinds::standalone(obj)
+        {
+            continue;
+        }
+        // Only jobs can fail here (their Workload is built from the job).
         if let Err(e) = objs.add(src.as_str(), m) {
             out.push(Diagnostic {
                 error: true,

@@ -78,3 +78,84 @@ fn job_without_runtime_label_is_an_error() {
         "{e}"
     );
 }
+
+/// A JobSet of two replicated Jobs, both pods of 1 cpu: one gang of 4 cpu.
+const JOBSET: &str = r#"
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: sweep
+  namespace: ns
+  labels:
+    kueue.x-k8s.io/queue-name: lq
+    kueue.x-k8s.io/performance-scheduler-running-ms: "2000"
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: workers
+    replicas: REPLICAS
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: c
+              image: busybox
+              resources: {requests: {cpu: "1"}}
+"#;
+
+/// The cluster of [`CLUSTER`] with 4 cpu and no Job.
+fn cluster_of_4_cpu() -> String {
+    let end = CLUSTER.find("---\napiVersion: batch/v1").expect("the Job");
+    CLUSTER[..end].replace("nominalQuota: 2", "nominalQuota: 4")
+}
+
+#[test]
+fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
+    let yaml = format!("{}---{}", cluster_of_4_cpu(), JOBSET.replace("REPLICAS", "2"));
+    let s = Scenario {
+        name: "jobset".into(),
+        manifests: vec![SourceFile::new("c.yaml", yaml)],
+        generator: None,
+    };
+    let plan = s.plan(1).expect("plans");
+    assert_eq!(plan.workloads.len(), 1);
+    let r = simulate(&s, SimConfig::default()).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // 4 pods of 1 cpu on 4 cpu: admitted at once, as one gang.
+    assert_eq!(
+        (r.totals.workloads, r.totals.finished, r.totals.makespan_ms),
+        (1, 1, 2000)
+    );
+    // With 3 replicas (6 cpu) the gang never fits 4 cpu: all or nothing.
+    let yaml = format!("{}---{}", cluster_of_4_cpu(), JOBSET.replace("REPLICAS", "3"));
+    let s = Scenario {
+        name: "jobset".into(),
+        manifests: vec![SourceFile::new("c.yaml", yaml)],
+        generator: None,
+    };
+    let r = simulate(&s, SimConfig::default()).expect("runs");
+    assert_eq!((r.totals.workloads, r.totals.finished), (1, 0));
+}
+
+#[test]
+fn kinds_the_simulator_cannot_build_alone_or_kuota_does_not_run_are_errors() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p0\n  namespace: ns\n  labels: {kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: g}\n  annotations: {kueue.x-k8s.io/pod-group-total-count: \"2\"}\nspec:\n  containers: [{name: c, image: busybox}]\n";
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: serve, namespace: ns}\nspec: {}\n";
+    for (doc, want) in [
+        (pod, "Pod ns/p0: the simulator cannot run a Pod from its manifest alone"),
+        (deployment, "kuota does not run Kueue's \"deployment\" framework"),
+    ] {
+        let yaml = format!("{}---\n{doc}", cluster_of_4_cpu());
+        let s = Scenario {
+            name: "kinds".into(),
+            manifests: vec![SourceFile::new("c.yaml", yaml)],
+            generator: None,
+        };
+        let e = s.plan(1).expect_err("refused");
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}

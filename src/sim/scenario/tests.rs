@@ -244,6 +244,46 @@ fn check_names_cross_file_duplicates_and_reads_past_an_unsupported_kind() {
 }
 
 #[test]
+fn check_runs_each_job_kinds_own_rules_and_names_kinds_kuota_does_not_run() {
+    let jobset = |replicas: &str, queue: &str| {
+        format!(
+            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: js\n  namespace: ns\n  labels: {{kueue.x-k8s.io/queue-name: {queue}}}\nspec:\n  replicatedJobs:\n  - name: w\n    replicas: {replicas}\n    template:\n      spec:\n        template:\n          spec:\n            containers: [{{name: c, image: busybox}}]\n"
+        )
+    };
+    let lq = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: cq}\n";
+    // A valid JobSet's Workload is checked like a Job's: its LocalQueue exists here.
+    let d = check(&[SourceFile::new("js.yaml", format!("{lq}---\n{}", jobset("2", "lq")))]);
+    assert!(!d.iter().any(|d| d.error), "{d:?}");
+    assert!(!d.iter().any(|d| d.message.contains("JobSet")), "{d:?}");
+    // Naming a queue defined nowhere warns, as for a Job.
+    let d = check(&[SourceFile::new("js.yaml", jobset("2", "elsewhere"))]);
+    assert!(
+        d.iter().any(|d| !d.error && d.message.contains("elsewhere")),
+        "{d:?}"
+    );
+    // A bad field in its metadata is an error naming it.
+    let d = check(&[SourceFile::new(
+        "js.yaml",
+        jobset("2", "lq").replace("  name: js\n", "  name: js\n  lables: {}\n"),
+    )]);
+    assert!(
+        d.iter()
+            .any(|d| d.error && d.message.contains("metadata.lables")),
+        "{d:?}"
+    );
+    // Kueue's Deployment framework is named as one kuota does not run.
+    let d = check(&[SourceFile::new(
+        "serve.yaml",
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: s, namespace: ns}\nspec: {}\n",
+    )]);
+    assert!(
+        d.iter().any(|d| d.error
+            && d.message.contains("kuota does not run Kueue's \"statefulset\" framework")),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn check_reports_errors_with_file() {
     let d = check(&[SourceFile::new(
         "bad.yaml",

@@ -2,7 +2,7 @@
 //! with kuota's CRDs (server-side apply), the Jobs wait suspended on their queues, then
 //! kuota's controller (in-process, with the controller tests' harness) admits `finetune`
 //! and leaves `too-big` pending with a message saying why. The JobSet, PyTorchJob, MPIJob,
-//! RayJob and RayCluster samples are checked against their projects' real CRDs (the
+//! RayJob, RayCluster, TrainJob and LeaderWorkerSet samples are checked against their projects' real CRDs (the
 //! vendored ones of `tests/fixtures/crds`).
 //!
 //! No Nodes are created: `finetune` requests no topology, and whichever flavor kuota picks
@@ -71,6 +71,8 @@ async fn forget_earlier_runs(client: &Client) {
         "manifests/samples/90-raycluster.yaml",
         "-f",
         "manifests/samples/95-pod-group.yaml",
+        "-f",
+        "manifests/samples/97-leaderworkerset.yaml",
     ]);
     for ns in ["team-vision", "team-language", "inference"] {
         let workloads = Api::<Workload>::namespaced(client.clone(), ns);
@@ -111,6 +113,7 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
         "ray.io_rayjobs.yaml",
         "ray.io_rayclusters.yaml",
         "jobset.x-k8s.io_jobsets.yaml",
+        "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
     ] {
         crate::kinds::install_crd(&client, crd).await;
     }
@@ -140,6 +143,7 @@ async fn the_walk_through_applies_the_samples_admits_finetune_and_says_why_too_b
         "trainingruntime.trainer.kubeflow.org/torch-distributed",
         "trainjob.trainer.kubeflow.org/llm-finetune",
         "rayjob.ray.io/hparam-sweep",
+        "leaderworkerset.leaderworkerset.x-k8s.io/llm-serve",
     ] {
         assert!(
             stdout.lines().any(|l| l.starts_with(object)),
