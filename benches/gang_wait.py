@@ -35,7 +35,11 @@ def run(kuota, scenario, seed, flags):
     out = subprocess.run(
         [kuota, "simulate"] + scen + ["--seed", str(seed), "--json"] + shlex.split(flags),
         check=True, capture_output=True, text=True).stdout
-    d = json.loads(out)
+    return measure(json.loads(out), seed)
+
+
+def measure(d, seed):
+    """The figures of one run's `--json` report."""
     cls = {c["class"]: c for c in d["classes"]}
 
     def wait(names):
