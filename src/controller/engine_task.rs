@@ -145,6 +145,7 @@ impl EngineTask {
                 let (decisions, _) =
                     observed::schedule(&mut self.engine, Some(&mut self.observer), now_millis());
                 self.actuators.dispatch(decisions, &self.tx);
+                self.report_gang_reservations();
             }
         }
         info!("engine task stopped");
@@ -257,6 +258,22 @@ impl EngineTask {
             if let Ok(wl) = decode::<Workload, _>(Kind::Workload, &*obj) {
                 self.check_workload(&key, &wl);
             }
+        }
+    }
+
+    /// A Normal Event on the gang's Workload for each head-gang reservation that moved
+    /// later or was dropped since the last cycle (the engine's numbers in the note).
+    fn report_gang_reservations(&mut self) {
+        for notice in self.engine.take_gang_reservation_notices() {
+            let key = &notice.workload;
+            let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource())
+                .within(&key.namespace);
+            let stored = self.actuators.stores.workloads.get(&r);
+            let regarding = workload_ref(key, stored.as_ref().map(|o| &o.metadata));
+            info!(workload = %key, reason = notice.reason, message = %notice.message, "gang reservation");
+            self.actuators
+                .recorder
+                .workload_normal(regarding, notice.reason, &notice.message);
         }
     }
 
@@ -562,5 +579,193 @@ mod tests {
         let afs = &with_usage[0]["status"]["fairSharing"]["admissionFairSharingStatus"];
         assert_eq!(afs["consumedResources"], json!({"cpu": "66m"}), "{afs}");
         assert!(afs["lastUpdate"].is_string(), "{afs}");
+    }
+
+    /// Answers every request about a Workload with that Workload (admissions and
+    /// pending statuses land), records every Event created and answers the rest 404.
+    async fn serve_workloads_and_events(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        events: Arc<Mutex<Vec<Value>>>,
+    ) {
+        while let Some((req, send)) = handle.next_request().await {
+            let path = req.uri().path().to_string();
+            let method = req.method().clone();
+            let bytes = req.into_body().collect_bytes().await.expect("body");
+            let reply = if path.ends_with("/events") && method == Method::POST {
+                let body: Value = serde_json::from_slice(&bytes).expect("json");
+                events.lock().expect("events").push(body.clone());
+                Some(body)
+            } else if let Some(rest) = path.split("/workloads/").nth(1) {
+                let name = rest.trim_end_matches("/status");
+                Some(
+                    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                    "metadata": {"name": name, "namespace": "team", "resourceVersion": "7"},
+                    "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1,
+                        "template": {"spec": {"containers": []}}}]}}),
+                )
+            } else {
+                None
+            };
+            let response = match reply {
+                Some(v) => Response::builder()
+                    .body(Body::from(serde_json::to_vec(&v).expect("json")))
+                    .expect("ok"),
+                None => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Failure", "reason": "NotFound", "code": 404});
+                    Response::builder()
+                        .status(404)
+                        .body(Body::from(serde_json::to_vec(&status).expect("json")))
+                        .expect("404")
+                }
+            };
+            send.send_response(response);
+        }
+    }
+
+    fn gpu_node(name: &str, rack: &str) -> Event {
+        Event::NodeUpserted(Box::new(object(json!({"metadata": {"name": name,
+            "labels": {"rack": rack, "kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"nvidia.com/gpu": "4", "pods": "110"}}}))))
+    }
+
+    /// A Workload of `count` 4-GPU pods in one `level` domain, on host `host` if given.
+    fn gpu_workload(
+        name: &str,
+        bound: Option<i32>,
+        host: Option<&str>,
+        count: i32,
+        level: &str,
+    ) -> Event {
+        let mut spec = json!({"containers": [{"name": "c",
+            "resources": {"requests": {"nvidia.com/gpu": "4"}}}]});
+        if let Some(h) = host {
+            spec["nodeSelector"] = json!({"kubernetes.io/hostname": h});
+        }
+        let mut w = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "team",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": count,
+                "topologyRequest": {"required": level}, "template": {"spec": spec}}]}});
+        if let Some(b) = bound {
+            w["spec"]["maximumExecutionTimeSeconds"] = json!(b);
+        }
+        Event::WorkloadUpserted(object(w))
+    }
+
+    /// A gang needing a whole rack holds rack r1 (free once a1's 100 s workload ends);
+    /// r1's other host disappears and r2 frees only after the horizon: the engine drops
+    /// the reservation, and the task publishes one Normal `GangReservationDropped` Event
+    /// on the gang's Workload (with the uid the watch cache has), with the numbers.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_gang_reservation_is_an_event_on_the_gang() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let server = tokio::spawn(serve_workloads_and_events(handle, events.clone()));
+
+        let (stores, mut writers) = watch::stores();
+        let cached = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "gang", "namespace": "team", "uid": "gang-uid",
+                         "resourceVersion": "3"}});
+        writers
+            .workloads
+            .apply_watcher_event(&watcher::Event::Apply(
+                crate::controller::compact::CompactObject::from_value(cached).expect("cached"),
+            ));
+        let actuators = Actuators::new(
+            Arc::new(Writer::new(client.clone(), 4, 3)),
+            Recorder::new(client, Metrics::default()),
+            stores,
+        );
+        let config = EngineConfig {
+            gang_reservation_horizon: 3_600_000,
+            ..EngineConfig::default()
+        };
+        let (tx, stop, running) = start(config, actuators);
+        let setup = [
+            Event::TopologyUpserted(object(json!({"metadata": {"name": "t"},
+                "spec": {"levels": [{"nodeLabel": "rack"},
+                                    {"nodeLabel": "kubernetes.io/hostname"}]}}))),
+            Event::ResourceFlavorUpserted(object(
+                json!({"metadata": {"name": "f"}, "spec": {"topologyName": "t"}}),
+            )),
+            Event::ClusterQueueUpserted(object(json!({"metadata": {"name": "cq"},
+                "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                    "coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f",
+                        "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "64"}]}]}]}}))),
+            Event::LocalQueueUpserted(object(local_queue())),
+            Event::NamespaceUpserted {
+                name: "team".into(),
+                labels: Default::default(),
+            },
+            gpu_node("a1", "r1"),
+            gpu_node("a2", "r1"),
+            gpu_node("c1", "r2"),
+            gpu_node("c2", "r2"),
+            gpu_workload("w-a1", Some(100), Some("a1"), 1, "kubernetes.io/hostname"),
+            gpu_workload(
+                "w-c1",
+                Some(10_000),
+                Some("c1"),
+                1,
+                "kubernetes.io/hostname",
+            ),
+            gpu_workload(
+                "w-c2",
+                Some(10_000),
+                Some("c2"),
+                1,
+                "kubernetes.io/hostname",
+            ),
+        ];
+        for e in setup {
+            tx.send(Input::event(e)).await.expect("engine task");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tx.send(Input::event(gpu_workload("gang", None, None, 2, "rack")))
+            .await
+            .expect("engine task");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let held = |events: &Arc<Mutex<Vec<Value>>>| {
+            events
+                .lock()
+                .expect("events")
+                .iter()
+                .filter(|e| {
+                    e["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with("GangReservation"))
+                })
+                .cloned()
+                .collect::<Vec<Value>>()
+        };
+        assert!(held(&events).is_empty(), "nothing moved yet");
+        tx.send(Input::event(Event::NodeDeleted("a2".into())))
+            .await
+            .expect("engine task");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = stop.send(());
+        running
+            .await
+            .expect("engine task")
+            .expect("stopped cleanly");
+        server.abort();
+
+        let said = held(&events);
+        assert_eq!(said.len(), 1, "{said:?}");
+        let e = &said[0];
+        assert_eq!(e["reason"], "GangReservationDropped");
+        assert_eq!(e["type"], "Normal");
+        assert_eq!(e["regarding"]["kind"], "Workload");
+        assert_eq!(e["regarding"]["name"], "gang");
+        assert_eq!(e["regarding"]["namespace"], "team");
+        assert_eq!(e["regarding"]["uid"], "gang-uid");
+        let note = e["note"].as_str().expect("a note");
+        assert!(
+            note.starts_with("the reservation of nodes for the gang's 2 pods, due to start in ")
+                && note.contains("within the 3600s reservation horizon"),
+            "{note}"
+        );
     }
 }

@@ -66,6 +66,11 @@ pub struct GangReservationNotice {
 /// Notices kept for a shell that does not collect them: the oldest go first.
 const MAX_NOTICES: usize = 1024;
 
+/// Whole seconds of a duration in ms, never negative (for notices).
+fn seconds(ms: Millis) -> Millis {
+    ms.max(0) / 1000
+}
+
 impl Engine {
     /// What happened to reservations since the last call (see [`GangReservationNotice`]).
     pub fn take_gang_reservation_notices(&mut self) -> Vec<GangReservationNotice> {
@@ -262,24 +267,30 @@ impl Engine {
             self.gang_holds.remove(&root);
             return;
         }
+        let pods: i64 = self
+            .wl(h.id)
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| i64::from(p.count))
+            .sum();
         let Some(start) = self.earliest_start(h.cq, h.id, &h.assignment) else {
             self.gang_holds.remove(&root);
-            self.gang_notice(
-                h.id,
-                "GangReservationDropped",
-                "the nodes held for the gang are no longer enough: no placement within the reservation horizon, given the running workloads' runtime bounds".to_string(),
+            let message = format!(
+                "the reservation of nodes for the gang's {pods} pods, due to start in {}s, is dropped: with the nodes left, no start within the {}s reservation horizon places them, given the running workloads' runtime bounds",
+                seconds(h.start - self.now),
+                seconds(self.config.gang_reservation_horizon),
             );
+            self.gang_notice(h.id, "GangReservationDropped", message);
             return;
         };
         if start > h.start && h.start > self.now {
-            self.gang_notice(
-                h.id,
-                "GangReservationMoved",
-                format!(
-                    "the gang's earliest start moved {}s later (nodes were lost or taken)",
-                    (start - h.start) / 1000
-                ),
+            let message = format!(
+                "the reservation of nodes for the gang's {pods} pods moved {}s later, to start in {}s (nodes were lost or taken)",
+                seconds(start - h.start),
+                seconds(start - self.now),
             );
+            self.gang_notice(h.id, "GangReservationMoved", message);
         }
         if self.claim_gang(h.id, &h.assignment, start) {
             if let Some(hold) = self.gang_holds.get_mut(&root) {
@@ -457,6 +468,11 @@ mod tests {
     /// Racks r1 (a1, a2) and r2 (c1, c2) of 4-GPU hosts; a1 runs a workload with
     /// bound `a1_bound`, c1 and c2 ones bounded to 10,000 s; a gang needing a rack waits.
     fn engine(a1_bound: Option<i32>) -> Engine {
+        engine_with(a1_bound, 10_000)
+    }
+
+    /// As [`engine`], with c1's and c2's workloads bounded to `c_bound` seconds.
+    fn engine_with(a1_bound: Option<i32>, c_bound: i32) -> Engine {
         let mut e = Engine::new(EngineConfig {
             gang_reservation_horizon: HORIZON,
             ..EngineConfig::default()
@@ -479,14 +495,14 @@ mod tests {
             workload("w-a1", a1_bound, Some("a1"), 1, "kubernetes.io/hostname"),
             workload(
                 "w-c1",
-                Some(10_000),
+                Some(c_bound),
                 Some("c1"),
                 1,
                 "kubernetes.io/hostname",
             ),
             workload(
                 "w-c2",
-                Some(10_000),
+                Some(c_bound),
                 Some("c2"),
                 1,
                 "kubernetes.io/hostname",
@@ -570,7 +586,30 @@ mod tests {
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert_eq!(notices[0].workload, gang());
         assert_eq!(notices[0].reason, "GangReservationDropped");
+        assert_eq!(
+            notices[0].message,
+            "the reservation of nodes for the gang's 2 pods, due to start in 98s, is dropped: with the nodes left, no start within the 3600s reservation horizon places them, given the running workloads' runtime bounds"
+        );
         // Nothing holds a2's rack mate any more: a long workload may take a1's place later.
         assert!(e.take_gang_reservation_notices().is_empty());
+    }
+
+    #[test]
+    fn losing_a_held_node_moves_the_reservation_to_the_next_rack_with_a_notice() {
+        // Rack r2 frees at 3,000 s, within the horizon: the hold moves there.
+        let mut e = engine_with(Some(100), 3_000);
+        assert_eq!(e.gang_reservations(), vec![(gang(), 100_000)]);
+        e.apply(2_000, Event::NodeDeleted("a2".to_string()))
+            .unwrap();
+        e.schedule(2_000);
+        assert_eq!(e.gang_reservations(), vec![(gang(), 3_000_000)]);
+        let notices = e.take_gang_reservation_notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].workload, gang());
+        assert_eq!(notices[0].reason, "GangReservationMoved");
+        assert_eq!(
+            notices[0].message,
+            "the reservation of nodes for the gang's 2 pods moved 2900s later, to start in 2998s (nodes were lost or taken)"
+        );
     }
 }

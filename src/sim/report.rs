@@ -79,6 +79,13 @@ pub struct Totals {
     /// the run ended.
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub never_ready_gpu_hours: f64,
+    /// Head-gang reservations (`--gang-reservation-horizon-ms`) whose start moved later
+    /// because their nodes were lost or taken: an Event on the gang in a cluster.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gang_reservations_moved: u64,
+    /// Head-gang reservations dropped: no start within the horizon was left.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gang_reservations_dropped: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -312,6 +319,13 @@ impl Report {
                 out,
                 "never ready {}  GPU-hours they held {:.1}",
                 t.never_ready, t.never_ready_gpu_hours
+            );
+        }
+        if t.gang_reservations_moved + t.gang_reservations_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "gang reservations moved later {}  dropped {}",
+                t.gang_reservations_moved, t.gang_reservations_dropped
             );
         }
         let bound = match (t.capacity_bound_ms, &t.binding_resource) {
@@ -793,6 +807,27 @@ fn outcome_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
             a.totals.never_ready_gpu_hours,
             b.totals.never_ready_gpu_hours,
             &|v| format!("{v:.1}"),
+        ));
+    }
+    if a.totals.gang_reservations_moved
+        + a.totals.gang_reservations_dropped
+        + b.totals.gang_reservations_moved
+        + b.totals.gang_reservations_dropped
+        > 0
+    {
+        let moved = |r: &Report| r.totals.gang_reservations_moved as f64;
+        let dropped = |r: &Report| r.totals.gang_reservations_dropped as f64;
+        rows.push(num_row(
+            "gang reservations moved later",
+            moved(a),
+            moved(b),
+            &int,
+        ));
+        rows.push(num_row(
+            "gang reservations dropped",
+            dropped(a),
+            dropped(b),
+            &int,
         ));
     }
     if a.gpus.is_some() || b.gpus.is_some() {

@@ -528,6 +528,13 @@ impl<'p> Simulation<'p> {
         );
         let wake = self.engine.next_wakeup();
         self.engine_time += took;
+        for notice in self.engine.take_gang_reservation_notices() {
+            if notice.reason == "GangReservationDropped" {
+                self.totals.gang_reservations_dropped += 1;
+            } else {
+                self.totals.gang_reservations_moved += 1;
+            }
+        }
         if let Some(at) = wake.map(|w| w - SIM_EPOCH_MS)
             && at > t
             && self.wake_at != Some(at)

@@ -171,6 +171,34 @@ fn topology_scenarios_run_clean() {
     }
 }
 
+/// The reservation's notices (an Event each in a cluster) are counted in the report:
+/// on gpu-gangs, backfill by higher-priority heads and by queues under their nominal
+/// quota takes held nodes, so holds move later; without the reservation there are none.
+#[test]
+fn gang_reservation_moves_are_reported() {
+    let scenario = Scenario::builtin("gpu-gangs").expect("built in");
+    let mut cfg = SimConfig::default();
+    let off = simulate(&scenario, cfg.clone()).expect("runs");
+    assert_eq!(
+        (
+            off.totals.gang_reservations_moved,
+            off.totals.gang_reservations_dropped
+        ),
+        (0, 0)
+    );
+    assert!(!off.to_json().contains("gangReservations"));
+    cfg.engine.gang_reservation_horizon = 86_400_000;
+    let on = simulate(&scenario, cfg).expect("runs");
+    let t = &on.totals;
+    assert!(t.gang_reservations_moved > 0, "{t:?}");
+    let line = format!(
+        "gang reservations moved later {}  dropped {}",
+        t.gang_reservations_moved, t.gang_reservations_dropped
+    );
+    assert!(on.render_table().contains(&line), "{}", on.render_table());
+    assert!(on.to_json().contains("\"gangReservationsMoved\""));
+}
+
 #[test]
 fn livelock_guard_stops_the_run() {
     // A preemption with no eviction delay needs a second batch at the same
