@@ -456,6 +456,17 @@ impl Objects {
             Manifest::WorkloadPriorityClass(o) => self.priority_classes.push((s, o)),
             Manifest::Cohort(o) => self.cohorts.push((s, o)),
             Manifest::ClusterQueue(o) => self.cluster_queues.push((s, o)),
+            // Nothing in a simulation plays an admission check's controller, so a
+            // ClusterQueue using one would only hold quota for ever: refused, not ignored.
+            Manifest::AdmissionCheck(o) => {
+                return Err(SimError::Scenario {
+                    source_name: s,
+                    message: format!(
+                        "AdmissionCheck {:?}: the simulator does not run admission checks",
+                        o.metadata.name.unwrap_or_default()
+                    ),
+                });
+            }
             Manifest::LocalQueue(o) => {
                 if let Some(ns) = &o.metadata.namespace {
                     self.namespaces.entry(ns.clone()).or_default();
