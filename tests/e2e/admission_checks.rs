@@ -65,6 +65,11 @@ async fn set_check(client: &Client, ns: &str, job: &str, check: serde_json::Valu
         .unwrap_or_else(|e| panic!("set the check of Workload {ns}/{name}: {e}"));
 }
 
+/// Now, as the API writes times.
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}
+
 fn check_state(wl: &Workload) -> Option<(String, Option<i32>)> {
     let c = wl.status.as_ref()?.admission_checks.first()?;
     Some((c.state.clone(), c.retry_count))
@@ -229,14 +234,15 @@ async fn retry_gives_the_quota_back_and_rejected_deactivates() {
     })
     .await;
 
-    // Retry: evicted with Kueue's reason, the quota goes back (the third is reserved),
-    // and it comes back with its check Pending and the retry counted.
+    // Retry: evicted with Kueue's reason, its quota goes back (the third gets it while
+    // the retry waits out its 30 s), and it is requeued with its check Pending and the
+    // retry counted.
     set_check(
         &client,
         &ns,
         "retried",
         json!({"name": check, "state": "Retry", "message": "no capacity",
-            "lastTransitionTime": "2026-01-01T00:00:00Z", "requeueAfterSeconds": 1}),
+            "lastTransitionTime": now(), "requeueAfterSeconds": 30}),
     )
     .await;
     let evicted = wait_for_workload(&client, &ns, "retried", "evicted", |wl| {
