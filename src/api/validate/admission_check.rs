@@ -16,7 +16,7 @@ pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
     too_long(&mut errs, &controller, &ac.spec.controller_name, 253);
     if let Some(p) = &ac.spec.parameters {
         let path = spec.child("parameters");
-        let fields: [(&str, &str, usize, fn(&str) -> bool, &str); 3] = [
+        let fields: [ReferenceField<'_>; 3] = [
             (
                 "apiGroup",
                 &p.api_group,
@@ -45,6 +45,10 @@ pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
     }
     errs
 }
+
+/// One field of a parameters reference: name, value, maximum length, syntax check and
+/// the pattern Kueue's schema states it with.
+type ReferenceField<'a> = (&'static str, &'a str, usize, fn(&str) -> bool, &'static str);
 
 const DNS_SUBDOMAIN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 const KIND: &str = "^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$";
