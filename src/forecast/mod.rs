@@ -174,19 +174,33 @@ pub fn forecast(engine: &Engine, book: &RuntimeBook, cfg: &ForecastConfig) -> Fo
 fn why_not(engine: &Engine, key: &WorkloadKey, run: &forward::Run) -> Unknown {
     use crate::engine::{PendingReason as R, WorkloadState};
     match engine.workload_state(key) {
-        Some(WorkloadState::Pending { reason, .. })
-            if matches!(
-                reason,
+        Some(WorkloadState::Pending {
+            reason:
                 R::ExceedsMaxQuota
-                    | R::NoMatchingFlavor
-                    | R::Inadmissible
-                    | R::Misconfigured
-                    | R::Stopped
-                    | R::Inactive
-            ) =>
-        {
-            Unknown::NotAdmissible
-        }
+                | R::NoMatchingFlavor
+                | R::Inadmissible
+                | R::Misconfigured
+                | R::Stopped
+                | R::Inactive,
+            ..
+        }) => Unknown::NotAdmissible,
         _ => run.why_not(),
     }
+}
+
+/// One forward run with every runtime at quantile `q`: each pending (and evicting)
+/// workload's admission time, `None` where the run did not admit it. With an empty book and
+/// no default this is the classic backfill estimate from stated time limits alone.
+pub fn forecast_at(
+    engine: &Engine,
+    book: &RuntimeBook,
+    cfg: &ForecastConfig,
+    q: f64,
+) -> BTreeMap<WorkloadKey, Option<Millis>> {
+    let facts = engine.workload_facts();
+    let run = forward::run(engine, &facts, book, cfg, q);
+    run.targets
+        .iter()
+        .map(|k| (k.clone(), run.started.get(k).map(|s| s.0)))
+        .collect()
 }
