@@ -8,6 +8,9 @@ use super::{ForecastConfig, RuntimeSource, Unknown};
 use crate::engine::report::{FactPhase, WorkloadFacts};
 use crate::engine::{Decision, Engine, Event, Millis, WorkloadKey};
 
+/// At most this many cycles at one virtual instant (a preemption cascade) per run.
+const MAX_CYCLES_PER_INSTANT: u32 = 100;
+
 /// What one forward run saw.
 #[derive(Debug, Default)]
 pub(super) struct Run {
@@ -113,6 +116,7 @@ pub(super) fn run(
     let pods_ready = engine.config.pods_ready.is_some();
     let mut t = now;
     let mut ended: Option<RuntimeSource> = None;
+    let mut same_instant = 0u32;
     loop {
         let decisions = e.schedule(t);
         out.cycles += 1;
@@ -167,7 +171,10 @@ pub(super) fn run(
         let Some(next) = next else {
             break;
         };
-        if next > horizon {
+        // Stops whose victims are requeued at once can cascade at one instant; past this
+        // many cycles without time moving the run is not going anywhere useful.
+        same_instant = if next == t { same_instant + 1 } else { 0 };
+        if next > horizon || same_instant > MAX_CYCLES_PER_INSTANT {
             out.truncated = true;
             break;
         }

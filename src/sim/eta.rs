@@ -252,8 +252,10 @@ impl<'a> Replay<'a> {
                 wake_at = Some(w);
                 self.push(w, Ev::Wake);
             }
+            // Probing goes on while something can still happen: with nothing else on the
+            // clock, a workload still pending stays so, and the replay ends.
             let waiting = self.engine.pending_count() > 0;
-            if probe_all && (waiting || self.objects.iter().any(Option::is_some)) {
+            if probe_all && waiting && !self.queue.is_empty() {
                 self.push(t + self.cfg.probe_interval, Ev::Probe);
             }
             let mut targets: Vec<usize> = Vec::new();
