@@ -13,6 +13,7 @@ pub mod controller;
 pub mod crds;
 pub mod duration;
 pub mod engine;
+pub mod forecast;
 pub mod integrations;
 pub mod lease;
 pub mod memory;

@@ -131,6 +131,15 @@ struct SimulateArgs {
     /// Pace the run: N virtual seconds per wall-clock second (needs --metrics-addr).
     #[arg(long, value_name = "N", requires = "metrics_addr", value_parser = parse_factor)]
     realtime_factor: Option<f64>,
+    /// Instead of the usual report, measure the start-time estimates: replay with
+    /// log-normal runtimes and overstated bounds, estimate at every submission and every
+    /// 10 virtual minutes, and compare with the actual starts (docs/simulator.md).
+    #[arg(long, conflicts_with_all = ["compare", "chart", "metrics_addr"])]
+    eta_report: bool,
+    /// With --eta-report: multiply arrivals and runtimes by N (Kueue's perf scenarios
+    /// count in milliseconds; 1000 makes them seconds).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "eta_report", value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    eta_time_scale: i64,
 }
 
 impl Default for SimulateArgs {
@@ -153,6 +162,8 @@ impl Default for SimulateArgs {
             compare: Vec::new(),
             metrics_addr: None,
             realtime_factor: None,
+            eta_report: false,
+            eta_time_scale: 1,
         }
     }
 }
@@ -328,6 +339,29 @@ fn crds(args: &CrdsArgs) -> ExitCode {
     }
 }
 
+/// `kuota simulate --eta-report`: the accuracy of the start-time estimates on `scenario`.
+fn eta_report(scenario: &Scenario, args: &SimulateArgs, cfg: SimConfig) -> ExitCode {
+    let plan = match scenario.plan(args.seed) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let eta = sim::eta::EtaConfig {
+        seed: args.seed,
+        engine: cfg.engine,
+        time_scale: args.eta_time_scale,
+        ..sim::eta::EtaConfig::default()
+    };
+    let started = std::time::Instant::now();
+    match sim::eta::eta_report(&plan, &eta) {
+        Ok(r) => {
+            print!("{}", sim::eta::render(&r));
+            eprintln!("replayed in {:.1} s", started.elapsed().as_secs_f64());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
 fn simulate(args: SimulateArgs) -> ExitCode {
     let scenario = match load_scenario(&args) {
         Ok(s) => s,
@@ -353,6 +387,9 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         realtime_factor: args.realtime_factor,
         ..SimConfig::default()
     };
+    if args.eta_report {
+        return eta_report(&scenario, &args, cfg);
+    }
     let server = match (args.metrics_addr, &cfg.metrics) {
         (Some(addr), Some(m)) => {
             match kuota::telemetry::http::MetricsServer::start(addr, m.clone()) {

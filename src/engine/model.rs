@@ -330,6 +330,9 @@ pub struct WorkloadSpec {
     /// When its `Admitted` condition last turned true, if it is true: where a
     /// restored admission's execution time counts from.
     pub admitted_since: Option<Millis>,
+    /// The smallest `activeDeadlineSeconds` of its PodSets' pod templates, in ms: the
+    /// kubelet stops those pods by then, so the workload runs at most this long.
+    pub pod_deadline: Option<Millis>,
     /// Shared by every workload with equal PodSets (see [`super::intern::Shared`]):
     /// thousands of workloads come from a few templates, and a cycle reads these
     /// for every head, so one copy stays in cache where thousands would not.
@@ -488,6 +491,13 @@ impl WorkloadSpec {
                 })?,
             });
         }
+        let pod_deadline = wl
+            .spec
+            .pod_sets
+            .iter()
+            .filter_map(|ps| ps.template.spec.as_ref()?.active_deadline_seconds)
+            .min()
+            .map(|s| s.max(0).saturating_mul(1000));
         let pod_sets_hash = pod_sets_hash(&pod_sets);
         let shape = shape_hash(&wl.metadata.namespace, pod_sets_hash);
         Ok(Self {
@@ -511,6 +521,7 @@ impl WorkloadSpec {
                 .and_then(|s| s.condition(crate::api::constants::WORKLOAD_ADMITTED))
                 .filter(|c| c.status == "True")
                 .map(|c| c.last_transition_time.0.as_millisecond()),
+            pod_deadline,
             pod_sets: pod_sets.into(),
             pod_sets_hash,
             shape,

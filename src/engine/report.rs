@@ -9,8 +9,8 @@ use super::quota::NodeId;
 use super::resources::FrAmounts;
 use super::state::WlState;
 use super::{
-    ClusterQueueReport, Engine, FlavorResourceUsage, LocalQueueReport, PendingReason, WorkloadKey,
-    WorkloadState,
+    ClusterQueueReport, Engine, FlavorResourceUsage, LocalQueueReport, Millis, PendingReason,
+    WorkloadKey, WorkloadState,
 };
 
 /// One (flavor, resource) entry of a ClusterQueue, in the engine's unit for the resource
@@ -338,5 +338,74 @@ impl Engine {
     /// Number of workloads waiting in queues or for a queue.
     pub fn pending_count(&self) -> usize {
         self.cqs.iter().map(|c| c.queue.len()).sum::<usize>() + self.unqueued.len()
+    }
+}
+
+/// Where a workload stands, as the start-time forecaster reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FactPhase {
+    /// Waiting for quota (queued or parked), or for its queue to exist.
+    Pending,
+    /// Holding quota since `started` (when its execution time started counting).
+    Running { started: Millis },
+    /// Preempted or evicted, still holding quota until its pods are gone.
+    Evicting,
+}
+
+/// What the start-time forecaster needs of one unfinished workload: who it is, where
+/// its runtime statistics are kept, and the bound its user declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadFacts {
+    pub key: WorkloadKey,
+    /// Its LocalQueue (`spec.queueName`).
+    pub queue_name: String,
+    pub priority: i32,
+    pub created: Millis,
+    pub phase: FactPhase,
+    /// How long its next (or current) admission may last at most, in ms: what
+    /// `maximumExecutionTimeSeconds` leaves after the accumulated execution time, or
+    /// the pods' `activeDeadlineSeconds`, whichever is shorter. `None`: no bound.
+    pub bound: Option<Millis>,
+}
+
+impl Engine {
+    /// Every unfinished workload's [`WorkloadFacts`], in the order of their keys.
+    pub fn workload_facts(&self) -> Vec<WorkloadFacts> {
+        let mut out: Vec<WorkloadFacts> = self
+            .wls
+            .iter()
+            .flatten()
+            .filter_map(|w| {
+                let phase = match &w.state {
+                    WlState::Pending => FactPhase::Pending,
+                    WlState::Admitted(a) => FactPhase::Running { started: a.started },
+                    WlState::Evicting(_) => FactPhase::Evicting,
+                    WlState::Finished => return None,
+                };
+                let execution = w
+                    .spec
+                    .max_execution
+                    .map(|m| m.saturating_sub(w.spec.past_execution).max(0));
+                let bound = match (execution, w.spec.pod_deadline) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                Some(WorkloadFacts {
+                    key: w.spec.key.clone(),
+                    queue_name: w.spec.queue_name.clone(),
+                    priority: w.spec.priority,
+                    created: w.spec.created,
+                    phase,
+                    bound,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
+    /// The engine's clock: the latest time it was given.
+    pub fn now(&self) -> Millis {
+        self.now
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod chart;
 pub mod clock;
+pub mod eta;
 pub mod generator;
 pub mod nodes;
 pub mod report;

@@ -1,0 +1,70 @@
+use super::*;
+use crate::sim::{Scenario, SourceFile};
+
+/// One ClusterQueue of 1 cpu; `count` one-cpu jobs of 10 minutes, one a minute.
+fn plan(count: u32) -> Plan {
+    let generator = format!(
+        r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 1
+    nominalQuota: 1
+    borrowingLimit: 0
+    workloadsSets:
+    - count: {count}
+      creationIntervalMs: 60000
+      workloads:
+      - className: job
+        runtimeMs: 600000
+        priority: 0
+        request: 1
+"#
+    );
+    Scenario {
+        name: "t".into(),
+        manifests: vec![],
+        generator: Some(SourceFile::new("generator.yaml", generator)),
+    }
+    .plan(1)
+    .expect("plan")
+}
+
+#[test]
+fn exact_runtimes_and_bounds_give_exact_estimates_and_the_naive_one_does_not() {
+    let cfg = EtaConfig {
+        runtime_sigma: 0.0,
+        overstatement: (1.0, 1.0),
+        ..EtaConfig::default()
+    };
+    let r = eta_report(&plan(12), &cfg).expect("runs");
+    assert_eq!((r.workloads, r.started), (12, 12));
+    // Job k arrives at k + 1 min and starts at 1 + 10k min: all but the first wait >= 5 min.
+    assert_eq!(r.waited, 11);
+    assert!(r.kuota.samples > 10, "{r:?}");
+    assert_eq!(r.kuota.without_estimate, 0);
+    assert_eq!((r.kuota.median_abs_ms, r.kuota.p90_abs_ms), (0, 0), "{r:?}");
+    assert_eq!(r.kuota.in_range, Some(1.0));
+    assert_eq!(r.slurm.p90_abs_ms, 0, "bounds equal runtimes here");
+    // The naive estimate ignores what the running job has left.
+    assert!(r.naive.median_abs_ms > 0, "{r:?}");
+}
+
+#[test]
+fn learned_runtimes_beat_overstated_bounds() {
+    let cfg = EtaConfig {
+        runtime_sigma: 0.5,
+        overstatement: (2.0, 4.0),
+        ..EtaConfig::default()
+    };
+    let r = eta_report(&plan(40), &cfg).expect("runs");
+    assert!(r.kuota.samples > 100, "{r:?}");
+    assert!(
+        r.kuota.median_abs_ms * 2 < r.slurm.median_abs_ms,
+        "{}",
+        render(&r)
+    );
+    assert!(r.sources.contains_key("learned"), "{:?}", r.sources);
+}
