@@ -573,8 +573,16 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
     ("kubeflow.org/paddlejob", "kubeflow.org", "PaddleJob"),
     ("kubeflow.org/xgboostjob", "kubeflow.org", "XGBoostJob"),
     ("kubeflow.org/jaxjob", "kubeflow.org", "JAXJob"),
-    ("workload.codeflare.dev/appwrapper", "workload.codeflare.dev", "AppWrapper"),
-    ("sparkoperator.k8s.io/sparkapplication", "sparkoperator.k8s.io", "SparkApplication"),
+    (
+        "workload.codeflare.dev/appwrapper",
+        "workload.codeflare.dev",
+        "AppWrapper",
+    ),
+    (
+        "sparkoperator.k8s.io/sparkapplication",
+        "sparkoperator.k8s.io",
+        "SparkApplication",
+    ),
 ];
 
 /// The Kueue framework that manages objects of this `apiVersion` and `kind` when kuota

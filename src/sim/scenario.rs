@@ -322,11 +322,12 @@ impl Scenario {
                 );
                 continue;
             }
-            let loaded =
-                manifest::load_str_with(&f.name, &f.text, &job_kinds::JobKinds).map_err(|source| SimError::Manifest {
+            let loaded = manifest::load_str_with(&f.name, &f.text, &job_kinds::JobKinds).map_err(
+                |source| SimError::Manifest {
                     source_name: f.name.clone(),
                     source: Box::new(source),
-                })?;
+                },
+            )?;
             for m in loaded {
                 objs.add(&f.name, m)?;
             }

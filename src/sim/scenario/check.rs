@@ -56,7 +56,8 @@ pub fn check(files: &[SourceFile]) -> Vec<Diagnostic> {
             out.extend(generator_diagnostic(f));
             continue;
         }
-        let (ms, problems) = manifest::load_partial_with(&f.name, &f.text, &super::job_kinds::JobKinds);
+        let (ms, problems) =
+            manifest::load_partial_with(&f.name, &f.text, &super::job_kinds::JobKinds);
         loaded.extend(ms);
         out.extend(problems.into_iter().map(problem_diagnostic));
     }

@@ -90,7 +90,9 @@ fn needs_cluster(
         return Ok(Some("its Workloads are built from its pods in the cluster"));
     }
     if !integration.dependencies(object)?.is_empty() {
-        return Ok(Some("its pod sets come from objects it refers to in the cluster"));
+        return Ok(Some(
+            "its pod sets come from objects it refers to in the cluster",
+        ));
     }
     Ok(None)
 }

@@ -115,7 +115,11 @@ fn cluster_of_4_cpu() -> String {
 
 #[test]
 fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
-    let yaml = format!("{}---{}", cluster_of_4_cpu(), JOBSET.replace("REPLICAS", "2"));
+    let yaml = format!(
+        "{}---{}",
+        cluster_of_4_cpu(),
+        JOBSET.replace("REPLICAS", "2")
+    );
     let s = Scenario {
         name: "jobset".into(),
         manifests: vec![SourceFile::new("c.yaml", yaml)],
@@ -131,7 +135,11 @@ fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
         (1, 1, 2000)
     );
     // With 3 replicas (6 cpu) the gang never fits 4 cpu: all or nothing.
-    let yaml = format!("{}---{}", cluster_of_4_cpu(), JOBSET.replace("REPLICAS", "3"));
+    let yaml = format!(
+        "{}---{}",
+        cluster_of_4_cpu(),
+        JOBSET.replace("REPLICAS", "3")
+    );
     let s = Scenario {
         name: "jobset".into(),
         manifests: vec![SourceFile::new("c.yaml", yaml)],
@@ -144,10 +152,17 @@ fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
 #[test]
 fn kinds_the_simulator_cannot_build_alone_or_kuota_does_not_run_are_errors() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p0\n  namespace: ns\n  labels: {kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: g}\n  annotations: {kueue.x-k8s.io/pod-group-total-count: \"2\"}\nspec:\n  containers: [{name: c, image: busybox}]\n";
-    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: serve, namespace: ns}\nspec: {}\n";
+    let deployment =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: serve, namespace: ns}\nspec: {}\n";
     for (doc, want) in [
-        (pod, "Pod ns/p0: the simulator cannot run a Pod from its manifest alone"),
-        (deployment, "kuota does not run Kueue's \"deployment\" framework"),
+        (
+            pod,
+            "Pod ns/p0: the simulator cannot run a Pod from its manifest alone",
+        ),
+        (
+            deployment,
+            "kuota does not run Kueue's \"deployment\" framework",
+        ),
     ] {
         let yaml = format!("{}---\n{doc}", cluster_of_4_cpu());
         let s = Scenario {

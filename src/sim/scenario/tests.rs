@@ -252,13 +252,17 @@ fn check_runs_each_job_kinds_own_rules_and_names_kinds_kuota_does_not_run() {
     };
     let lq = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: cq}\n";
     // A valid JobSet's Workload is checked like a Job's: its LocalQueue exists here.
-    let d = check(&[SourceFile::new("js.yaml", format!("{lq}---\n{}", jobset("2", "lq")))]);
+    let d = check(&[SourceFile::new(
+        "js.yaml",
+        format!("{lq}---\n{}", jobset("2", "lq")),
+    )]);
     assert!(!d.iter().any(|d| d.error), "{d:?}");
     assert!(!d.iter().any(|d| d.message.contains("JobSet")), "{d:?}");
     // Naming a queue defined nowhere warns, as for a Job.
     let d = check(&[SourceFile::new("js.yaml", jobset("2", "elsewhere"))]);
     assert!(
-        d.iter().any(|d| !d.error && d.message.contains("elsewhere")),
+        d.iter()
+            .any(|d| !d.error && d.message.contains("elsewhere")),
         "{d:?}"
     );
     // A bad field in its metadata is an error naming it.
@@ -278,7 +282,8 @@ fn check_runs_each_job_kinds_own_rules_and_names_kinds_kuota_does_not_run() {
     )]);
     assert!(
         d.iter().any(|d| d.error
-            && d.message.contains("kuota does not run Kueue's \"statefulset\" framework")),
+            && d.message
+                .contains("kuota does not run Kueue's \"statefulset\" framework")),
         "{d:?}"
     );
 }
