@@ -3,7 +3,6 @@
 
 #![warn(missing_docs)]
 
-pub mod admissioncheck;
 pub mod clusterqueue;
 pub mod cohort;
 pub mod common;
@@ -22,7 +21,6 @@ pub mod validate;
 pub mod workload;
 pub mod workload_status;
 
-pub use admissioncheck::*;
 pub use clusterqueue::*;
 pub use cohort::*;
 pub use common::*;

@@ -553,7 +553,6 @@ impl<'p> Simulation<'p> {
             Decision::Admit {
                 workload,
                 admission,
-                ..
             } => self.admit(t, &workload, &admission),
             Decision::Preempt {
                 victim, preemptor, ..

@@ -282,7 +282,6 @@ impl Observer {
                 Decision::Admit {
                     workload,
                     admission,
-                    ..
                 } => {
                     kinds[0] += 1;
                     self.admitted(now, workload, admission);

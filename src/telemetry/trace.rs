@@ -160,7 +160,6 @@ pub fn decision_events(decisions: &[Decision]) {
             Decision::Admit {
                 workload,
                 admission,
-                ..
             } => {
                 admitted += 1;
                 tracing::info!(

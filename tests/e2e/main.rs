@@ -17,7 +17,6 @@
 mod support;
 
 mod absent_parts;
-mod admission_checks;
 mod api_compat;
 mod bad_input;
 mod controller;

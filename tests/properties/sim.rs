@@ -90,7 +90,6 @@ impl Sim {
                 Decision::Admit {
                     workload,
                     admission,
-                    ..
                 } => {
                     changes += 1;
                     let i = self

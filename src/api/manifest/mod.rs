@@ -14,8 +14,7 @@ mod yaml11;
 
 use super::validate::{self, FieldError};
 use super::{
-    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
-    WorkloadPriorityClass,
+    ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload, WorkloadPriorityClass,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -30,8 +29,6 @@ pub enum Manifest {
     ResourceFlavor(ResourceFlavor),
     /// kueue.x-k8s.io ClusterQueue.
     ClusterQueue(ClusterQueue),
-    /// kueue.x-k8s.io AdmissionCheck.
-    AdmissionCheck(AdmissionCheck),
     /// kueue.x-k8s.io Cohort.
     Cohort(Cohort),
     /// kueue.x-k8s.io LocalQueue.
@@ -100,7 +97,6 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(_) => "ResourceFlavor",
             Manifest::ClusterQueue(_) => "ClusterQueue",
-            Manifest::AdmissionCheck(_) => "AdmissionCheck",
             Manifest::Cohort(_) => "Cohort",
             Manifest::LocalQueue(_) => "LocalQueue",
             Manifest::Workload(_) => "Workload",
@@ -119,7 +115,6 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => &o.metadata,
             Manifest::ClusterQueue(o) => &o.metadata,
-            Manifest::AdmissionCheck(o) => &o.metadata,
             Manifest::Cohort(o) => &o.metadata,
             Manifest::LocalQueue(o) => &o.metadata,
             Manifest::Workload(o) => &o.metadata,
@@ -137,7 +132,6 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => &mut o.metadata,
             Manifest::ClusterQueue(o) => &mut o.metadata,
-            Manifest::AdmissionCheck(o) => &mut o.metadata,
             Manifest::Cohort(o) => &mut o.metadata,
             Manifest::LocalQueue(o) => &mut o.metadata,
             Manifest::Workload(o) => &mut o.metadata,
@@ -177,7 +171,6 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => validate::validate_resource_flavor(o),
             Manifest::ClusterQueue(o) => validate::validate_cluster_queue(o),
-            Manifest::AdmissionCheck(o) => validate::validate_admission_check(o),
             Manifest::Cohort(o) => validate::validate_cohort(o),
             Manifest::LocalQueue(o) => validate::validate_local_queue(o),
             Manifest::Workload(o) => validate::validate_workload(o),
