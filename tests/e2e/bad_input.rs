@@ -450,6 +450,12 @@ async fn a_kind_whose_crd_is_removed_while_admitted_gives_its_quota_back() {
     let client = &client().await;
     ensure_crds(client).await;
     let crd = crate::kinds::install_crd(client, "jobset.x-k8s.io_jobsets.yaml").await;
+    // kube-controller-manager's garbage collector starts watching a new resource at its
+    // next discovery sync (every 30 s). A JobSet deleted before then is never seen going,
+    // and once the CRD is gone the collector can no longer look its owner up: the
+    // Workload would stay. Wait out one sync, as a cluster that has served JobSets for a
+    // while has.
+    tokio::time::sleep(Duration::from_secs(35)).await;
     let ns = &unique_name("crd-removed");
     create_namespace(client, ns, &[]).await;
     let (rf, cq) = quota(client, ns, "1").await;
