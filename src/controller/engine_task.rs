@@ -484,20 +484,7 @@ mod tests {
                 } else {
                     None
                 };
-            let response = match reply {
-                Some(v) => Response::builder()
-                    .body(Body::from(serde_json::to_vec(&v).expect("json")))
-                    .expect("ok"),
-                None => {
-                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                        "status": "Failure", "reason": "NotFound", "code": 404});
-                    Response::builder()
-                        .status(404)
-                        .body(Body::from(serde_json::to_vec(&status).expect("json")))
-                        .expect("404")
-                }
-            };
-            send.send_response(response);
+            send.send_response(reply_or_not_found(reply));
         }
     }
 
@@ -606,20 +593,7 @@ mod tests {
             } else {
                 None
             };
-            let response = match reply {
-                Some(v) => Response::builder()
-                    .body(Body::from(serde_json::to_vec(&v).expect("json")))
-                    .expect("ok"),
-                None => {
-                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                        "status": "Failure", "reason": "NotFound", "code": 404});
-                    Response::builder()
-                        .status(404)
-                        .body(Body::from(serde_json::to_vec(&status).expect("json")))
-                        .expect("404")
-                }
-            };
-            send.send_response(response);
+            send.send_response(reply_or_not_found(reply));
         }
     }
 
@@ -767,5 +741,22 @@ mod tests {
                 && note.contains("within the 3600s reservation horizon"),
             "{note}"
         );
+    }
+
+    /// The mocked API server's answer: `reply` as 200, or Kubernetes' 404 Status.
+    fn reply_or_not_found(reply: Option<serde_json::Value>) -> Response<Body> {
+        match reply {
+            Some(v) => Response::builder()
+                .body(Body::from(serde_json::to_vec(&v).expect("json")))
+                .expect("ok"),
+            None => {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "reason": "NotFound", "code": 404});
+                Response::builder()
+                    .status(404)
+                    .body(Body::from(serde_json::to_vec(&status).expect("json")))
+                    .expect("404")
+            }
+        }
     }
 }

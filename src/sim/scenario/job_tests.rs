@@ -113,6 +113,15 @@ fn cluster_of_4_cpu() -> String {
     CLUSTER[..end].replace("nominalQuota: 2", "nominalQuota: 4")
 }
 
+/// A scenario of one manifest file.
+fn scenario_of(yaml: String) -> Scenario {
+    Scenario {
+        name: "kinds".into(),
+        manifests: vec![SourceFile::new("c.yaml", yaml)],
+        generator: None,
+    }
+}
+
 #[test]
 fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
     let yaml = format!(
@@ -120,11 +129,7 @@ fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
         cluster_of_4_cpu(),
         JOBSET.replace("REPLICAS", "2")
     );
-    let s = Scenario {
-        name: "jobset".into(),
-        manifests: vec![SourceFile::new("c.yaml", yaml)],
-        generator: None,
-    };
+    let s = scenario_of(yaml);
     let plan = s.plan(1).expect("plans");
     assert_eq!(plan.workloads.len(), 1);
     let r = simulate(&s, SimConfig::default()).expect("runs");
@@ -140,11 +145,7 @@ fn a_jobset_in_manifests_runs_as_its_integrations_workload() {
         cluster_of_4_cpu(),
         JOBSET.replace("REPLICAS", "3")
     );
-    let s = Scenario {
-        name: "jobset".into(),
-        manifests: vec![SourceFile::new("c.yaml", yaml)],
-        generator: None,
-    };
+    let s = scenario_of(yaml);
     let r = simulate(&s, SimConfig::default()).expect("runs");
     assert_eq!((r.totals.workloads, r.totals.finished), (1, 0));
 }
@@ -165,11 +166,7 @@ fn kinds_the_simulator_cannot_build_alone_or_kuota_does_not_run_are_errors() {
         ),
     ] {
         let yaml = format!("{}---\n{doc}", cluster_of_4_cpu());
-        let s = Scenario {
-            name: "kinds".into(),
-            manifests: vec![SourceFile::new("c.yaml", yaml)],
-            generator: None,
-        };
+        let s = scenario_of(yaml);
         let e = s.plan(1).expect_err("refused");
         assert!(e.to_string().contains(want), "{e}");
     }
