@@ -153,8 +153,9 @@ fn map_only<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D
     d.deserialize_map(V(PhantomData))
 }
 
-/// [`map_only`] for an optional member (`null` is `None`).
-fn opt_map_only<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+/// [`map_only`] for an optional member (`null` is `None`). The webhook decodes a review's
+/// objects with it too: an object sent as an array must be refused, not read field by field.
+pub(crate) fn opt_map_only<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Option<T>, D::Error> {
     struct V<T>(PhantomData<T>);

@@ -97,10 +97,18 @@ pub struct AdmissionRequest<'a, O> {
     /// Operation.
     pub operation: Operation,
     /// The new object (CREATE, UPDATE).
-    #[serde(default = "none")]
+    #[serde(
+        default = "none",
+        deserialize_with = "crate::integrations::object::opt_map_only",
+        bound(deserialize = "O: Deserialize<'de>")
+    )]
     pub object: Option<O>,
     /// The old object (UPDATE, DELETE).
-    #[serde(default = "none")]
+    #[serde(
+        default = "none",
+        deserialize_with = "crate::integrations::object::opt_map_only",
+        bound(deserialize = "O: Deserialize<'de>")
+    )]
     pub old_object: Option<O>,
     /// Whether this is a dry run: the webhook must not cause side effects.
     #[serde(default)]
