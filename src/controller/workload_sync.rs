@@ -450,9 +450,17 @@ pub async fn run(
     // Every managed job is kept in memory: compact, and without its managedFields.
     let writer = reflector::store::Writer::new(ar.clone());
     let jobs = writer.as_reader();
+    let (known, mut vanished) = (jobs.clone(), orphans::VanishedJobs::default());
+    let orphan_ctx = jctx.ctx.clone();
     let stream = watcher::watcher(api, wc)
         .default_backoff()
         .modify(|j: &mut CompactObject| j.metadata.managed_fields = None)
+        .inspect(move |event| {
+            let Ok(event) = event else { return };
+            for job in vanished.observe(event, &known) {
+                orphans::collect_later(orphan_ctx.clone(), integration, job);
+            }
+        })
         .reflect(writer)
         .applied_objects();
     Controller::for_stream_with(stream, jobs, ar)
@@ -886,6 +894,7 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 }
 
 mod dependencies;
+pub mod orphans;
 
 #[cfg(test)]
 mod tests;

@@ -403,3 +403,66 @@ async fn a_trainjob_is_started_and_restored_through_kueues_runtime_patch() {
     json_patch::patch(&mut restored, &ops).expect("applies");
     assert_eq!(restored, job, "byte for byte");
 }
+
+/// A JobSet that was deleted and the Workload the garbage collector left behind, named as
+/// Kueue names it after the JobSet's uid; `finished` marks the Workload finished.
+fn left_behind(finished: bool) -> (orphans::DeletedJob, Workload) {
+    let job = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(),
+        "spec": {"suspend": true, "replicatedJobs": [
+            {"name": "workers", "replicas": 1, "template": {"spec": {"template": {"spec": pod()}}}}]}
+    });
+    let mut wl = admitted(&JobSet, &job);
+    let uid = job["metadata"]["uid"].as_str().expect("a uid").to_string();
+    wl.metadata.name = Some(crate::integrations::workload_name("j", &uid, &JobSet.gvk()));
+    wl.metadata.uid = Some("wl-uid".into());
+    if finished {
+        let status = wl.status.as_mut().expect("a status");
+        status.conditions.push(
+            serde_json::from_value(json!({"type": "Finished", "status": "True",
+                "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-11-24T00:00:00Z"}))
+            .expect("a condition"),
+        );
+    }
+    let deleted = orphans::DeletedJob {
+        namespace: "ns".into(),
+        name: "j".into(),
+        uid,
+    };
+    (deleted, wl)
+}
+
+#[tokio::test]
+async fn a_deleted_jobs_left_over_workload_is_deleted_on_its_uid_and_a_finished_one_is_not() {
+    let (job, wl) = left_behind(false);
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let c = ctx(kube::Client::new(service, "default"), &wl);
+    let server = tokio::spawn(serve_one(
+        handle,
+        json!({"kind": "Status", "status": "Success"}),
+    ));
+    orphans::collect(&c, &JobSet, &job).await;
+    drop(c);
+    let seen = server.await.expect("mock server");
+    let name = wl.metadata.name.as_deref().expect("a name");
+    assert_eq!(
+        seen,
+        Seen {
+            method: "DELETE".into(),
+            uri: format!("/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/{name}?"),
+            content_type: "application/json".into(),
+            body: json!({"preconditions": {"uid": "wl-uid"}}),
+        }
+    );
+
+    // Finished: it holds nothing, and no request is made.
+    let (job, wl) = left_behind(true);
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let c = ctx(kube::Client::new(service, "default"), &wl);
+    orphans::collect(&c, &JobSet, &job).await;
+    drop(c);
+    assert!(
+        handle.next_request().await.is_none(),
+        "no request for a finished Workload"
+    );
+}
