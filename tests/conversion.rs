@@ -144,13 +144,22 @@ fn unserved_version_and_kind_and_garbage_are_refused() {
         msg.contains("apiVersion: \"kueue.x-k8s.io/v1alpha1\" is not served"),
         "{msg}"
     );
+    let mk = json!({"apiVersion": V1BETA1, "kind": "MultiKueueConfig", "metadata": {"name": "mk"}});
+    let msg = convert::convert(&mk, V1BETA2, 0)
+        .expect_err("MultiKueueConfig")
+        .to_string();
+    assert_eq!(
+        msg,
+        "MultiKueueConfig \"mk\": kind: \"MultiKueueConfig\" is not served by kuota"
+    );
+    // An AdmissionCheck without its required controllerName names the field.
     let ac = json!({"apiVersion": V1BETA1, "kind": "AdmissionCheck", "metadata": {"name": "prov"}});
     let msg = convert::convert(&ac, V1BETA2, 0)
         .expect_err("AdmissionCheck")
         .to_string();
     assert_eq!(
         msg,
-        "AdmissionCheck \"prov\": kind: \"AdmissionCheck\" is not served by kuota"
+        "AdmissionCheck \"prov\": spec: missing field `controllerName`"
     );
     let (code, out) = handle(b"{not json");
     assert_eq!(code, 400);
@@ -531,4 +540,26 @@ proptest! {
         let v1 = convert::convert(&object, V1BETA1, 0).expect("down");
         prop_assert_eq!(&round_trip(&v1, V1BETA2)["spec"], &v1["spec"]);
     }
+}
+
+/// AdmissionCheck: v1beta1's deprecated `retryDelayMinutes` is dropped on the way up, as
+/// Kueue's conversion drops it; the rest, status included, goes both ways unchanged.
+#[test]
+fn admission_checks_convert_both_ways() {
+    let old = json!({"apiVersion": V1BETA1, "kind": "AdmissionCheck", "metadata": {"name": "prov"},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request", "retryDelayMinutes": 15,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "cfg"}},
+        "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    let up = convert::convert(&old, V1BETA2, 0).expect("up");
+    assert_eq!(up["apiVersion"], V1BETA2);
+    assert_eq!(up["spec"].get("retryDelayMinutes"), None);
+    assert_eq!(up["spec"]["parameters"], old["spec"]["parameters"]);
+    assert_eq!(up["status"], old["status"]);
+    let down = convert::convert(&up, V1BETA1, 0).expect("down");
+    assert_eq!(
+        down["spec"]["controllerName"],
+        old["spec"]["controllerName"]
+    );
+    assert_eq!(down["status"], old["status"]);
 }

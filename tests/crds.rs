@@ -49,6 +49,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
             "ResourceFlavor",
             "Cohort",
             "ClusterQueue",
+            "AdmissionCheck",
             "LocalQueue",
             "Workload",
             "WorkloadPriorityClass",
@@ -68,6 +69,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
         ["kwl", "kueueworkload", "kueueworkloads"]
     );
     assert_eq!(short("ResourceFlavor"), ["flavor", "flavors", "rf"]);
+    assert_eq!(short("AdmissionCheck"), ["ac"]);
     for crd in &all {
         let kind = &crd.spec.names.kind;
         assert_eq!(crd.spec.group, "kueue.x-k8s.io");
@@ -88,7 +90,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
             .is_some_and(|s| s.status.is_some());
         let kueue_has_status = matches!(
             kind.as_str(),
-            "ClusterQueue" | "Cohort" | "LocalQueue" | "Workload"
+            "AdmissionCheck" | "ClusterQueue" | "Cohort" | "LocalQueue" | "Workload"
         );
         assert_eq!(has_status, kueue_has_status, "{kind} status subresource");
         assert!(
@@ -102,7 +104,6 @@ fn every_served_kind_has_kueue_versions_and_names() {
 fn kinds_kuota_does_not_implement_are_not_served() {
     let all = crds::all(None).expect("generate");
     for kind in [
-        "AdmissionCheck",
         "MultiKueueCluster",
         "MultiKueueConfig",
         "ProvisioningRequestConfig",

@@ -198,7 +198,8 @@ async fn admit(ctx: &Ctx, name: &str, job: &Value) -> Result<(), BoxError> {
         workloads(ctx).create(&pp, &obj).await?,
     )?)?;
     let admission = admission(ctx, &created)?;
-    let body = admit_patch(&created, &admission, &now()).ok_or("admit_patch: nothing to write")?;
+    let body =
+        admit_patch(&created, &admission, &[], &now()).ok_or("admit_patch: nothing to write")?;
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()

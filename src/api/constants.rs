@@ -195,6 +195,14 @@ pub const REASON_DEACTIVATED_MAX_EXECUTION: &str = "DeactivatedDueToMaximumExecu
 /// The Evicted message Kueue writes with [`REASON_DEACTIVATED_MAX_EXECUTION`].
 pub const MESSAGE_DEACTIVATED_MAX_EXECUTION: &str =
     "The workload is deactivated due to exceeding the maximum execution time";
+/// Evicted reason of a workload deactivated by a Rejected admission check: `Deactivated`
+/// with the `AdmissionCheck` cause appended (Kueue's `ReasonWithCause`).
+pub const REASON_DEACTIVATED_ADMISSION_CHECK: &str = "DeactivatedDueToAdmissionCheck";
+/// Admitted=False reason while quota is reserved and not every check is Ready (Kueue's
+/// `UnsatisfiedChecks`, its reason without the UnadmittedWorkloadsObservability gate).
+pub const REASON_UNSATISFIED_CHECKS: &str = "UnsatisfiedChecks";
+/// AdmissionCheck condition type: its controller is ready to evaluate checks.
+pub const ADMISSION_CHECK_ACTIVE: &str = "Active";
 /// Finished reason: succeeded.
 pub const REASON_SUCCEEDED: &str = "Succeeded";
 /// Finished reason: failed.

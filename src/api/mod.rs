@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admissioncheck;
 pub mod clusterqueue;
 pub mod cohort;
 pub mod common;
@@ -21,6 +22,7 @@ pub mod validate;
 pub mod workload;
 pub mod workload_status;
 
+pub use admissioncheck::*;
 pub use clusterqueue::*;
 pub use cohort::*;
 pub use common::*;

@@ -436,6 +436,9 @@ impl GroupCtx {
                     };
                 wl_writer.write(key, build).await?;
             }
+            (Step::ChecksReady, _) => {
+                wl_writer.write(key, super::checks::admitted_patch).await?;
+            }
             // Pods are neither resumed nor restored: they are gated once, ungated once.
             (Step::Nothing | Step::Resume | Step::ResetStatus(_) | Step::Restore, _)
             | (Step::Start, None) => {}

@@ -27,6 +27,7 @@
 //! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
 
 pub mod actuate;
+pub mod checks;
 pub mod compact;
 pub mod conditions;
 pub mod engine_task;

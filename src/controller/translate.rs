@@ -54,6 +54,7 @@ pub fn upsert(kind: Kind, obj: &(impl Serialize + Resource)) -> Result<Vec<Event
             obj,
             decode(kind, obj)?,
         ))],
+        Kind::AdmissionCheck => vec![Event::AdmissionCheckUpserted(decode(kind, obj)?)],
         Kind::LocalQueue => vec![Event::LocalQueueUpserted(decode(kind, obj)?)],
         Kind::WorkloadPriorityClass => {
             vec![Event::WorkloadPriorityClassUpserted(decode(kind, obj)?)]
@@ -117,6 +118,7 @@ pub fn delete(kind: Kind, namespace: Option<&str>, name: &str) -> Vec<Event> {
         Kind::ResourceFlavor => Event::ResourceFlavorDeleted(name),
         Kind::Cohort => Event::CohortDeleted(name),
         Kind::ClusterQueue => Event::ClusterQueueDeleted(name),
+        Kind::AdmissionCheck => Event::AdmissionCheckDeleted(name),
         Kind::LocalQueue => Event::LocalQueueDeleted {
             namespace: namespace.unwrap_or_default().to_string(),
             name,

@@ -129,6 +129,9 @@ pub enum Step {
     Requeue,
     /// waitForPodsReady: the Workload's `PodsReady` condition changes to this.
     PodsReady(crate::engine::Readiness),
+    /// Quota is reserved and every admission check is Ready: `Admitted` turns true
+    /// (Kueue's workload controller; the start follows).
+    ChecksReady,
 }
 
 /// Picks the next step for a job and its Workload (none yet: `None`).
@@ -175,6 +178,14 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     }
     let admitted = status.is_some_and(|s| s.admission.is_some());
     let evicted = status.is_some_and(|s| s.is_condition_true(WORKLOAD_EVICTED));
+    if admitted && !evicted && super::checks::awaiting_checks(wl) {
+        // Quota reserved, admission checks not all Ready yet: the job waits suspended.
+        return if super::checks::all_ready(wl) {
+            Step::ChecksReady
+        } else {
+            Step::Nothing
+        };
+    }
     if admitted && !evicted {
         return if job.suspended {
             Step::Start
@@ -779,6 +790,10 @@ impl Target<'_> {
                         super::pods_ready::condition_patch(wl, readiness, now)
                     };
                 wl_writer.write(key, build).await?;
+            }
+            (Step::ChecksReady, _) => {
+                wl_writer.write(key, super::checks::admitted_patch).await?;
+                info!(job = %name, namespace = %ns, "every admission check is Ready: admitted");
             }
             (Step::Start | Step::Restore, None) => {}
         }

@@ -17,6 +17,8 @@ pub enum Limit {
     MaxLength,
     /// `maxProperties` of a map.
     MaxProperties,
+    /// `minLength` of a string.
+    MinLength,
 }
 
 /// One bound at a dotted schema path (`[]` list items, `{}` map values).
@@ -37,12 +39,13 @@ impl Bound {
             Limit::MaxItems => &mut node.max_items,
             Limit::MaxLength => &mut node.max_length,
             Limit::MaxProperties => &mut node.max_properties,
+            Limit::MinLength => &mut node.min_length,
         };
         *slot = Some(self.value);
     }
 }
 
-use Limit::{MaxItems, MaxLength, MaxProperties};
+use Limit::{MaxItems, MaxLength, MaxProperties, MinLength};
 
 const fn bound(path: &'static str, limit: Limit, value: i64) -> Bound {
     Bound { path, limit, value }
@@ -51,6 +54,7 @@ const fn bound(path: &'static str, limit: Limit, value: i64) -> Bound {
 /// Kueue's bounds for `kind` (both versions; a path missing in one is skipped).
 pub fn bounds(kind: &str) -> &'static [Bound] {
     match kind {
+        "AdmissionCheck" => ADMISSION_CHECK,
         "ClusterQueue" => CLUSTER_QUEUE,
         "Cohort" => COHORT,
         "LocalQueue" => LOCAL_QUEUE,
@@ -61,6 +65,22 @@ pub fn bounds(kind: &str) -> &'static [Bound] {
         _ => &[],
     }
 }
+
+/// AdmissionCheck (Kueue's v1beta2 limits; v1beta1's are the same or absent).
+const ADMISSION_CHECK: &[Bound] = &[
+    bound("spec.controllerName", MaxLength, 253),
+    bound("spec.controllerName", MinLength, 1),
+    bound("spec.parameters.apiGroup", MaxLength, 253),
+    bound("spec.parameters.apiGroup", MinLength, 1),
+    bound("spec.parameters.kind", MaxLength, 63),
+    bound("spec.parameters.kind", MinLength, 1),
+    bound("spec.parameters.name", MaxLength, 63),
+    bound("spec.parameters.name", MinLength, 1),
+    bound("status.conditions", MaxItems, 16),
+    bound("status.conditions[].message", MaxLength, 32768),
+    bound("status.conditions[].reason", MaxLength, 1024),
+    bound("status.conditions[].type", MaxLength, 316),
+];
 
 const CLUSTER_QUEUE: &[Bound] = &[
     bound("spec.admissionChecksStrategy.admissionChecks", MaxItems, 64),
@@ -287,3 +307,19 @@ const WORKLOAD: &[Bound] = &[
     bound("status.unhealthyNodes", MaxItems, 8),
     bound("status.unhealthyNodes[].name", MaxLength, 63),
 ];
+
+/// Kueue's `pattern`s at their schema paths (kinds without a webhook of their own, whose
+/// schema is all the validation the API server does).
+pub fn patterns(kind: &str) -> &'static [(&'static str, &'static str)] {
+    match kind {
+        "AdmissionCheck" => &[
+            (
+                "spec.parameters.apiGroup",
+                "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+            ),
+            ("spec.parameters.kind", "^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$"),
+            ("spec.parameters.name", "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        ],
+        _ => &[],
+    }
+}

@@ -2,8 +2,8 @@
 //! ConversionReview (pure: JSON in, JSON out; the HTTP side is `webhook::convert`).
 //!
 //! Kinds whose shape did not change (ResourceFlavor, Cohort, Topology, WorkloadPriorityClass)
-//! only get their `apiVersion` rewritten, after checking that they decode. ClusterQueue,
-//! LocalQueue and Workload go through the typed conversions in `api::v1beta1`. `metadata` is
+//! only get their `apiVersion` rewritten, after checking that they decode. AdmissionCheck,
+//! ClusterQueue, LocalQueue and Workload go through the typed conversions in `api::v1beta1`. `metadata` is
 //! copied verbatim: the API server refuses a conversion that changes anything in it but
 //! labels and annotations.
 //!
@@ -97,6 +97,8 @@ pub fn convert(object: &Value, desired: &str, index: usize) -> Result<Value, Con
         ("WorkloadPriorityClass", _, _) => relabel::<api::WorkloadPriorityClass>(map, desired),
         ("ClusterQueue", true, _) => up::<v1beta1::ClusterQueue, api::ClusterQueue>(map),
         ("ClusterQueue", false, _) => down::<api::ClusterQueue, v1beta1::ClusterQueue>(map),
+        ("AdmissionCheck", true, _) => up::<v1beta1::AdmissionCheck, api::AdmissionCheck>(map),
+        ("AdmissionCheck", false, _) => down::<api::AdmissionCheck, v1beta1::AdmissionCheck>(map),
         ("LocalQueue", true, _) => up::<v1beta1::LocalQueue, api::LocalQueue>(map),
         ("LocalQueue", false, _) => down::<api::LocalQueue, v1beta1::LocalQueue>(map),
         ("Workload", true, _) => up::<v1beta1::Workload, api::Workload>(map),

@@ -455,6 +455,13 @@ const WL_RULES_V1BETA1: &[Rule] = &[
     ),
 ];
 
+/// AdmissionCheck: `controllerName` cannot change (Kueue's only rule on this kind).
+const AC_RULES: &[Rule] = &[rule(
+    "spec.controllerName",
+    "self == oldSelf",
+    "field is immutable",
+)];
+
 /// Kueue's additions for `kind`.
 pub fn rules(kind: &str) -> KindRules {
     let both = |v2: &'static [Rule], v1: &'static [Rule]| {
@@ -464,6 +471,11 @@ pub fn rules(kind: &str) -> KindRules {
         BTreeMap::from([("v1beta2", v2), ("v1beta1", v1)])
     };
     match kind {
+        "AdmissionCheck" => KindRules {
+            short_names: &["ac"],
+            columns: BTreeMap::new(),
+            cel: both(AC_RULES, AC_RULES),
+        },
         "ClusterQueue" => KindRules {
             short_names: &["cq"],
             columns: cols(CQ_COLUMNS_V1BETA2, CQ_COLUMNS_V1BETA1),

@@ -1,10 +1,10 @@
 //! The CustomResourceDefinitions kuota serves, generated from the Rust API types.
 //!
 //! Every `kueue.x-k8s.io` kind kuota implements (ResourceFlavor, Cohort, ClusterQueue,
-//! LocalQueue, Workload, WorkloadPriorityClass, Topology) gets one CRD with v1beta2 as the
+//! AdmissionCheck, LocalQueue, Workload, WorkloadPriorityClass, Topology) gets one CRD with v1beta2 as the
 //! storage version and v1beta1 also served, Kueue's short names and printer columns, and
 //! Kueue's CEL rules placed at the same schema paths (see [`kueue`]). Kinds kuota does not
-//! implement (AdmissionCheck, MultiKueue*, ProvisioningRequestConfig) are not generated, so
+//! implement (MultiKueue*, ProvisioningRequestConfig) are not generated, so
 //! the API server refuses them instead of storing objects nothing acts on.
 //!
 //! `kuota crds` prints or writes these; `manifests/crds/` holds the committed output and
@@ -137,7 +137,7 @@ pub enum CrdError {
 pub fn all(
     conversion: Option<&ConversionWebhook>,
 ) -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 7] = [
+    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 8] = [
         (
             "ResourceFlavor",
             vec![
@@ -155,6 +155,10 @@ pub fn all(
         (
             "ClusterQueue",
             vec![api::ClusterQueue::crd(), v1beta1::ClusterQueue::crd()],
+        ),
+        (
+            "AdmissionCheck",
+            vec![api::AdmissionCheck::crd(), v1beta1::AdmissionCheck::crd()],
         ),
         (
             "LocalQueue",
@@ -254,6 +258,11 @@ fn dress(
     for bound in bounds::bounds(kind) {
         if let Some(node) = at_path(schema, bound.path) {
             bound.apply(node);
+        }
+    }
+    for (path, pattern) in bounds::patterns(kind) {
+        if let Some(node) = at_path(schema, path) {
+            node.pattern = Some((*pattern).to_string());
         }
     }
     for rule in rules.cel(&name) {

@@ -102,6 +102,7 @@ impl Engine {
         self.park_inactive();
         self.expire(now);
         self.pods_ready_tick(now);
+        self.checks_tick(now);
         self.afs_catch_up(now);
         // Sized for a few failing shapes and one admission per ClusterQueue: growing
         // these maps mid-cycle (rehashing) cost more than filling them.
@@ -908,9 +909,11 @@ impl Engine {
         w.reservation = None;
         let key = w.spec.key.clone();
         self.pods_ready_admitted(id, since);
+        let checks = self.checks_for(c, &admission);
         self.outbox.push(Decision::Admit {
             workload: key,
             admission,
+            checks,
         });
         if self.config.admission_fair_sharing.is_some() {
             self.afs_charge(id, &a.usage, super::afs::Charge::Admit);

@@ -108,6 +108,9 @@ pub enum Event {
     ResourceFlavorDeleted(String),
     ClusterQueueUpserted(api::ClusterQueue),
     ClusterQueueDeleted(String),
+    /// An AdmissionCheck appeared or changed (only whether it is `Active` matters).
+    AdmissionCheckUpserted(api::AdmissionCheck),
+    AdmissionCheckDeleted(String),
     CohortUpserted(api::Cohort),
     CohortDeleted(String),
     LocalQueueUpserted(api::LocalQueue),
@@ -248,6 +251,10 @@ pub enum Decision {
         workload: WorkloadKey,
         /// Shared with the engine's own record of the admission (no copy per admission).
         admission: std::sync::Arc<api::Admission>,
+        /// The AdmissionChecks this admission needs, sorted: with any, the shell reserves
+        /// the quota (`QuotaReserved`) and adds each as `Pending`, and the workload is
+        /// admitted once every one is `Ready`.
+        checks: Vec<String>,
     },
     /// Evict `victim` so that `preemptor` can fit. The shell reports
     /// [`Event::WorkloadEvicted`] once the victim has stopped.
@@ -322,6 +329,9 @@ pub struct ClusterQueueReport {
     pub inactive_reason: Option<String>,
     /// Kueue's reason for its `Active=False` condition.
     pub inactive_condition_reason: Option<&'static str>,
+    /// Kueue's whole `Active=False` message, when it is not "Can't admit new workloads: "
+    /// followed by `inactive_reason`.
+    pub inactive_condition_message: Option<String>,
 }
 
 /// A LocalQueue's observable state (see [`Engine::local_queue_reports`]).
@@ -349,6 +359,7 @@ pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedS
 mod admission;
 pub(crate) mod afs;
 mod assign;
+pub(crate) mod checks;
 mod classical;
 mod cycle;
 mod domain_victims;
@@ -381,5 +392,7 @@ pub use pending::{PendingLookupError, PendingWorkload};
 pub use pods_ready::{PodsReadyConfig, Readiness};
 pub use state::{Engine, EngineError, InvalidObject};
 
+#[cfg(test)]
+mod checks_tests;
 #[cfg(test)]
 mod tests;

@@ -96,9 +96,9 @@ pub struct CqSpec {
     pub weight: i64,
     /// Flavors referenced by the resource groups, in order.
     pub flavor_names: Vec<String>,
-    /// AdmissionChecks named by `spec.admissionChecksStrategy`, in order, without repeats.
-    /// kuota runs no admission checks, so a queue naming any stays inactive.
-    pub admission_checks: Vec<String>,
+    /// AdmissionChecks named by `spec.admissionChecksStrategy`, in order, without repeats,
+    /// each with the flavors it runs for (empty: every flavor).
+    pub admission_checks: Vec<super::checks::CheckRule>,
     /// `admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: its queue is
     /// ordered by LocalQueue usage when admission fair sharing is configured.
     pub usage_based_afs: bool,
@@ -241,7 +241,7 @@ impl CqSpec {
             stop: s.stop_policy.unwrap_or_default(),
             weight: weight(&s.fair_sharing, "spec")?,
             flavor_names,
-            admission_checks: admission_check_names(s),
+            admission_checks: admission_check_rules(s),
             usage_based_afs: s.admission_scope.as_ref().is_some_and(|a| {
                 a.admission_mode == api::AdmissionMode::UsageBasedAdmissionFairSharing
             }),
@@ -249,17 +249,31 @@ impl CqSpec {
     }
 }
 
-/// The AdmissionCheck names a ClusterQueue's strategy rules mention (v1beta1's
-/// `spec.admissionChecks` arrive here already folded into rules), first mention first.
-fn admission_check_names(s: &api::ClusterQueueSpec) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+/// The AdmissionCheck rules of a ClusterQueue's strategy (v1beta1's `spec.admissionChecks`
+/// arrive here already folded into rules), first mention first; a check named twice runs
+/// for the union of its flavors.
+fn admission_check_rules(s: &api::ClusterQueueSpec) -> Vec<super::checks::CheckRule> {
+    let mut out: Vec<super::checks::CheckRule> = Vec::new();
     let rules = s
         .admission_checks_strategy
         .iter()
         .flat_map(|st| &st.admission_checks);
     for rule in rules {
-        if !out.contains(&rule.name) {
-            out.push(rule.name.clone());
+        match out.iter_mut().find(|r| r.name == rule.name) {
+            Some(r) if r.on_flavors.is_empty() || rule.on_flavors.is_empty() => {
+                r.on_flavors.clear();
+            }
+            Some(r) => {
+                for f in &rule.on_flavors {
+                    if !r.on_flavors.contains(f) {
+                        r.on_flavors.push(f.clone());
+                    }
+                }
+            }
+            None => out.push(super::checks::CheckRule {
+                name: rule.name.clone(),
+                on_flavors: rule.on_flavors.clone(),
+            }),
         }
     }
     out

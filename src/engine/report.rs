@@ -288,6 +288,7 @@ impl Engine {
             active: c.inactive.is_none(),
             inactive_reason: c.inactive.as_ref().map(|i| i.message.clone()),
             inactive_condition_reason: c.inactive.as_ref().map(|i| i.reason),
+            inactive_condition_message: c.inactive.as_ref().and_then(|i| i.condition.clone()),
         })
     }
 

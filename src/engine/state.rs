@@ -124,6 +124,9 @@ pub(crate) struct Inactive {
     pub reason: &'static str,
     /// The message its pending workloads and its condition carry.
     pub message: String,
+    /// Kueue's whole `Active=False` message, where it differs from "Can't admit new
+    /// workloads: " + `message`.
+    pub condition: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -198,6 +201,8 @@ pub struct Engine {
     pub(crate) afs: BTreeMap<(String, String), super::afs::Entry>,
     /// waitForPodsReady: readiness, timeouts and requeue backoffs (empty when off).
     pub(crate) pods_ready: super::pods_ready::PodsReadyState,
+    /// AdmissionChecks and the Retry delays they impose (see [`super::checks`]).
+    pub(crate) checks: super::checks::ChecksState,
 }
 
 impl Engine {
@@ -243,6 +248,7 @@ impl Engine {
             expiries: BTreeMap::new(),
             afs: BTreeMap::new(),
             pods_ready: Default::default(),
+            checks: Default::default(),
         }
     }
 
@@ -286,6 +292,8 @@ impl Engine {
             Event::PodUpserted(pod) => self.pod_upserted(&pod)?,
             Event::PodDeleted { namespace, name } => self.pod_deleted(&namespace, &name)?,
             Event::ClusterQueueUpserted(cq) => self.cluster_queue_upserted(&cq)?,
+            Event::AdmissionCheckUpserted(ac) => self.admission_check_upserted(&ac),
+            Event::AdmissionCheckDeleted(name) => self.admission_check_deleted(&name),
             Event::ClusterQueueDeleted(name) => {
                 if let Some(&id) = self.cq_index.get(&name) {
                     self.cqs[id as usize].deleted = true;
@@ -414,6 +422,7 @@ impl Engine {
             self.dequeue(id);
             self.preemptors.remove(&id);
             self.pods_ready.forget(id);
+            self.checks.forget(id);
             self.wls[id as usize] = None;
             self.free_ids.push(id);
         }
@@ -449,7 +458,7 @@ impl Engine {
     /// or in `unqueued` with the reason it cannot be queued.
     pub(crate) fn enqueue(&mut self, id: WlId) {
         self.deactivate_if_out_of_time(id);
-        if self.pods_ready_hold(id) {
+        if self.pods_ready_hold(id) || self.checks_hold(id) {
             return;
         }
         let w = self.wl(id);
@@ -640,7 +649,9 @@ impl Engine {
         let sampling = self.afs_wakeup();
         // waitForPodsReady: a timeout, or the end of a requeue backoff.
         let pods_ready = self.pods_ready.next_wakeup();
-        [protection, expiry, sampling, pods_ready]
+        // Admission checks: the end of a Retry delay.
+        let retry = self.checks.next_wakeup();
+        [protection, expiry, sampling, pods_ready, retry]
             .into_iter()
             .flatten()
             .min()

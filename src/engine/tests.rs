@@ -441,40 +441,6 @@ spec:
     }
 }
 
-/// kuota runs no admission checks: a ClusterQueue naming any must not admit (its
-/// workloads would skip the gates the user configured), must say why, and must admit
-/// once the checks are removed.
-#[test]
-fn a_cluster_queue_with_admission_checks_is_inactive_until_they_are_removed() {
-    let plain = cq("a", None, "4", None, "");
-    let mut gated = plain.clone();
-    gated.spec.admission_checks_strategy = Some(obj(
-        "admissionChecks: [{name: prov-req}, {name: multikueue, onFlavors: [default]}]",
-    ));
-    let mut e = setup(&[gated]);
-    e.apply(0, wl("w", "a", "1", 0)).unwrap();
-    assert!(admitted(&e.schedule(1)).is_empty());
-    match e.workload_state(&key("w")).unwrap() {
-        WorkloadState::Pending { reason, message } => {
-            assert_eq!(reason, PendingReason::Inadmissible);
-            assert!(
-                message.contains("references AdmissionCheck(s) prov-req, multikueue")
-                    && message.contains("kuota does not run admission checks"),
-                "{message}"
-            );
-        }
-        s => panic!("unexpected {s:?}"),
-    }
-    let r = e.cluster_queue_report("a").unwrap();
-    assert!(!r.active);
-    assert_eq!(r.inactive_condition_reason, Some("AdmissionCheckInactive"));
-
-    e.apply(2, Event::ClusterQueueUpserted(plain)).unwrap();
-    assert_eq!(admitted(&e.schedule(3)), vec!["w"]);
-    let r = e.cluster_queue_report("a").unwrap();
-    assert!(r.active && r.inactive_condition_reason.is_none());
-}
-
 #[test]
 fn an_unusable_quota_names_the_object_and_field_and_keeps_the_quantity_error() {
     let mut e = Engine::new(EngineConfig::default());

@@ -8,10 +8,7 @@ use super::model::CohortSpec;
 use super::quota::{NodeId, QuotaTree};
 use super::state::{Cq, CqId, Engine, Inactive, WlState};
 use crate::api::StopPolicy;
-use crate::api::constants::{
-    CQ_REASON_ADMISSION_CHECK_INACTIVE, CQ_REASON_FLAVOR_NOT_FOUND, CQ_REASON_STOPPED,
-    CQ_REASON_UNKNOWN,
-};
+use crate::api::constants::{CQ_REASON_FLAVOR_NOT_FOUND, CQ_REASON_STOPPED, CQ_REASON_UNKNOWN};
 
 /// The tree under construction, with each node's fair-sharing weight and name.
 #[derive(Default)]
@@ -50,7 +47,13 @@ impl Engine {
             if let Some(cohort) = &c.spec.cohort {
                 b.tree.set_parent(c.node, cohort_nodes[cohort]);
             }
-            c.inactive = inactive(c, &flavors_known, &self.cohort_specs, &in_cycle);
+            c.inactive = inactive(
+                c,
+                &flavors_known,
+                &self.checks.active,
+                &self.cohort_specs,
+                &in_cycle,
+            );
         }
         b.tree.compute_subtree_quota();
         self.root_members.clear();
@@ -140,6 +143,7 @@ fn returns_to(specs: &BTreeMap<String, CohortSpec>, cohort: &str, parent: &str) 
 fn inactive(
     c: &Cq,
     flavors_known: &BTreeSet<String>,
+    checks_known: &BTreeMap<String, bool>,
     cohort_specs: &BTreeMap<String, CohortSpec>,
     in_cycle: &BTreeSet<String>,
 ) -> Option<Inactive> {
@@ -159,18 +163,15 @@ fn inactive(
                 missing.join(", ")
             ),
         )
-    } else if !c.spec.admission_checks.is_empty() {
-        // kuota runs no admission checks: admitting without them would skip the gates
-        // the user asked for, so the queue waits, as Kueue's does for a check no
-        // controller marks active.
-        (
-            CQ_REASON_ADMISSION_CHECK_INACTIVE,
-            format!(
-                "ClusterQueue {name} is inactive: it references AdmissionCheck(s) {}, \
-                 and kuota does not run admission checks",
-                c.spec.admission_checks.join(", ")
-            ),
-        )
+    } else if let Some((reason, why)) =
+        super::checks::blocking(&c.spec.admission_checks, checks_known)
+    {
+        // Kueue's condition message; its pending workloads say which queue and why.
+        return Some(Inactive {
+            reason,
+            message: format!("ClusterQueue {name} is inactive: it {why}"),
+            condition: Some(format!("Can't admit new workloads: {why}.")),
+        });
     } else if c.spec.stop != StopPolicy::None {
         (
             CQ_REASON_STOPPED,
@@ -192,7 +193,11 @@ fn inactive(
     } else {
         return None;
     };
-    Some(Inactive { reason, message })
+    Some(Inactive {
+        reason,
+        message,
+        condition: None,
+    })
 }
 
 /// Whether `cohort` or one of its ancestors sits on a parent cycle.

@@ -78,6 +78,7 @@ impl Engine {
                 self.awaiting_cq.insert(key, adm);
             }
             self.pods_ready_condition_seen(id, wl);
+            self.checks_seen(id, wl);
             return Ok(());
         }
         self.enqueue(id);
@@ -127,7 +128,10 @@ impl Engine {
                 w.spec.active = false;
                 self.evict(id, "Deactivated", "The workload is deactivated");
             }
-            WlState::Admitted(_) => self.refresh_past_execution(id, wl, &spec),
+            WlState::Admitted(_) => {
+                self.refresh_past_execution(id, wl, &spec);
+                self.checks_seen(id, wl);
+            }
             _ => {}
         }
     }

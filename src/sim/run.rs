@@ -553,6 +553,7 @@ impl<'p> Simulation<'p> {
             Decision::Admit {
                 workload,
                 admission,
+                ..
             } => self.admit(t, &workload, &admission),
             Decision::Preempt {
                 victim, preemptor, ..

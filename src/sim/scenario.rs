@@ -444,6 +444,8 @@ struct Objects {
     local_queues: Vec<(String, api::LocalQueue)>,
     workloads: Vec<(String, api::Workload)>,
     topologies: Vec<(String, api::Topology)>,
+    /// AdmissionCheck names (read for `kuota check`; the simulator runs no check).
+    admission_checks: Vec<String>,
     nodes: Vec<(String, Box<k8s_openapi::api::core::v1::Node>)>,
     /// scheduling.k8s.io PriorityClasses: (file, name, value, globalDefault).
     pod_priority_classes: Vec<(String, String, i32, bool)>,
@@ -468,6 +470,11 @@ impl Objects {
             Manifest::WorkloadPriorityClass(o) => self.priority_classes.push((s, o)),
             Manifest::Cohort(o) => self.cohorts.push((s, o)),
             Manifest::ClusterQueue(o) => self.cluster_queues.push((s, o)),
+            // Nothing in a simulation plays a check's controller: the engine never learns
+            // of the check, so a ClusterQueue naming it stays inactive (`kuota check` warns).
+            Manifest::AdmissionCheck(o) => self
+                .admission_checks
+                .push(o.metadata.name.unwrap_or_default()),
             Manifest::LocalQueue(o) => {
                 if let Some(ns) = &o.metadata.namespace {
                     self.namespaces.entry(ns.clone()).or_default();

@@ -282,6 +282,7 @@ impl Observer {
                 Decision::Admit {
                     workload,
                     admission,
+                    ..
                 } => {
                     kinds[0] += 1;
                     self.admitted(now, workload, admission);

@@ -160,6 +160,7 @@ pub fn decision_events(decisions: &[Decision]) {
             Decision::Admit {
                 workload,
                 admission,
+                ..
             } => {
                 admitted += 1;
                 tracing::info!(

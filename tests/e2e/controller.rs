@@ -394,11 +394,10 @@ async fn a_cluster_queue_naming_admission_checks_reports_itself_inactive() {
     let _ = flavors.delete(&rf, &Default::default()).await;
     let (status, reason, message) = last.expect("an Active condition within 30 s");
     assert_eq!(status, "False", "{reason}: {message}");
-    assert_eq!(reason, "AdmissionCheckInactive", "{message}");
-    assert!(
-        message.contains("AdmissionCheck(s) prov-req")
-            && message.contains("kuota does not run admission checks"),
-        "{message}"
+    assert_eq!(reason, "AdmissionCheckNotFound", "{message}");
+    assert_eq!(
+        message,
+        "Can't admit new workloads: references missing AdmissionCheck(s): prov-req."
     );
 }
 

@@ -17,6 +17,7 @@
 mod support;
 
 mod absent_parts;
+mod admission_checks;
 mod api_compat;
 mod bad_input;
 mod controller;

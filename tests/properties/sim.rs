@@ -90,6 +90,7 @@ impl Sim {
                 Decision::Admit {
                     workload,
                     admission,
+                    ..
                 } => {
                     changes += 1;
                     let i = self

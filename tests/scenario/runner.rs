@@ -326,6 +326,7 @@ impl<'a> Runner<'a> {
                 Decision::Admit {
                     workload,
                     admission,
+                    ..
                 } => {
                     for ps in self.placed(&workload) {
                         touched.extend(ps.nodes.keys().cloned());
@@ -444,6 +445,7 @@ impl<'a> Runner<'a> {
         Ok(match m {
             Manifest::ResourceFlavor(o) => Event::ResourceFlavorUpserted(o),
             Manifest::ClusterQueue(o) => Event::ClusterQueueUpserted(o),
+            Manifest::AdmissionCheck(o) => Event::AdmissionCheckUpserted(o),
             Manifest::Cohort(o) => Event::CohortUpserted(o),
             Manifest::LocalQueue(o) => Event::LocalQueueUpserted(o),
             Manifest::WorkloadPriorityClass(o) => Event::WorkloadPriorityClassUpserted(o),

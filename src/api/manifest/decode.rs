@@ -7,10 +7,10 @@ use super::{ForeignKind, ForeignKinds, ForeignObject, Loaded, Manifest, Problem}
 use crate::api::v1beta1;
 use crate::api::validate::FieldError;
 use crate::api::{
-    ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Cohort, CohortSpec, CohortStatus,
-    FairSharing, LocalQueue, LocalQueueSpec, LocalQueueStatus, ResourceFlavor, ResourceFlavorSpec,
-    ResourceGroup, Topology, TopologySpec, Workload, WorkloadPriorityClass, WorkloadSpec,
-    WorkloadStatus,
+    AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, ClusterQueue, ClusterQueueSpec,
+    ClusterQueueStatus, Cohort, CohortSpec, CohortStatus, FairSharing, LocalQueue, LocalQueueSpec,
+    LocalQueueStatus, ResourceFlavor, ResourceFlavorSpec, ResourceGroup, Topology, TopologySpec,
+    Workload, WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::IgnoredAny;
@@ -24,6 +24,7 @@ const V1ALPHA1: &str = "kueue.x-k8s.io/v1alpha1";
 const KINDS: &[(&str, &[&str])] = &[
     ("ResourceFlavor", &[V1BETA2, V1BETA1]),
     ("ClusterQueue", &[V1BETA2, V1BETA1]),
+    ("AdmissionCheck", &[V1BETA2, V1BETA1]),
     ("Cohort", &[V1BETA2, V1BETA1, V1ALPHA1]),
     ("LocalQueue", &[V1BETA2, V1BETA1]),
     ("Workload", &[V1BETA2, V1BETA1]),
@@ -282,8 +283,7 @@ fn generate_name(m: &mut Manifest, doc: &Doc<'_>, prefix: &[Seg]) {
 }
 
 /// Kueue kinds that kuota does not serve (their CRDs are not installed by kuota).
-const UNSERVED_KUEUE_KINDS: [&str; 4] = [
-    "AdmissionCheck",
+const UNSERVED_KUEUE_KINDS: [&str; 3] = [
     "ProvisioningRequestConfig",
     "MultiKueueConfig",
     "MultiKueueCluster",
@@ -314,6 +314,7 @@ fn decode(
             })
         }
         "ClusterQueue" => decode_cluster_queue(v2, value)?,
+        "AdmissionCheck" => decode_admission_check(v2, value)?,
         "Cohort" => decode_cohort(api_version, value)?,
         "LocalQueue" => decode_local_queue(v2, value)?,
         "Workload" => decode_workload(v2, value)?,
@@ -393,8 +394,8 @@ fn unsupported_kind(api_version: &str, kind: &str) -> Vec<FieldProblem> {
         // listing what it serves.
         return kind_problem(format!(
             "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
-             admission checks or MultiKueue ({}); a ClusterQueue that references \
-             admission checks stays inactive",
+             ProvisioningRequest admission check or MultiKueue ({}); an AdmissionCheck \
+             run by such a controller stays inactive, and so does a ClusterQueue naming it",
             UNSERVED_KUEUE_KINDS.join(", ")
         ));
     }
@@ -426,6 +427,28 @@ fn decode_cluster_queue(
         status: e.status,
     };
     Ok(Manifest::ClusterQueue(old.into()))
+}
+
+/// An AdmissionCheck, converted from v1beta1 (which adds `retryDelayMinutes`) unless `v2`.
+fn decode_admission_check(
+    v2: bool,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    if v2 {
+        let e: Envelope<AdmissionCheckSpec, AdmissionCheckStatus> = strict::decode(value)?;
+        return Ok(Manifest::AdmissionCheck(AdmissionCheck {
+            metadata: e.metadata,
+            spec: e.spec,
+            status: e.status,
+        }));
+    }
+    let e: Envelope<v1beta1::AdmissionCheckSpec, AdmissionCheckStatus> = strict::decode(value)?;
+    let old = v1beta1::AdmissionCheck {
+        metadata: e.metadata,
+        spec: e.spec,
+        status: e.status,
+    };
+    Ok(Manifest::AdmissionCheck(old.into()))
 }
 
 /// A Cohort; v1alpha1's spec is converted, v1beta1's and v1beta2's are the same.

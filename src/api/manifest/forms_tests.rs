@@ -189,20 +189,39 @@ fn an_unsupported_kind_is_one_error_and_the_rest_still_loads() {
     assert_eq!(loaded[0].manifest.name(), Some("a"));
 }
 
-/// A Kueue user's AdmissionCheck is not a typo: the error says kuota runs no admission
-/// checks, rather than only listing the kinds it serves.
+/// A Kueue user's MultiKueueConfig is not a typo: the error says kuota runs no
+/// MultiKueue, rather than only listing the kinds it serves.
 #[test]
 fn a_kueue_kind_kuota_does_not_serve_says_so() {
-    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n";
-    let (loaded, problems) = load_partial("ac.yaml", yaml);
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\nspec: {clusters: [w1]}\n";
+    let (loaded, problems) = load_partial("mk.yaml", yaml);
     assert!(loaded.is_empty());
     assert_eq!(problems.len(), 1, "{problems:?}");
     let message = problems[0].to_string();
     assert!(
-        message.contains("kind: Unsupported value: \"AdmissionCheck\"")
-            && message.contains("kuota does not implement Kueue's admission checks")
+        message.contains("kind: Unsupported value: \"MultiKueueConfig\"")
+            && message.contains("kuota does not implement Kueue's")
             && message.contains("stays inactive"),
         "{message}"
+    );
+}
+
+/// Kueue's AdmissionCheck sample loads in both served versions (v1beta1's deprecated
+/// `retryDelayMinutes` is dropped, as Kueue's conversion drops it) and is validated.
+#[test]
+fn admission_checks_load_in_both_versions_and_are_validated() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: old}\nspec: {controllerName: example.com/check, retryDelayMinutes: 15}\n";
+    let (loaded, problems) = load_partial("ac.yaml", yaml);
+    assert!(problems.is_empty(), "{problems:?}");
+    let names: Vec<_> = loaded.iter().map(|l| l.manifest.kind()).collect();
+    assert_eq!(names, ["AdmissionCheck", "AdmissionCheck"]);
+    let bad = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: bad}\nspec: {controllerName: ''}\n";
+    let (_, problems) = load_partial("bad.yaml", bad);
+    assert!(
+        problems.iter().any(|p| p
+            .to_string()
+            .contains("spec.controllerName: Required value")),
+        "{problems:?}"
     );
 }
 

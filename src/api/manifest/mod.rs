@@ -14,7 +14,8 @@ mod yaml11;
 
 use super::validate::{self, FieldError};
 use super::{
-    ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload, WorkloadPriorityClass,
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
+    WorkloadPriorityClass,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -29,6 +30,8 @@ pub enum Manifest {
     ResourceFlavor(ResourceFlavor),
     /// kueue.x-k8s.io ClusterQueue.
     ClusterQueue(ClusterQueue),
+    /// kueue.x-k8s.io AdmissionCheck.
+    AdmissionCheck(AdmissionCheck),
     /// kueue.x-k8s.io Cohort.
     Cohort(Cohort),
     /// kueue.x-k8s.io LocalQueue.
@@ -97,6 +100,7 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(_) => "ResourceFlavor",
             Manifest::ClusterQueue(_) => "ClusterQueue",
+            Manifest::AdmissionCheck(_) => "AdmissionCheck",
             Manifest::Cohort(_) => "Cohort",
             Manifest::LocalQueue(_) => "LocalQueue",
             Manifest::Workload(_) => "Workload",
@@ -115,6 +119,7 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => &o.metadata,
             Manifest::ClusterQueue(o) => &o.metadata,
+            Manifest::AdmissionCheck(o) => &o.metadata,
             Manifest::Cohort(o) => &o.metadata,
             Manifest::LocalQueue(o) => &o.metadata,
             Manifest::Workload(o) => &o.metadata,
@@ -132,6 +137,7 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => &mut o.metadata,
             Manifest::ClusterQueue(o) => &mut o.metadata,
+            Manifest::AdmissionCheck(o) => &mut o.metadata,
             Manifest::Cohort(o) => &mut o.metadata,
             Manifest::LocalQueue(o) => &mut o.metadata,
             Manifest::Workload(o) => &mut o.metadata,
@@ -171,6 +177,7 @@ impl Manifest {
         match self {
             Manifest::ResourceFlavor(o) => validate::validate_resource_flavor(o),
             Manifest::ClusterQueue(o) => validate::validate_cluster_queue(o),
+            Manifest::AdmissionCheck(o) => validate::validate_admission_check(o),
             Manifest::Cohort(o) => validate::validate_cohort(o),
             Manifest::LocalQueue(o) => validate::validate_local_queue(o),
             Manifest::Workload(o) => validate::validate_workload(o),

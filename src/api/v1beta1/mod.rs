@@ -6,13 +6,16 @@
 //! - ClusterQueue: `spec.cohort` (v1beta2 `cohortName`); `spec.admissionChecks` (folded into
 //!   `admissionChecksStrategy`); fungibility `Borrow`/`Preempt` (v1beta2 `MayStopSearch`);
 //!   status `pendingWorkloadsStatus` (dropped in v1beta2).
+//! - AdmissionCheck: the deprecated `spec.retryDelayMinutes` (dropped in v1beta2).
 //! - LocalQueue: status `flavorUsage` (v1beta2 `flavorsUsage`) and deprecated `flavors`.
 //! - Workload: `priorityClassName` + `priorityClassSource` (v1beta2 `priorityClassRef`);
 //!   status `accumulatedPastExexcutionTimeSeconds` (sic); topology assignment as a flat
 //!   `domains` list (v1beta2 compressed `slices`).
 
+mod admissioncheck;
 mod workload;
 
+pub use admissioncheck::*;
 pub use workload::*;
 
 use super::clusterqueue::{

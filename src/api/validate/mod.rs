@@ -4,6 +4,7 @@
 //! Every function is pure and total: it inspects an object and returns every problem found,
 //! in field order, never stopping at the first one.
 
+mod admission_check;
 mod defaults;
 mod flavor;
 mod job;
@@ -13,6 +14,7 @@ mod update;
 mod weight;
 mod workload;
 
+pub use admission_check::validate_admission_check;
 pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
 pub use job::{

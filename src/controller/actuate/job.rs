@@ -294,6 +294,7 @@ fn assignment_of<'w>(wl: &'w Workload, pod_set: &str) -> Option<&'w PodSetAssign
 /// topology assignment, the topology gate, and the unconstrained annotation when the
 /// PodSet asked for no topology (implicit TAS), so its pods read as TAS pods.
 fn stamp_template(job: &mut Value, pointer: &PointerBuf, wl: &Workload, psa: &PodSetAssignment) {
+    apply_check_updates(job, pointer, wl, &psa.name);
     let wl_name = wl.metadata.name.clone().unwrap_or_default();
     if let Some(labels) = template_map_mut(job, pointer, "labels", true) {
         labels.insert(PODSET_LABEL.into(), Value::String(psa.name.clone()));
@@ -343,38 +344,77 @@ fn stamp_template(job: &mut Value, pointer: &PointerBuf, wl: &Workload, psa: &Po
     }
 }
 
+/// The pod set updates of the Workload's Ready admission checks for `pod_set` (Kueue's
+/// `podset.Merge` of `PodSetUpdates` on start): labels, annotations and nodeSelector
+/// entries set, tolerations added. Only what the Workload's copy of the template lacks is
+/// ever written, so a restore takes them off with the rest of the admission.
+fn apply_check_updates(job: &mut Value, pointer: &PointerBuf, wl: &Workload, pod_set: &str) {
+    let updates = crate::controller::checks::pod_set_updates(wl);
+    for u in updates.into_iter().filter(|u| u.name == pod_set) {
+        for (field, entries) in [("labels", &u.labels), ("annotations", &u.annotations)] {
+            if entries.is_empty() {
+                continue;
+            }
+            if let Some(map) = template_map_mut(job, pointer, field, true) {
+                for (k, v) in entries {
+                    map.insert(k.clone(), Value::String(v.clone()));
+                }
+            }
+        }
+        if u.node_selector.is_empty() && u.tolerations.is_empty() {
+            continue;
+        }
+        let Some(spec) = pod_spec_mut(job, pointer) else {
+            continue;
+        };
+        if !u.node_selector.is_empty()
+            && let Some(sel) = spec
+                .entry("nodeSelector")
+                .or_insert_with(|| Value::Object(Default::default()))
+                .as_object_mut()
+        {
+            for (k, v) in &u.node_selector {
+                sel.insert(k.clone(), Value::String(v.clone()));
+            }
+        }
+        if let Some(list) = spec
+            .entry("tolerations")
+            .or_insert_with(|| Value::Array(Vec::new()))
+            .as_array_mut()
+        {
+            for t in &u.tolerations {
+                let v = serde_json::to_value(t).unwrap_or(Value::Null);
+                if !list.contains(&v) {
+                    list.push(v);
+                }
+            }
+        }
+    }
+}
+
 /// Puts back what [`stamp_template`] added: each stamped label and annotation as the
 /// Workload recorded it (or gone), and the topology gate unless it was there before.
 fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplateSpec) {
     let meta = original.metadata.as_ref();
-    for (field, keys, recorded) in [
-        (
-            "labels",
-            &[PODSET_LABEL, LOCAL_QUEUE_LABEL, CLUSTER_QUEUE_LABEL][..],
-            meta.and_then(|m| m.labels.as_ref()),
-        ),
-        (
-            "annotations",
-            &[
-                WORKLOAD_ANNOTATION,
-                PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
-            ][..],
-            meta.and_then(|m| m.annotations.as_ref()),
-        ),
+    // Kueue's `RestorePodSpec`: the labels and annotations as the Workload recorded them,
+    // whole, which takes off Kueue's stamps and what admission checks' pod set updates
+    // added alike.
+    for (field, recorded) in [
+        ("labels", meta.and_then(|m| m.labels.as_ref())),
+        ("annotations", meta.and_then(|m| m.annotations.as_ref())),
     ] {
-        let Some(map) = template_map_mut(job, pointer, field, false) else {
-            continue;
-        };
-        for key in keys {
-            match recorded.and_then(|r| r.get(*key)) {
-                Some(v) => map.insert((*key).to_string(), Value::String(v.clone())),
-                None => map.remove(*key),
-            };
-        }
-        // A map the stamps created goes with them: the template comes back byte for byte
-        // (a custom resource keeps an empty map where a typed Job would drop it).
-        if map.is_empty() && recorded.is_none() {
-            remove_template_member(job, pointer, &["metadata", field]);
+        match recorded {
+            Some(r) => {
+                if let Some(map) = template_map_mut(job, pointer, field, true) {
+                    *map = r
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect();
+                }
+            }
+            // A map the stamps created goes with them: the template comes back byte for
+            // byte (a custom resource keeps an empty map where a typed Job would drop it).
+            None => remove_template_member(job, pointer, &["metadata", field]),
         }
     }
     if meta.is_none() {
@@ -753,7 +793,50 @@ mod tests {
                 .is_none()
         );
     }
-}
 
-#[cfg(test)]
-mod kind_tests;
+    /// A Ready check's pod set update goes into the started template with the flavor, a
+    /// Pending check's does not, and the restore gives back the submitted job byte for byte.
+    #[test]
+    fn ready_checks_pod_set_updates_are_applied_on_start_and_restored_on_stop() {
+        let mut wl = admitted_workload();
+        let status = wl.status.as_mut().expect("status");
+        status.admission_checks = serde_json::from_value(json!([
+            {"name": "prov", "state": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "",
+             "podSetUpdates": [{"name": "main", "labels": {"l": "1"}, "annotations": {"a": "2"},
+                "nodeSelector": {"pool": "p1"},
+                "tolerations": [{"key": "prov", "operator": "Exists", "effect": "NoSchedule"}]}]},
+            {"name": "later", "state": "Pending", "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "",
+             "podSetUpdates": [{"name": "main", "nodeSelector": {"never": "x"}}]}
+        ]))
+        .expect("checks");
+        let submitted = job();
+        let patch = start_patch(&BatchJob, &submitted, &wl, &flavors())
+            .expect("computable")
+            .expect("a change");
+        let mut started = submitted.clone();
+        json_patch::patch(&mut started, &patch).expect("applies");
+        let template = &started["spec"]["template"];
+        assert_eq!(template["metadata"]["labels"]["l"], "1");
+        assert_eq!(template["metadata"]["annotations"]["a"], "2");
+        assert_eq!(
+            template["spec"]["nodeSelector"],
+            json!({"team": "a", "instance-type": "on-demand", "pool": "p1"})
+        );
+        assert_eq!(
+            template["spec"]["tolerations"],
+            json!([{"key": "prov", "operator": "Exists", "effect": "NoSchedule"},
+                   {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}])
+        );
+        let mut stopped = started.clone();
+        json_patch::patch(
+            &mut stopped,
+            &stop_patch(&BatchJob, &started).expect("a change"),
+        )
+        .expect("applies");
+        let restore = restore_patch(&BatchJob, &stopped, &wl)
+            .expect("computable")
+            .expect("a change");
+        json_patch::patch(&mut stopped, &restore).expect("applies");
+        assert_eq!(stopped, submitted);
+    }
+}

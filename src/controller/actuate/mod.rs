@@ -284,8 +284,9 @@ impl Actuators {
             Decision::Admit {
                 workload,
                 admission,
+                checks,
             } => {
-                if let Err(e) = w.admit(&workload, &admission).await {
+                if let Err(e) = w.admit(&workload, &admission, &checks).await {
                     warn!(workload = %workload, error = %e, "admission did not land; releasing its quota");
                     let _ = engine.send(Input::AdmissionFailed(workload)).await;
                 }
@@ -415,6 +416,7 @@ mod tests {
         Decision::Admit {
             workload: WorkloadKey::new("team", "job-a-1b2c3"),
             admission: Arc::new(admission),
+            checks: Vec::new(),
         }
     }
 

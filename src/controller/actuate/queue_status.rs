@@ -100,11 +100,11 @@ pub fn cluster_queue_view(report: &ClusterQueueReport) -> QueueView {
         let reason = report
             .inactive_condition_reason
             .unwrap_or(CQ_REASON_UNKNOWN);
-        (
-            false,
-            reason.to_string(),
-            format!("Can't admit new workloads: {why}"),
-        )
+        let message = report
+            .inactive_condition_message
+            .clone()
+            .unwrap_or_else(|| format!("Can't admit new workloads: {why}"));
+        (false, reason.to_string(), message)
     };
     QueueView {
         pending: report.pending,

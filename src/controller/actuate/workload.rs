@@ -12,11 +12,12 @@ use super::events::{Recorder, workload_ref};
 use super::{Attempt, WriteError, Writer, is_not_found};
 use crate::api::constants::{
     REASON_ADMITTED, REASON_DEACTIVATED_MAX_EXECUTION, REASON_EVICTED_BY_PREEMPTION,
-    REASON_NO_RESERVATION, REASON_PENDING, REASON_QUOTA_RESERVED, WORKLOAD_ADMITTED,
-    WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED, WORKLOAD_QUOTA_RESERVED,
-    WORKLOAD_REQUEUED,
+    REASON_NO_RESERVATION, REASON_PENDING, REASON_QUOTA_RESERVED, REASON_UNSATISFIED_CHECKS,
+    WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_PREEMPTED,
+    WORKLOAD_QUOTA_RESERVED, WORKLOAD_REQUEUED,
 };
 use crate::api::{Admission, Workload};
+use crate::controller::checks;
 use crate::controller::translate::decode;
 use crate::controller::watch::{Kind, Stores};
 use crate::engine::WorkloadKey;
@@ -77,8 +78,16 @@ fn patch_body(wl: &Workload, status: Value) -> Value {
 
 /// The admission patch: `status.admission` with QuotaReserved and Admitted true, and
 /// Evicted/Preempted reset as Kueue's `SetQuotaReservation` does. `None` when the
-/// Workload already holds an admission or is finished (never admit twice).
-pub fn admit_patch(wl: &Workload, admission: &Admission, now: &Time) -> Option<Value> {
+/// Workload already holds an admission or is finished (never admit twice). With
+/// admission `checks`, only the quota is reserved: `Admitted` stays false
+/// (`UnsatisfiedChecks`) and each check is listed in `status.admissionChecks`, `Pending`
+/// unless its controller already set a state.
+pub fn admit_patch(
+    wl: &Workload,
+    admission: &Admission,
+    checks: &[String],
+    now: &Time,
+) -> Option<Value> {
     if has_admission(wl) || is_true(wl, WORKLOAD_FINISHED) {
         return None;
     }
@@ -108,16 +117,42 @@ pub fn admit_patch(wl: &Workload, admission: &Admission, now: &Time) -> Option<V
         gen_,
         now,
     );
-    set_condition(
-        &mut conds,
-        WORKLOAD_ADMITTED,
-        true,
-        REASON_ADMITTED,
-        "The workload is admitted",
-        gen_,
-        now,
-    );
+    let current = wl
+        .status
+        .as_ref()
+        .map(|s| s.admission_checks.as_slice())
+        .unwrap_or_default();
+    let states = checks::sync_states(current, checks, now);
+    let ready = states
+        .iter()
+        .all(|c| c.state == crate::api::CheckState::Ready.as_str());
+    if ready {
+        set_condition(
+            &mut conds,
+            WORKLOAD_ADMITTED,
+            true,
+            REASON_ADMITTED,
+            checks::MESSAGE_ADMITTED,
+            gen_,
+            now,
+        );
+    } else {
+        set_condition(
+            &mut conds,
+            WORKLOAD_ADMITTED,
+            false,
+            REASON_UNSATISFIED_CHECKS,
+            checks::MESSAGE_UNSATISFIED_CHECKS,
+            gen_,
+            now,
+        );
+    }
     let mut status = json!({"admission": admission});
+    if !states.is_empty() {
+        status["admissionChecks"] = json!(states);
+    } else if !current.is_empty() {
+        status["admissionChecks"] = Value::Null;
+    }
     if let Some(cleared) = backoff_ended(wl, &mut conds, now) {
         status["requeueState"] = cleared;
     }
@@ -209,6 +244,14 @@ pub fn evict_patch(
         );
     }
     let mut status = json!({"conditions": conds});
+    // Kueue's `prepareForEviction` puts every check back to Pending in the same write.
+    if let Some(reset) = wl
+        .status
+        .as_ref()
+        .and_then(|s| checks::reset_on_eviction(&s.admission_checks, now))
+    {
+        status["admissionChecks"] = json!(reset);
+    }
     if is_deactivation(evicted_reason)
         && wl
             .status
@@ -459,10 +502,16 @@ impl WorkloadWriter<'_> {
             .await
     }
 
-    /// Admits: one status patch, then the QuotaReserved and Admitted Events.
-    pub async fn admit(&self, key: &WorkloadKey, admission: &Admission) -> Result<(), WriteError> {
+    /// Admits: one status patch, then the QuotaReserved and (without checks) Admitted
+    /// Events.
+    pub async fn admit(
+        &self,
+        key: &WorkloadKey,
+        admission: &Admission,
+        checks: &[String],
+    ) -> Result<(), WriteError> {
         let written = self
-            .write(key, |wl, now| admit_patch(wl, admission, now))
+            .write(key, |wl, now| admit_patch(wl, admission, checks, now))
             .await?;
         let Written::Yes(regarding) = written else {
             // Already admitted or finished: this admission did not land.
@@ -477,6 +526,10 @@ impl WorkloadWriter<'_> {
             REASON_QUOTA_RESERVED,
             &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
         );
+        if !checks.is_empty() {
+            // Admitted comes with the last Ready check (the job reconciler writes it).
+            return Ok(());
+        }
         self.recorder.workload_normal(
             *regarding,
             REASON_ADMITTED,

@@ -405,3 +405,34 @@ fn each_kind_finishes_its_workload_from_its_operators_status() {
         assert_eq!(step, want, "{} {status}", integration.kind());
     }
 }
+
+/// Quota reserved with admission checks: the job stays suspended while one is not Ready,
+/// `Admitted` is written once all are, and only then does the job start.
+#[test]
+fn a_job_with_reserved_quota_waits_for_every_admission_check() {
+    let suspended = JobState {
+        suspended: true,
+        ..JobState::default()
+    };
+    let reserved = |states: [&str; 2], admitted: &str| {
+        workload(json!({
+            "admission": {"clusterQueue": "cq", "podSetAssignments": []},
+            "conditions": [cond("QuotaReserved", "True"), cond("Admitted", admitted)],
+            "admissionChecks": states.iter().enumerate().map(|(i, s)| json!({
+                "name": format!("c{i}"), "state": s, "message": "",
+                "lastTransitionTime": "2026-11-24T00:00:00Z"})).collect::<Vec<_>>(),
+        }))
+    };
+    assert_eq!(
+        plan(&suspended, Some(&reserved(["Ready", "Pending"], "False"))),
+        Step::Nothing
+    );
+    assert_eq!(
+        plan(&suspended, Some(&reserved(["Ready", "Ready"], "False"))),
+        Step::ChecksReady
+    );
+    assert_eq!(
+        plan(&suspended, Some(&reserved(["Ready", "Ready"], "True"))),
+        Step::Start
+    );
+}

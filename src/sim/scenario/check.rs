@@ -206,7 +206,17 @@ fn cluster_queue_warnings(objs: &Objects) -> Vec<Diagnostic> {
             .map(|r| r.name.as_str())
             .collect();
         if !checks.is_empty() {
-            out.push(warning(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {}; kuota does not run admission checks, so the queue stays inactive and admits nothing", checks.join(", "))));
+            let undefined: Vec<&str> = checks
+                .iter()
+                .copied()
+                .filter(|c| !objs.admission_checks.iter().any(|d| d == c))
+                .collect();
+            let missing = if undefined.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} not defined in these files)", undefined.join(", "))
+            };
+            out.push(warning(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {};{missing} the queue stays inactive until each exists and its controller marks it Active, and a simulation, which runs no check controller, admits nothing from it", checks.join(", "))));
         }
         if let Some(c) = cq.spec.cohort()
             && !cohorts.contains(c)

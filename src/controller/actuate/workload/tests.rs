@@ -42,7 +42,7 @@ fn now() -> Time {
 
 #[test]
 fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
-    let body = admit_patch(&workload(json!({})), &admission(), &now()).expect("a patch");
+    let body = admit_patch(&workload(json!({})), &admission(), &[], &now()).expect("a patch");
     assert_eq!(body["metadata"]["resourceVersion"], "41");
     assert_eq!(body["status"]["admission"]["clusterQueue"], "cq");
     let conds = body["status"]["conditions"].as_array().expect("conditions");
@@ -62,7 +62,7 @@ fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
     );
 
     let admitted = workload(body["status"].clone());
-    assert_eq!(admit_patch(&admitted, &admission(), &now()), None);
+    assert_eq!(admit_patch(&admitted, &admission(), &[], &now()), None);
 }
 
 /// Re-admitted after a waitForPodsReady backoff: the one admission patch also flips
@@ -76,7 +76,7 @@ fn an_admission_after_a_pods_ready_backoff_ends_the_backoff_in_the_same_patch() 
             "message": "Exceeded the PodsReady timeout team/job-a-1b2c3",
             "lastTransitionTime": "2026-11-23T23:59:00Z"}]
     }));
-    let body = admit_patch(&waiting, &admission(), &now()).expect("a patch");
+    let body = admit_patch(&waiting, &admission(), &[], &now()).expect("a patch");
     assert_eq!(
         body["status"]["requeueState"],
         json!({"count": 2, "requeueAt": null})
@@ -106,7 +106,7 @@ fn an_admission_after_a_pods_ready_backoff_ends_the_backoff_in_the_same_patch() 
         "conditions": [{"type": "Requeued", "status": "True", "reason": "Preempted",
             "message": "", "lastTransitionTime": "2026-11-23T23:59:00Z"}]
     }));
-    let body = admit_patch(&preempted, &admission(), &now()).expect("a patch");
+    let body = admit_patch(&preempted, &admission(), &[], &now()).expect("a patch");
     assert!(body["status"].get("requeueState").is_none(), "{body}");
     assert!(
         body["status"]["conditions"]
@@ -179,7 +179,7 @@ async fn admit_reads_the_workload_then_patches_its_status_once_as_kuota() {
     };
     let key = WorkloadKey::new("team", "job-a-1b2c3");
     let server = tokio::spawn(serve(handle));
-    w.admit(&key, &admission()).await.expect("admitted");
+    w.admit(&key, &admission(), &[]).await.expect("admitted");
     let (patch, get_uri) = server.await.expect("mock server");
 
     assert_eq!(
