@@ -71,8 +71,14 @@ fn kueue_workload(job: &Job, cpu: &str, priority: Option<(&str, i32)>) -> Value 
         job.metadata.name.clone().expect("named"),
     );
     let uid = job.metadata.uid.clone().expect("created");
-    // The pod template as Kueue copies it: without the flavor's node selector.
-    let template = json!({"spec": {
+    // The pod template as Kueue copies it from the stored Job: with the labels the API
+    // server gave it (its selector's), without the flavor's node selector.
+    let labels = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone());
+    let template = json!({"metadata": {"labels": labels}, "spec": {
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": "busybox",
                         "resources": {"requests": {"cpu": cpu}}}]
@@ -232,7 +238,15 @@ async fn wait_admitted(client: &Client, ns: &str, admitted: &[&str]) {
         if now == admitted && running_ok {
             return;
         }
-        last = format!("holding quota: {now:?}; suspended: {held:?}");
+        let conditions: BTreeMap<&str, Vec<(String, String, String)>> = wls
+            .iter()
+            .map(|(j, wl)| {
+                let c = wl.status.iter().flat_map(|s| s.conditions.iter());
+                let c = c.map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()));
+                (j.as_str(), c.collect())
+            })
+            .collect();
+        last = format!("holding quota: {now:?}; suspended: {held:?}; conditions: {conditions:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("expected exactly {admitted:?} admitted and running; {last}");

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
 
 use super::events::{Recorder, workload_ref};
 use super::{Attempt, WriteError, Writer, is_not_found};
@@ -158,6 +159,22 @@ pub fn admit_patch(
     }
     status["conditions"] = json!(conds);
     Some(patch_body(wl, status))
+}
+
+/// Seconds the Workload waited for this admission, as Kueue's `QueuedWaitTime`: since
+/// its last `Requeued` transition, or since it was created (rounded, as Kueue's `%.0f`).
+pub fn queued_wait_seconds(wl: &Workload, now: &Time) -> i64 {
+    let requeued = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(WORKLOAD_REQUEUED))
+        .map(|c| &c.last_transition_time);
+    let Some(queued) = requeued.or(wl.metadata.creation_timestamp.as_ref()) else {
+        return 0;
+    };
+    let seconds = now.0.duration_since(queued.0).as_secs_f64().round();
+    // A creation stamped after `now` (another clock) reads as no wait.
+    if seconds > 0.0 { seconds as i64 } else { 0 }
 }
 
 /// An admission ends a waitForPodsReady backoff: `Requeued` flips to true with Kueue's
@@ -510,8 +527,14 @@ impl WorkloadWriter<'_> {
         admission: &Admission,
         checks: &[String],
     ) -> Result<(), WriteError> {
+        // The wait is read from the Workload the admission was written to.
+        let waited = std::sync::atomic::AtomicI64::new(0);
         let written = self
-            .write(key, |wl, now| admit_patch(wl, admission, checks, now))
+            .write(key, |wl, now| {
+                let patch = admit_patch(wl, admission, checks, now)?;
+                waited.store(queued_wait_seconds(wl, now), Ordering::Relaxed);
+                Some(patch)
+            })
             .await?;
         let Written::Yes(regarding) = written else {
             // Already admitted or finished: this admission did not land.
@@ -524,7 +547,10 @@ impl WorkloadWriter<'_> {
         self.recorder.workload_normal(
             (*regarding).clone(),
             REASON_QUOTA_RESERVED,
-            &format!("Quota reserved in ClusterQueue {cq}, wait time since queued was 0s"),
+            &format!(
+                "Quota reserved in ClusterQueue {cq}, wait time since queued was {}s",
+                waited.load(Ordering::Relaxed)
+            ),
         );
         if !checks.is_empty() {
             // Admitted comes with the last Ready check (the job reconciler writes it).

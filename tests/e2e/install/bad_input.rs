@@ -85,9 +85,9 @@ async fn an_unserved_version_or_kind_is_refused() {
     let alpha = cq("kueue.x-k8s.io/v1alpha1", &name, json!({}));
     rejected(&client, &alpha, &["404"]).await;
     // A kind kuota does not implement.
-    let check = json!({"apiVersion": V2, "kind": "AdmissionCheck", "metadata": {"name": name},
-                       "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}});
-    rejected(&client, &check, &["404"]).await;
+    let multikueue = json!({"apiVersion": V2, "kind": "MultiKueueConfig", "metadata": {"name": name},
+                       "spec": {"clusters": ["worker"]}});
+    rejected(&client, &multikueue, &["404"]).await;
 }
 
 #[tokio::test]

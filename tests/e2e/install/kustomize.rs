@@ -128,6 +128,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
         "namespace/kuota-system",
         "customresourcedefinition.apiextensions.k8s.io/clusterqueues.kueue.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/workloads.kueue.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/admissionchecks.kueue.x-k8s.io",
         "serviceaccount/kuota-webhook",
         "serviceaccount/kuota-controller",
         "clusterrole.rbac.authorization.k8s.io/kuota-webhook",
@@ -155,7 +156,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     }
     assert_eq!(
         lines.len(),
-        30,
+        31,
         "every object of the base:\n{}",
         lines.join("\n")
     );
@@ -184,7 +185,7 @@ async fn the_overlays_pass_server_side_validation() {
         ),
         "{monitoring:?}"
     );
-    assert_eq!(monitoring.len(), 31);
+    assert_eq!(monitoring.len(), 32);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
     assert!(
         has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
@@ -201,7 +202,7 @@ async fn the_overlays_pass_server_side_validation() {
         rendered
             .matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook")
             .count(),
-        11
+        12
     );
     assert!(!rendered.contains("--inject-ca-bundle"));
 }

@@ -41,6 +41,26 @@ fn now() -> Time {
 }
 
 #[test]
+fn the_wait_is_counted_from_the_last_requeue_or_else_the_creation_as_kueues() {
+    let mut wl = workload(json!({}));
+    assert_eq!(
+        queued_wait_seconds(&wl, &now()),
+        0,
+        "no creation time: no wait"
+    );
+    wl.metadata.creation_timestamp = Some(Time("2026-11-23T23:58:19.6Z".parse().expect("time")));
+    assert_eq!(queued_wait_seconds(&wl, &now()), 100);
+    let requeued = workload(json!({"conditions": [{"type": "Requeued", "status": "True",
+        "reason": "BackoffFinished", "message": "", "lastTransitionTime": "2026-11-23T23:59:30Z"}]}));
+    let mut requeued = requeued;
+    requeued.metadata.creation_timestamp = wl.metadata.creation_timestamp.clone();
+    assert_eq!(queued_wait_seconds(&requeued, &now()), 30);
+    // A creation stamped after now (another clock): no wait, never a negative one.
+    wl.metadata.creation_timestamp = Some(Time("2026-11-24T00:00:05Z".parse().expect("time")));
+    assert_eq!(queued_wait_seconds(&wl, &now()), 0);
+}
+
+#[test]
 fn an_admission_is_one_patch_with_both_conditions_and_is_never_written_twice() {
     let body = admit_patch(&workload(json!({})), &admission(), &[], &now()).expect("a patch");
     assert_eq!(body["metadata"]["resourceVersion"], "41");
