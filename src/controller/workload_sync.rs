@@ -446,6 +446,12 @@ pub async fn run(
     ctx: Ctx,
     triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
 ) {
+    // A job is looked at only once the Workloads are listed: before, every job whose
+    // Workload is not in the store yet would get a create the API server refuses (after
+    // a restart or a new term of leadership, one per job in the cluster).
+    if ctx.stores.workloads.wait_until_ready().await.is_err() {
+        return;
+    }
     let ar = job_api_resource(&integration.gvk());
     let api: Api<CompactObject> = Api::all_with(client, &ar);
     let mut wc = watcher::Config::default();
