@@ -449,8 +449,15 @@ pub async fn run(
     // A job is looked at only once the Workloads are listed: before, every job whose
     // Workload is not in the store yet would get a create the API server refuses (after
     // a restart or a new term of leadership, one per job in the cluster).
-    if ctx.stores.workloads.wait_until_ready().await.is_err() {
-        return;
+    // Polled again and again: kube's store readiness wakes only the last task that
+    // waited on it, and the topology ungater's controller waits on the same store.
+    loop {
+        let ready = ctx.stores.workloads.wait_until_ready();
+        match tokio::time::timeout(Duration::from_millis(200), ready).await {
+            Ok(Ok(())) => break,
+            Ok(Err(_)) => return, // the Workload watch ended: so does the controller
+            Err(_) => {}
+        }
     }
     let ar = job_api_resource(&integration.gvk());
     let api: Api<CompactObject> = Api::all_with(client, &ar);

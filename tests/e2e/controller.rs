@@ -286,8 +286,27 @@ async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
         condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
     })
     .await;
+    // Jobs that wait: each has a Workload the restarted controller must find, not create.
+    const WAITING: usize = 12;
+    for i in 0..WAITING {
+        jobs.create(&PostParams::default(), &suspended(&format!("waits-{i}")))
+            .await
+            .expect("create a waiting Job");
+    }
+    let all_have_workloads = wait_until(Duration::from_secs(60), || async {
+        Api::<Workload>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == WAITING + 1)
+    })
+    .await;
+    assert!(
+        all_have_workloads.is_some(),
+        "the waiting Jobs never got their Workloads"
+    );
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let refused_before = refused_workload_creates(&client).await;
 
     // While kuota is down a second Job arrives; the restarted controller must count the
     // first admission (it holds 600m of the 1 cpu) and keep the second waiting.
@@ -330,10 +349,39 @@ async fn a_restarted_controller_restores_admissions_and_never_admits_twice() {
         .filter(|wl| condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "True"))
         .count();
     assert_eq!(admitted, 1, "usage must equal the admitted Workloads' sum");
+    // The restarted controller listed the Workloads before looking at a job: not one
+    // create of a Workload that already existed (the API server counts refused ones).
+    assert_eq!(
+        refused_workload_creates(&client).await,
+        refused_before,
+        "the restarted controller created Workloads that already existed"
+    );
 
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     fx.teardown().await;
+}
+
+/// Workload creates the API server refused with 409 Conflict (AlreadyExists) since it
+/// started, from its own `apiserver_request_total`.
+async fn refused_workload_creates(client: &Client) -> u64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the API server's metrics");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            l.contains(r#"resource="workloads""#)
+                && l.contains(r#"verb="POST""#)
+                && l.contains(r#"code="409""#)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
 }
 
 /// kuota runs no admission checks: a ClusterQueue naming one says so in its `Active`
