@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::actuate::job::member_start_patch;
-use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
+use super::actuate::workload::{WorkloadWriter, delete_workload, finish_patch, requeue_patch};
 use super::actuate::{Writer, is_not_found};
 use super::compact::CompactObject;
 use super::translate::decode;
@@ -363,18 +363,13 @@ impl GroupCtx {
 
     /// Deletes a Workload its parent no longer wants (one already gone is fine).
     async fn delete_workload(&self, ns: &str, name: &str) -> Result<(), SyncError> {
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.writer().client.clone(),
-            ns,
-            &Kind::Workload.api_resource(),
-        );
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {
-                self.writer().wrote("Workload");
-                info!(namespace = %ns, workload = %name, "workload no longer wanted: deleted");
+        match delete_workload(self.writer(), ns, name, None).await {
+            Ok(deleted) => {
+                if deleted {
+                    info!(namespace = %ns, workload = %name, "workload no longer wanted: deleted");
+                }
                 Ok(())
             }
-            Err(e) if is_not_found(&e) => Ok(()),
             Err(source) => Err(api_error(ns, name, source)),
         }
     }

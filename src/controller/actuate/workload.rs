@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
@@ -159,6 +159,33 @@ pub fn admit_patch(
     }
     status["conditions"] = json!(conds);
     Some(patch_body(wl, status))
+}
+
+/// Deletes Workload `ns/name`, on the condition of its `uid` when given; counted when it
+/// lands. `Ok(false)`: it was already gone.
+pub async fn delete_workload(
+    writer: &Writer,
+    ns: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<bool, kube::Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(writer.client.clone(), ns, &Kind::Workload.api_resource());
+    let dp = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => {
+            writer.wrote("Workload");
+            Ok(true)
+        }
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Seconds the Workload waited for this admission, as Kueue's `QueuedWaitTime`: since

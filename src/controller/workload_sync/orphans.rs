@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event as WatchEvent;
 use tracing::{debug, info, warn};
@@ -24,7 +23,7 @@ use tracing::{debug, info, warn};
 use super::Ctx;
 use crate::api::Workload;
 use crate::api::constants::WORKLOAD_FINISHED;
-use crate::controller::actuate::is_not_found;
+use crate::controller::actuate::workload::delete_workload;
 use crate::controller::compact::CompactObject;
 use crate::controller::translate::decode;
 use crate::controller::watch::Kind;
@@ -142,26 +141,13 @@ pub async fn collect(ctx: &Ctx, integration: &'static dyn JobIntegration, job: &
     if !orphaned_by(&wl, job) {
         return;
     }
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        ctx.writer.client.clone(),
-        &job.namespace,
-        &Kind::Workload.api_resource(),
-    );
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: wl.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&name, &dp).await {
-        Ok(_) => {
-            ctx.writer.wrote("Workload");
+    match delete_workload(&ctx.writer, &job.namespace, &name, wl.metadata.uid.clone()).await {
+        Ok(true) => {
             info!(namespace = %job.namespace, workload = %name, job = %job.name,
                 kind = %integration.kind(),
                 "the job is gone and its Workload was left behind: deleted, its quota released");
         }
-        Err(e) if is_not_found(&e) => {}
+        Ok(false) => {}
         Err(e) => {
             warn!(namespace = %job.namespace, workload = %name, error = %e,
                 "cannot delete the Workload of a deleted job");
