@@ -320,6 +320,20 @@ mod tests {
                 "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "0"}]}]}]}})
     }
 
+    /// Stops the engine task, checks that it ended cleanly, and stops its mocked server.
+    async fn stop_all<E: std::fmt::Debug>(
+        stop: tokio::sync::oneshot::Sender<()>,
+        running: tokio::task::JoinHandle<Result<(), E>>,
+        server: tokio::task::JoinHandle<()>,
+    ) {
+        let _ = stop.send(());
+        running
+            .await
+            .expect("engine task")
+            .expect("stopped cleanly");
+        server.abort();
+    }
+
     /// Runs an engine task (status written every second) until `stop` is sent.
     fn start(
         config: EngineConfig,
@@ -433,12 +447,7 @@ mod tests {
         }
         let last_change = Instant::now();
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let _ = stop.send(());
-        running
-            .await
-            .expect("engine task")
-            .expect("stopped cleanly");
-        server.abort();
+        stop_all(stop, running, server).await;
 
         let writes = writes.lock().expect("writes").clone();
         assert!(
@@ -550,12 +559,7 @@ mod tests {
             tx.send(Input::event(e)).await.expect("engine task");
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let _ = stop.send(());
-        running
-            .await
-            .expect("engine task")
-            .expect("stopped cleanly");
-        server.abort();
+        stop_all(stop, running, server).await;
 
         let writes = writes.lock().expect("writes").clone();
         let with_usage: Vec<&Value> = writes
@@ -719,12 +723,7 @@ mod tests {
             .await
             .expect("engine task");
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let _ = stop.send(());
-        running
-            .await
-            .expect("engine task")
-            .expect("stopped cleanly");
-        server.abort();
+        stop_all(stop, running, server).await;
 
         let said = held(&events);
         assert_eq!(said.len(), 1, "{said:?}");
