@@ -4,7 +4,7 @@
 //! another user, and kube-controller-manager has its own user, so a write by the admin
 //! user without impersonation is kuota's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -54,6 +54,11 @@ pub struct Writes {
     /// Per Job (`namespace/name`): when the API server received its create, its
     /// Workload's create, the admitting status patch and the unsuspending patch.
     pub stages: HashMap<String, [Option<Timestamp>; 4]>,
+    /// Per Job: its last unsuspend, and when its Workload's `Finished` condition was
+    /// written; from one to the other is the Job's hold on its quota in its last run.
+    pub holds: HashMap<String, (Option<Timestamp>, Option<Timestamp>)>,
+    /// Preemptions: each (Workload, `Preempted` transition time) written true.
+    pub preemptions: HashSet<(String, String)>,
 }
 
 /// The stages of [`Writes::stages`], in order (`{}`: the kind).
@@ -159,11 +164,20 @@ pub fn count_writes(
         if let Some(sub) = obj.subresource {
             written = format!("{written}/{sub}");
         }
+        let name = obj.name.as_deref().unwrap_or_default();
+        out.record_outcomes(
+            obj.namespace.as_deref(),
+            name,
+            &written,
+            &resource,
+            &kind,
+            e.request_object.as_ref(),
+            e.request_received_timestamp,
+        );
         if let Some(stage) =
             admission_stage(&e.verb, &written, &resource, e.request_object.as_ref())
         {
             out.admission_path += 1;
-            let name = obj.name.as_deref().unwrap_or_default();
             let job = if written == resource {
                 Some(name)
             } else {
@@ -183,6 +197,62 @@ pub fn count_writes(
             .or_default() += 1;
     }
     Ok(out)
+}
+
+impl Writes {
+    /// Records what a patch `body` of `written` says about its Job's hold and its
+    /// Workload's preemptions: an unsuspend of the job, a `Finished` or a `Preempted`
+    /// condition written true on the Workload.
+    #[allow(clippy::too_many_arguments)]
+    fn record_outcomes(
+        &mut self,
+        namespace: Option<&str>,
+        name: &str,
+        written: &str,
+        resource: &str,
+        kind: &str,
+        body: Option<&serde_json::Value>,
+        at: Timestamp,
+    ) {
+        let Some(body) = body else { return };
+        let key = |job: &str| format!("{}/{job}", namespace.unwrap_or_default());
+        if written == resource && admission_stage("patch", written, resource, Some(body)).is_some()
+        {
+            self.holds.entry(key(name)).or_default().0 = Some(at);
+            return;
+        }
+        if written != "workloads/status" {
+            return;
+        }
+        let conditions = body.pointer("/status/conditions").and_then(|c| c.as_array());
+        for c in conditions.into_iter().flatten() {
+            let is_true = c.get("status").and_then(|s| s.as_str()) == Some("True");
+            match c.get("type").and_then(|t| t.as_str()) {
+                Some("Finished") if is_true => {
+                    if let Some(job) = job_of_workload(name, kind) {
+                        self.holds.entry(key(job)).or_default().1.get_or_insert(at);
+                    }
+                }
+                Some("Preempted") if is_true => {
+                    let when = c.get("lastTransitionTime").and_then(|t| t.as_str());
+                    self.preemptions
+                        .insert((key(name), when.unwrap_or_default().to_string()));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Seconds from each Job's last unsuspend to its Workload's finish, by Job.
+    pub fn hold_seconds(&self) -> HashMap<&str, f64> {
+        self.holds
+            .iter()
+            .filter_map(|(job, (on, done))| {
+                let s = (*done)?.duration_since((*on)?).as_secs_f64();
+                Some((job.as_str(), s.max(0.0)))
+            })
+            .collect()
+    }
 }
 
 /// Which of an admission's own writes this is, as its index in [`STAGES`]: the

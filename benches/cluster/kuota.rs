@@ -29,6 +29,8 @@ pub struct Options<'a> {
     pub burst: u32,
     /// `integrations.frameworks`.
     pub frameworks: Vec<&'static str>,
+    /// A KuotaConfiguration document appended to the configuration file.
+    pub own_config: Option<String>,
 }
 
 impl Kuota {
@@ -44,16 +46,18 @@ impl Kuota {
         if !certs.status.success() {
             return Err(format!("kuota certs: {}", String::from_utf8_lossy(&certs.stderr)).into());
         }
-        std::fs::write(
-            dir.join("config.yaml"),
-            format!(
-                "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nnamespace: {run}-q0\n\
-                 clientConnection:\n  qps: {}\n  burst: {}\nintegrations:\n  frameworks: [{}]\n",
-                opts.qps,
-                opts.burst,
-                opts.frameworks.join(", ")
-            ),
-        )?;
+        let mut config = format!(
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nnamespace: {run}-q0\n\
+             clientConnection:\n  qps: {}\n  burst: {}\nintegrations:\n  frameworks: [{}]\n",
+            opts.qps,
+            opts.burst,
+            opts.frameworks.join(", ")
+        );
+        if let Some(own) = &opts.own_config {
+            config.push_str("---\n");
+            config.push_str(own);
+        }
+        std::fs::write(dir.join("config.yaml"), config)?;
         let marker = format!("{run}-marker");
         let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &setup::namespace(run, 0));
         let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": marker}}))?;

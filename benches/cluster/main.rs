@@ -18,6 +18,7 @@
 //!    nothing; kuota's writes meanwhile should be 0.
 
 mod audit;
+mod calibrate;
 mod floor;
 mod ideal;
 mod kubelet;
@@ -86,6 +87,14 @@ struct Args {
     /// so the admission rate measures kuota and the API server rather than the quota.
     #[arg(long, default_value_t = 20)]
     nominal_cpu: u32,
+    /// Where to write the simulator's calibration (`calibration.json`) and this run's
+    /// trace and queues (`scenario/`), from the audit log (batch Jobs only).
+    #[arg(long)]
+    calibration_out: Option<PathBuf>,
+    /// A KuotaConfiguration document (YAML) to run kuota with, beside the run's Kueue
+    /// Configuration, e.g. one setting `apiWrites.queueStatusInterval`.
+    #[arg(long)]
+    kuota_config: Option<PathBuf>,
     /// kuota's RUST_LOG (its log is kept in the run's temp directory if the run stalls).
     #[arg(long, default_value = "warn")]
     kuota_log: String,
@@ -273,6 +282,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         qps: args.kuota_qps,
         burst: args.kuota_burst,
         frameworks: mix.frameworks(),
+        own_config: match &args.kuota_config {
+            Some(path) => Some(std::fs::read_to_string(path)?),
+            None => None,
+        },
     };
     let mut kuota = kuota::Kuota::start(opts, &admin, &run).await?;
     let main = kuota_phase(&client, &run, &args).await?;
@@ -296,6 +309,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
     summary.print();
     if let Some(log) = &args.audit_log {
         summary.writes(log, &kuota.marker, idle)?;
+        if let (Some(dir), Mix::Job) = (&args.calibration_out, mix) {
+            calibrate::write(log, &run, args.nominal_cpu, dir)?;
+            println!("\ncalibration and scenario of this run written to {}", dir.display());
+        }
     } else {
         println!("\n(no --audit-log: kuota's writes were not counted)");
     }

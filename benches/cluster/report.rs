@@ -163,6 +163,7 @@ impl Summary<'_> {
                 percentile(&gaps, 0.99)
             );
         }
+        self.makespan(&writes);
         idle_writes(log, &user, mix, idle)?;
         if mix == Mix::Jobset {
             self.operator_writes(log)?;
@@ -179,6 +180,59 @@ impl Summary<'_> {
 }
 
 impl Summary<'_> {
+    /// The makespan against two capacity bounds, and the preemptions: the bound is the
+    /// work (cpu × time) of every Job over the cohorts' whole nominal cpu, with each
+    /// Job's time its class's runtime, or the hold on its quota the audit log shows
+    /// (last unsuspend → Workload `Finished`, which adds the pods' start, the Job
+    /// controller's completion and kuota's finish to the runtime).
+    fn makespan(&self, writes: &audit::Writes) {
+        let capacity = (setup::COHORTS * setup::QUEUES_PER_COHORT) as f64
+            * f64::from(self.args.nominal_cpu);
+        let class_of = |job: &str| {
+            let name = job.rsplit('/').next().unwrap_or(job);
+            let class = name.split('-').next().unwrap_or(name);
+            setup::CLASSES.iter().find(|c| c.name == class)
+        };
+        let planned: f64 = setup::plan(self.args.jobs)
+            .iter()
+            .map(|(_, c)| f64::from(c.cpu) * c.runtime_ms as f64 / 1000.0)
+            .sum();
+        let holds = writes.hold_seconds();
+        let held: f64 = holds
+            .iter()
+            .filter_map(|(job, s)| Some(f64::from(class_of(job)?.cpu) * s))
+            .sum();
+        let mut hold_s: Vec<f64> = holds.values().copied().collect();
+        hold_s.sort_by(f64::total_cmp);
+        let wall = self.main.wall_s;
+        let jobs = self.args.jobs.max(1) as f64;
+        println!("\n### Makespan and preemptions (audit log)\n");
+        println!("| measure | value |\n|---|---|");
+        println!("| makespan (first create to last finish) | {wall:.1} s |");
+        println!(
+            "| capacity bound: Σ cpu × runtime ÷ {capacity} cpu | {:.1} s; makespan ÷ bound **{:.1}** |",
+            planned / capacity,
+            wall / (planned / capacity)
+        );
+        println!(
+            "| hold time (last unsuspend → Workload Finished), {} Jobs: p50 / p90 / p99 | {:.2} s / {:.2} s / {:.2} s |",
+            hold_s.len(),
+            percentile(&hold_s, 0.5),
+            percentile(&hold_s, 0.9),
+            percentile(&hold_s, 0.99)
+        );
+        println!(
+            "| hold-time bound: Σ cpu × hold ÷ {capacity} cpu | {:.1} s; makespan ÷ bound **{:.2}** (target ≤ 1.5) |",
+            held / capacity,
+            wall / (held / capacity).max(f64::EPSILON)
+        );
+        println!(
+            "| preemptions | {} (**{:.0} per 1,000 Jobs**) |",
+            writes.preemptions.len(),
+            writes.preemptions.len() as f64 * 1000.0 / jobs
+        );
+    }
+
     /// The stand-in JobSet operator's writes in each phase (its own audit user, not
     /// counted as kuota's): the same work in every phase, so it loads each alike.
     fn operator_writes(&self, log: &Path) -> Result<(), BoxError> {

@@ -3,7 +3,6 @@
 //! objects).
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -149,46 +148,23 @@ pub async fn create_namespace(client: &Client, name: &str) -> Result<(), kube::E
     Ok(())
 }
 
-/// The baseline's queues: one flavor, 5 cohorts x 6 ClusterQueues, a LocalQueue each,
-/// and the classes' PriorityClasses. `nominal_cpu` is each ClusterQueue's nominal quota
-/// (20 in Kueue's baseline; far more makes admission, not quota, the limit).
-pub async fn queues(client: &Client, run: &str, nominal_cpu: u32) -> Result<(), kube::Error> {
-    apply(
-        client,
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": format!("{run}-default")}, "spec": {}}),
-    )
-    .await?;
-    let pcs: Api<PriorityClass> = Api::all(client.clone());
+/// The baseline's queues: one flavor, the classes' PriorityClasses, and 5 cohorts x 6
+/// ClusterQueues with a Namespace and a LocalQueue each. `nominal_cpu` is each
+/// ClusterQueue's nominal quota (20 in Kueue's baseline; far more makes admission, not
+/// quota, the limit). The same objects make the simulator's scenario (calibrate.rs).
+pub fn queue_objects(run: &str, nominal_cpu: u32) -> Vec<serde_json::Value> {
+    let mut out = vec![json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": format!("{run}-default")}, "spec": {}})];
     for c in CLASSES {
-        let pc: PriorityClass = serde_json::from_value(json!({
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": format!("{run}-{}", c.name)}, "value": c.priority}))
-        .expect("valid PriorityClass");
-        pcs.patch(
-            &format!("{run}-{}", c.name),
-            &PatchParams::apply("kuota-bench").force(),
-            &Patch::Apply(&pc),
-        )
-        .await?;
+        out.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": format!("{run}-{}", c.name)}, "value": c.priority}));
     }
-    let nss: Api<Namespace> = Api::all(client.clone());
     for cq in 0..COHORTS * QUEUES_PER_COHORT {
         let cohort = format!("{run}-cohort-{}", cq / QUEUES_PER_COHORT);
         let ns = namespace(run, cq);
-        let nsobj: Namespace =
-            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {BENCH_LABEL: run}}}))
-            .expect("valid Namespace");
-        nss.patch(
-            &ns,
-            &PatchParams::apply("kuota-bench").force(),
-            &Patch::Apply(&nsobj),
-        )
-        .await?;
-        apply(
-            client,
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        out.push(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {BENCH_LABEL: run}}}));
+        out.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": format!("{run}-cq-{cq}")},
             "spec": {
                 "cohortName": cohort,
@@ -198,16 +174,18 @@ pub async fn queues(client: &Client, run: &str, nominal_cpu: u32) -> Result<(), 
                     "name": format!("{run}-default"),
                     "resources": [{"name": "cpu", "nominalQuota": nominal_cpu.to_string(),
                         "borrowingLimit": "100"}]}]}]
-            }}),
-        )
-        .await?;
-        apply(
-            client,
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            }}));
+        out.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": "lq", "namespace": ns},
-            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}}),
-        )
-        .await?;
+            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}}));
+    }
+    out
+}
+
+/// Applies [`queue_objects`] (server-side apply).
+pub async fn queues(client: &Client, run: &str, nominal_cpu: u32) -> Result<(), kube::Error> {
+    for obj in queue_objects(run, nominal_cpu) {
+        apply(client, obj).await?;
     }
     Ok(())
 }

@@ -19,6 +19,20 @@ pub struct KuotaConfiguration {
     pub preemption_protection: Option<PreemptionProtection>,
     pub placement: Option<Placement>,
     pub gang_reservation: Option<GangReservation>,
+    pub api_writes: Option<ApiWrites>,
+}
+
+/// The writes kuota makes for people to read rather than to schedule: queue status and
+/// Events.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiWrites {
+    /// At most one status write per ClusterQueue and LocalQueue per this long, a
+    /// duration such as `5s` (default `1s`).
+    pub queue_status_interval: Option<String>,
+    /// `Lean` (default) or `Kueue`: whether the Workload Events that only repeat another
+    /// Event or the Workload's own condition are published too.
+    pub events: Option<String>,
 }
 
 /// The head gang's reservation with backfill (docs/placement.md, "Head-gang

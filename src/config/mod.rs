@@ -137,6 +137,40 @@ pub struct LeaderElection {
     pub retry_period: Duration,
 }
 
+/// The writes kuota makes for people to read (KuotaConfiguration `apiWrites`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiWrites {
+    /// At most one status write per ClusterQueue and LocalQueue per this interval.
+    pub queue_status_interval: Duration,
+    pub events: WorkloadEvents,
+}
+
+/// The default of `apiWrites.queueStatusInterval`.
+pub const DEFAULT_QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Default for ApiWrites {
+    fn default() -> Self {
+        Self {
+            queue_status_interval: DEFAULT_QUEUE_STATUS_INTERVAL,
+            events: WorkloadEvents::default(),
+        }
+    }
+}
+
+/// Which of Kueue's Workload Events are published.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkloadEvents {
+    /// Every Event that tells something new: `Admitted` only when it comes after the
+    /// quota reservation (admission checks), not in the same write as `QuotaReserved`;
+    /// a pending Event when the pending reason changes, not each time its numbers do
+    /// (the Workload's condition carries the newest message).
+    #[default]
+    Lean,
+    /// As Kueue's scheduler records them: `Admitted` beside every `QuotaReserved`, and
+    /// a pending Event with every new pending message.
+    Kueue,
+}
+
 /// Kueue's `waitForPodsReady.requeuingStrategy`, defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Requeuing {
@@ -223,6 +257,8 @@ pub struct Settings {
     pub leader_election: LeaderElection,
     /// The listeners the file sets.
     pub listeners: Listeners,
+    /// Queue status and Events: how often, and which.
+    pub api_writes: ApiWrites,
     /// Field paths present in the file that kuota accepts and does not act on.
     pub ignored: Vec<String>,
 }
@@ -309,6 +345,7 @@ impl Settings {
             client: client_limits(cfg.client_connection.as_ref(), &mut errs),
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),
             listeners: listeners(cfg, &mut errs),
+            api_writes: api_writes(own.api_writes.as_ref(), &mut errs),
             ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
         };
         if errs.is_empty() {
@@ -574,6 +611,36 @@ fn finishing_grace(p: Option<&kuota::PreemptionProtection>, errs: &mut Vec<Field
     d.map_or(crate::engine::DEFAULT_FINISHING_GRACE, |d| {
         i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
     })
+}
+
+fn api_writes(a: Option<&kuota::ApiWrites>, errs: &mut Vec<FieldError>) -> ApiWrites {
+    let path = Path::new("apiWrites");
+    let interval_path = path.child("queueStatusInterval");
+    let text = a.and_then(|a| a.queue_status_interval.as_deref());
+    let interval = duration(text, &interval_path, errs);
+    if let (Some(text), Some(d)) = (text, interval)
+        && d.is_zero()
+    {
+        errs.push(FieldError::invalid(&interval_path, text, "must be greater than 0"));
+    }
+    let events = match a.and_then(|a| a.events.as_deref()) {
+        None | Some("Lean") => WorkloadEvents::Lean,
+        Some("Kueue") => WorkloadEvents::Kueue,
+        Some(other) => {
+            errs.push(FieldError::not_supported(
+                &path.child("events"),
+                other,
+                &["Lean", "Kueue"],
+            ));
+            WorkloadEvents::Lean
+        }
+    };
+    ApiWrites {
+        queue_status_interval: interval
+            .filter(|d| !d.is_zero())
+            .unwrap_or(DEFAULT_QUEUE_STATUS_INTERVAL),
+        events,
+    }
 }
 
 fn gang_reservation_horizon(g: Option<&kuota::GangReservation>, errs: &mut Vec<FieldError>) -> i64 {

@@ -345,6 +345,30 @@ fn kuota_additions_live_in_their_own_document() {
 }
 
 #[test]
+fn api_writes_default_to_a_second_and_lean_events_and_refuse_bad_values() {
+    let own = |body: &str| Settings::parse("own.yaml", &format!("{OWN}{body}"));
+    let s = own("").unwrap();
+    assert_eq!(s.api_writes.queue_status_interval, Duration::from_secs(1));
+    assert_eq!(s.api_writes.events, WorkloadEvents::Lean);
+    let s = own("apiWrites:\n  queueStatusInterval: 10s\n  events: Kueue\n").unwrap();
+    assert_eq!(s.api_writes.queue_status_interval, Duration::from_secs(10));
+    assert_eq!(s.api_writes.events, WorkloadEvents::Kueue);
+    let e = own("apiWrites:\n  queueStatusInterval: 0s\n  events: kueue\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("apiWrites.queueStatusInterval: Invalid value: \"0s\": must be greater than 0"),
+        "{e}"
+    );
+    assert!(
+        e.contains("apiWrites.events: Unsupported value: \"kueue\": supported values: \"Lean\", \"Kueue\""),
+        "{e}"
+    );
+    let e = own("apiWrites:\n  queueStatusInterval: soon\n").unwrap_err().to_string();
+    assert!(e.contains("apiWrites.queueStatusInterval: Invalid value: \"soon\""), "{e}");
+}
+
+#[test]
 fn documents_of_other_kinds_and_repeats_are_errors() {
     let e = Settings::parse("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")
         .unwrap_err()

@@ -44,7 +44,6 @@ pub mod workload_sync;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Client;
 use tracing::{error, info, warn};
@@ -68,8 +67,9 @@ pub struct ControllerConfig {
     pub managed_namespaces: managed_namespaces::ManagedNamespaces,
     /// Scheduling settings: fair sharing, placement, preemption protection.
     pub engine: EngineConfig,
-    /// At most one status write per ClusterQueue and LocalQueue per this interval.
-    pub queue_status_interval: Duration,
+    /// Queue status (at most one write per ClusterQueue and LocalQueue per interval)
+    /// and which Workload Events are published.
+    pub api_writes: crate::config::ApiWrites,
     /// API writes in flight at once (Workload status, jobs, queue status).
     pub write_concurrency: usize,
     /// Attempts of one write before it fails for good (conflicts re-read fresh state,
@@ -146,7 +146,7 @@ impl Default for ControllerConfig {
             manage_jobs_without_queue_name: false,
             managed_namespaces: managed_namespaces::ManagedNamespaces::default(),
             engine: EngineConfig::default(),
-            queue_status_interval: Duration::from_secs(1),
+            api_writes: crate::config::ApiWrites::default(),
             write_concurrency: 64,
             write_attempts: 5,
             metrics: crate::telemetry::Metrics::default(),
@@ -270,7 +270,8 @@ pub async fn run(
     let (tx, rx) = tokio::sync::mpsc::channel(4096);
     let (stores, writers) = watch::stores();
     let _role = config.leader_elected.then(|| config.metrics.lead());
-    let recorder = actuate::events::Recorder::new(client.clone(), config.metrics.clone());
+    let recorder = actuate::events::Recorder::new(client.clone(), config.metrics.clone())
+        .with_workload_events(config.api_writes.events);
     let writer = Arc::new(
         actuate::Writer::new(
             client.clone(),
@@ -335,7 +336,7 @@ pub async fn run(
         tx,
         watch::ENGINE_KINDS,
         actuate::Actuators::new(writer, recorder, stores),
-        config.queue_status_interval,
+        config.api_writes.queue_status_interval,
     )
     .with_pending_queries(config.pending_queries.register());
     // Its own task, so that a panic is seen (and reported) rather than unwinding here.

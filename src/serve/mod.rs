@@ -328,6 +328,7 @@ async fn start_scheduling(
             )
         },
         engine: settings.engine.clone(),
+        api_writes: settings.api_writes,
         metrics: metrics.clone(),
         leader_elected,
         fatal: fatal.clone(),

@@ -14,6 +14,7 @@ use serde_json::json;
 use tracing::debug;
 
 use crate::api::constants::API_VERSION_V1BETA2;
+use crate::config::WorkloadEvents;
 use crate::engine::WorkloadKey;
 
 /// Kubernetes' limit on an Event note.
@@ -36,6 +37,7 @@ const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 pub struct Recorder {
     inner: Option<Arc<Publisher>>,
     metrics: Option<crate::telemetry::Metrics>,
+    workload_events: WorkloadEvents,
 }
 
 struct Publisher {
@@ -80,7 +82,21 @@ impl Recorder {
         Self {
             inner: Some(Arc::new(publisher)),
             metrics: Some(metrics),
+            workload_events: WorkloadEvents::default(),
         }
+    }
+
+    /// The same recorder, publishing the Workload Events `events` asks for.
+    pub fn with_workload_events(mut self, events: WorkloadEvents) -> Self {
+        self.workload_events = events;
+        self
+    }
+
+    /// Whether an Event that only repeats what another Event or the Workload's own
+    /// condition says is published too (Kueue's `Admitted` in the same write as
+    /// `QuotaReserved`, a pending Event for a new message under the same reason).
+    pub fn repeats_published(&self) -> bool {
+        self.workload_events == WorkloadEvents::Kueue
     }
 
     /// A recorder that publishes nothing.
@@ -88,6 +104,7 @@ impl Recorder {
         Self {
             inner: None,
             metrics: None,
+            workload_events: WorkloadEvents::default(),
         }
     }
 

@@ -236,6 +236,16 @@ pub fn pending_patch(wl: &Workload, reason: &str, message: &str, now: &Time) -> 
     .then(|| patch_body(wl, json!({"conditions": conds})))
 }
 
+/// The reason of a Workload's `QuotaReserved=False` condition, if it has one.
+fn pending_reason(wl: &Workload) -> Option<&str> {
+    wl.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == WORKLOAD_QUOTA_RESERVED && c.status == "False")
+        .map(|c| c.reason.as_str())
+}
+
 /// Whether an eviction reason is a deactivation (`Deactivated`, or Kueue's
 /// `DeactivatedDueTo<cause>`): the Workload gets `spec.active: false` first.
 pub fn is_deactivation(reason: &str) -> bool {
@@ -583,6 +593,12 @@ impl WorkloadWriter<'_> {
             // Admitted comes with the last Ready check (the job reconciler writes it).
             return Ok(());
         }
+        if !self.recorder.repeats_published() {
+            // Reserved and admitted in one write: Kueue's Admitted Event would say "wait
+            // time since reservation was 0s" beside the QuotaReserved Event and the
+            // Admitted condition, one API write for nothing new.
+            return Ok(());
+        }
         self.recorder.workload_normal(
             *regarding,
             REASON_ADMITTED,
@@ -591,16 +607,22 @@ impl WorkloadWriter<'_> {
         Ok(())
     }
 
-    /// Pending: written (with a Warning Event) only when reason or message changed.
+    /// Pending: written only when reason or message changed, with a Warning Event when
+    /// the reason changed (or, publishing repeats, the message).
     pub async fn pending(
         &self,
         key: &WorkloadKey,
         reason: &str,
         message: &str,
     ) -> Result<(), WriteError> {
-        if let Written::Yes(regarding) = self
-            .write(key, |wl, now| pending_patch(wl, reason, message, now))
-            .await?
+        let new_reason = std::sync::atomic::AtomicBool::new(false);
+        let build = |wl: &Workload, now: &Time| {
+            let patch = pending_patch(wl, reason, message, now)?;
+            new_reason.store(pending_reason(wl) != Some(reason), Ordering::Relaxed);
+            Some(patch)
+        };
+        if let Written::Yes(regarding) = self.write(key, build).await?
+            && (new_reason.load(Ordering::Relaxed) || self.recorder.repeats_published())
         {
             self.recorder.workload_warning(*regarding, reason, message);
         }

@@ -563,3 +563,107 @@ async fn a_pending_reason_a_stale_cache_would_drop_is_confirmed_and_written() {
     assert_eq!(reserved["type"], "QuotaReserved");
     assert_eq!(reserved["reason"], "WaitingForQuota");
 }
+
+/// Runs `act` with an Event-publishing recorder against a mocked API server holding
+/// `current`, and returns the reasons of the Events it posted: those posted once `want`
+/// of them are in, and a moment after (a further Event is spawned with the first).
+async fn event_reasons(
+    current: Workload,
+    events: crate::config::WorkloadEvents,
+    want: usize,
+    act: impl AsyncFnOnce(WorkloadWriter<'_>),
+) -> Vec<String> {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let writer = Writer::new(client.clone(), 1, 2).with_clock(Arc::new(now), Duration::ZERO);
+    let (stores, _writers) = watch::stores();
+    let recorder = Recorder::new(client, crate::telemetry::Metrics::default())
+        .with_workload_events(events);
+    let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = reasons.clone();
+    let server = tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let is_event = req.uri().path().ends_with("/events");
+            let bytes = req.into_body().collect_bytes().await.expect("body");
+            let reply = if is_event {
+                let body: Value = serde_json::from_slice(&bytes).expect("json");
+                let reason = body["reason"].as_str().unwrap_or_default().to_string();
+                seen.lock().expect("reasons").push(reason);
+                body
+            } else {
+                serde_json::to_value(&current).expect("json")
+            };
+            let bytes = serde_json::to_vec(&reply).expect("json");
+            send.send_response(Response::new(Body::from(bytes)));
+        }
+    });
+    act(WorkloadWriter {
+        writer: &writer,
+        stores: &stores,
+        recorder: &recorder,
+    })
+    .await;
+    for _ in 0..100 {
+        if reasons.lock().expect("reasons").len() >= want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.abort();
+    let out = reasons.lock().expect("reasons").clone();
+    out
+}
+
+/// Reserved and admitted in one write: one QuotaReserved Event, and Kueue's Admitted
+/// Event beside it only when repeats are asked for.
+#[tokio::test]
+async fn an_admission_without_checks_is_one_event_unless_kueues_repeats_are_asked_for() {
+    use crate::config::WorkloadEvents::{Kueue, Lean};
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    let lean = event_reasons(workload(json!({})), Lean, 1, async |w| {
+        w.admit(&key, &admission(), &[]).await.expect("admitted");
+    })
+    .await;
+    assert_eq!(lean, ["QuotaReserved"]);
+    let mut kueue = event_reasons(workload(json!({})), Kueue, 2, async |w| {
+        w.admit(&key, &admission(), &[]).await.expect("admitted");
+    })
+    .await;
+    kueue.sort();
+    assert_eq!(kueue, ["Admitted", "QuotaReserved"]);
+}
+
+/// A pending Workload whose message changes under the same reason: the condition is
+/// written, the Event only when repeats are asked for; a new reason has its Event.
+#[tokio::test]
+async fn a_pending_event_marks_a_new_reason_not_each_new_message() {
+    use crate::config::WorkloadEvents::{Kueue, Lean};
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    let waiting = || {
+        workload(json!({"conditions": [{"type": "QuotaReserved", "status": "False",
+            "reason": "WaitingForQuota", "message": "4 more needed",
+            "lastTransitionTime": "2026-11-24T00:00:00Z"}]}))
+    };
+    let same_reason = async |w: WorkloadWriter<'_>| {
+        w.pending(&key, "WaitingForQuota", "2 more needed")
+            .await
+            .expect("written");
+    };
+    assert!(
+        event_reasons(waiting(), Lean, 0, same_reason)
+            .await
+            .is_empty()
+    );
+    let kueue = event_reasons(waiting(), Kueue, 1, same_reason).await;
+    assert_eq!(kueue, ["WaitingForQuota"]);
+    let new_reason = event_reasons(waiting(), Lean, 1, async |w| {
+        w.pending(&key, "TopologyPlacementFailed", "no rack fits")
+            .await
+            .expect("written");
+    })
+    .await;
+    assert_eq!(new_reason, ["TopologyPlacementFailed"]);
+    let first = event_reasons(workload(json!({})), Lean, 1, same_reason).await;
+    assert_eq!(first, ["WaitingForQuota"]);
+}
