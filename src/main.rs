@@ -77,6 +77,10 @@ struct SimulateArgs {
     /// A trace of recorded arrivals (.csv or .jsonl, see docs/simulator.md), added to the scenario.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// A real cluster's actuation latencies (`benches/cluster --calibration-out`), so that
+    /// the run predicts that cluster (docs/simulator.md, "Calibration").
+    #[arg(long, value_name = "FILE")]
+    calibration: Option<PathBuf>,
     /// Print the report as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -148,6 +152,7 @@ impl Default for SimulateArgs {
             scenario_dir: None,
             scenario: None,
             trace: None,
+            calibration: None,
             json: false,
             seed: SimConfig::default().seed,
             eviction_delay_ms: 0,
@@ -379,12 +384,19 @@ fn simulate(args: SimulateArgs) -> ExitCode {
             ),
             pods_ready: pods_ready(args.pods_ready_timeout_ms, args.pods_ready_backoff_limit),
             gang_reservation_horizon: args.gang_reservation_horizon_ms,
-            // The simulator's jobs finish at once: nothing is ever finishing.
+            // Uncalibrated, a workload's quota comes back the moment its pods are done,
+            // so nothing is ever finishing; calibrated, it comes back a measured
+            // latency later, and the grace applies as in a cluster.
             ..EngineConfig::default()
         },
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
         realtime_factor: args.realtime_factor,
+        calibration: match args.calibration.as_deref().map(sim::calibration::Calibration::load) {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(e)) => return fail(&e),
+        },
         ..SimConfig::default()
     };
     if args.eta_report {

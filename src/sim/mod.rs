@@ -9,6 +9,7 @@
 //! that reaches an output is ordered, and randomness comes from the seed. The
 //! only measured (non-virtual) numbers are in [`report::Timing`].
 
+pub mod calibration;
 pub mod chart;
 pub mod clock;
 pub mod eta;
@@ -129,6 +130,9 @@ impl SimError {
 /// workload objects from it rather than cloning them (half the memory).
 pub fn simulate(scenario: &Scenario, cfg: SimConfig) -> Result<Report, SimError> {
     let mut plan = scenario.plan(cfg.seed)?;
+    if let Some(c) = &cfg.calibration {
+        c.check_shape(plan.cluster_queues.len())?;
+    }
     let objects = plan.take_objects();
     Simulation::with_objects(&plan, cfg, objects).run()
 }

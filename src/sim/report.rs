@@ -86,6 +86,35 @@ pub struct Totals {
     /// Head-gang reservations dropped: no start within the horizon was left.
     #[serde(skip_serializing_if = "is_zero")]
     pub gang_reservations_dropped: u64,
+    /// The calibration file the run's actuation latencies came from (`--calibration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
+    /// Job created → first unsuspended, as a cluster shows it: with a calibration, the
+    /// wait for admission plus the latencies around it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub create_to_unsuspend: Option<Latency>,
+}
+
+/// The median and the 99th percentile (nearest rank) of a latency, in ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latency {
+    pub count: u64,
+    pub p50_ms: Millis,
+    pub p99_ms: Millis,
+}
+
+impl Latency {
+    pub fn from_values(mut v: Vec<Millis>) -> Self {
+        v.sort_unstable();
+        let n = v.len();
+        let rank = |p: usize| v.get((n * p).div_ceil(100).clamp(1, n.max(1)) - 1).copied();
+        Self {
+            count: n as u64,
+            p50_ms: rank(50).unwrap_or(0),
+            p99_ms: rank(99).unwrap_or(0),
+        }
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -320,6 +349,22 @@ impl Report {
                 "never ready {}  GPU-hours they held {:.1}",
                 t.never_ready, t.never_ready_gpu_hours
             );
+        }
+        match (&t.calibration, &t.create_to_unsuspend) {
+            (Some(file), Some(l)) => {
+                let _ = writeln!(
+                    out,
+                    "calibrated by {file}: create→unsuspend p50 {} p99 {}",
+                    duration(l.p50_ms),
+                    duration(l.p99_ms)
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "no calibration: a cluster's actuation latencies (job → Workload, admission → pods running, pods done → quota back) count as zero"
+                );
+            }
         }
         if t.gang_reservations_moved + t.gang_reservations_dropped > 0 {
             let _ = writeln!(

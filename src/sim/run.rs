@@ -58,6 +58,9 @@ pub struct SimConfig {
     /// Pace virtual time to wall time: this many virtual seconds per wall second
     /// (`--realtime-factor`), so a scraper sees the run unfold. `None`: as fast as possible.
     pub realtime_factor: Option<f64>,
+    /// A real cluster's actuation latencies around each decision (`--calibration`);
+    /// `None`: none, decisions take effect at once.
+    pub calibration: Option<super::calibration::Calibration>,
 }
 
 impl Default for SimConfig {
@@ -71,6 +74,7 @@ impl Default for SimConfig {
             timeseries: false,
             metrics: None,
             realtime_factor: None,
+            calibration: None,
         }
     }
 }
@@ -86,6 +90,11 @@ enum SimEvent {
         epoch: u32,
     },
     Stopped {
+        wl: usize,
+        epoch: u32,
+    },
+    /// Its pods are done; the quota comes back with `Finish`, a calibrated latency later.
+    Finishing {
         wl: usize,
         epoch: u32,
     },
@@ -117,6 +126,9 @@ struct WlRun {
     placed: Vec<(usize, i64)>,
     /// Since when a workload that never gets ready holds quota.
     held_since: Option<Millis>,
+    /// When its job was first unsuspended (its first admission plus the calibrated
+    /// write latency).
+    first_unsuspended: Option<Millis>,
 }
 
 /// Time-weighted accumulator of one ClusterQueue resource.
@@ -191,6 +203,8 @@ pub struct Simulation<'p> {
     observer: Option<crate::telemetry::Observer>,
     /// Wall clock at the first batch, for `cfg.realtime_factor`.
     paced_from: Option<(Instant, Millis)>,
+    /// Draws the calibrated latencies (seeded apart from the generator's draws).
+    latency_rng: super::rng::SplitMix64,
 }
 
 /// Usage and queue depth over time, per ClusterQueue (or per cohort when
@@ -246,6 +260,7 @@ impl<'p> Simulation<'p> {
                 pending: None,
                 placed: Vec::new(),
                 held_since: None,
+                first_unsuspended: None,
             };
             plan.workloads.len()
         ];
@@ -284,6 +299,7 @@ impl<'p> Simulation<'p> {
                 crate::telemetry::Observer::new(m, Duration::from_millis(250))
             }),
             paced_from: None,
+            latency_rng: super::rng::SplitMix64::new(cfg.seed ^ 0x6c61_7465_6e63_7921),
             cfg,
         }
         .with_series()
@@ -364,7 +380,12 @@ impl<'p> Simulation<'p> {
             })?;
         }
         for (i, w) in self.plan.workloads.iter().enumerate() {
-            self.queue.push(w.arrival, SimEvent::Arrive(i));
+            let seen = match &self.cfg.calibration {
+                Some(c) => c.workload_created.sample(&mut self.latency_rng),
+                None => 0,
+            };
+            self.queue
+                .push(w.arrival.saturating_add(seen), SimEvent::Arrive(i));
         }
         let mut batch = Vec::new();
         let mut batches: u64 = 0;
@@ -478,6 +499,16 @@ impl<'p> Simulation<'p> {
                 if let Some(c) = r.holder.take() {
                     self.cqs[c].finished += 1;
                     self.touched.insert(c);
+                }
+            }
+            SimEvent::Finishing { wl, epoch } => {
+                let r = &self.runs[wl];
+                if r.phase != Phase::Running || r.epoch != epoch {
+                    return;
+                }
+                let key = self.plan.workloads[wl].key.clone();
+                if let Err(e) = self.apply(Event::WorkloadFinishing(key.clone())) {
+                    self.anomaly(format!("t={t}ms: WorkloadFinishing({key}) failed: {e}"));
                 }
             }
             // The cycle that follows every batch is what the engine asked for.
@@ -630,8 +661,23 @@ impl<'p> Simulation<'p> {
             }
         }
         let runtime = self.plan.workloads[i].runtime;
-        self.queue
-            .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
+        let Some(c) = &self.cfg.calibration else {
+            self.runs[i].first_unsuspended.get_or_insert(t);
+            self.queue
+                .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
+            return true;
+        };
+        // As in a cluster: the job is unsuspended, its pods start and run, and the
+        // quota comes back once the job controller and kuota have finished it.
+        let rng = &mut self.latency_rng;
+        let unsuspended = t.saturating_add(c.unsuspended.sample(rng));
+        let done = unsuspended
+            .saturating_add(c.pods_running.sample(rng))
+            .saturating_add(runtime);
+        let finished = done.saturating_add(c.workload_finished.sample(rng));
+        self.runs[i].first_unsuspended.get_or_insert(unsuspended);
+        self.queue.push(done, SimEvent::Finishing { wl: i, epoch });
+        self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
         true
     }
 

@@ -40,6 +40,15 @@ impl<'p> Simulation<'p> {
         }
         let waits = self.waits();
         self.totals.time_to_admission = Distribution::from_values(waits.all);
+        if let Some(c) = &self.cfg.calibration {
+            self.totals.calibration = Some(c.source.clone());
+            let latencies = (self.plan.workloads.iter().zip(&self.runs))
+                .filter_map(|(w, r)| Some(r.first_unsuspended? - w.arrival))
+                .collect();
+            self.totals.create_to_unsuspend = Some(crate::sim::report::Latency::from_values(
+                latencies,
+            ));
+        }
         let work = self.work();
         self.bound_and_utilization(&work, makespan);
         for (r, lost) in &self.lost_work {

@@ -364,3 +364,36 @@ fn batch_limit_truncates() {
     let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
     assert!(r.totals.truncated);
 }
+
+/// Calibrated latencies on the preemption fixture, each a constant: the workload reaches
+/// the engine 10 ms after its submission, is unsuspended 5 ms after its admission, runs
+/// from 20 ms after that, and gives its quota back 300 ms after its pods are done.
+#[test]
+fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
+    let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
+    let text = format!(
+        r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
+           "latencyQuantilesMs":{{"workloadCreated":{},"unsuspended":{},"podsRunning":{},"workloadFinished":{}}}}}"#,
+        constant(10.0),
+        constant(5.0),
+        constant(20.0),
+        constant(300.0)
+    );
+    let calibration =
+        crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration");
+    let cfg = SimConfig {
+        calibration: Some(calibration),
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // low seen at 110 and admitted; high seen at 210 preempts it (low's pods still run);
+    // high runs 235..735 and its quota is back at 1035; low again: admitted 1035,
+    // running 1060..2060, quota back at 2360.
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.makespan_ms, 2360);
+    assert_eq!(class(&r, "low").time_to_admission.max_ms, 935);
+    assert_eq!(r.totals.calibration.as_deref(), Some("t.json"));
+    let l = r.totals.create_to_unsuspend.expect("measured");
+    assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 15));
+}

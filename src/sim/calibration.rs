@@ -1,0 +1,219 @@
+//! Actuation latencies measured in a real cluster, so that the simulator predicts it: the
+//! calibration file `benches/cluster --calibration-out` writes from its audit log, loaded,
+//! checked and sampled.
+//!
+//! Four latencies surround each of kuota's decisions in a cluster, and none exists on
+//! the simulator's clock without this file:
+//! - `workloadCreated`: a job is created → its Workload exists (the engine sees it);
+//! - `unsuspended`: the admission is written → the job is unsuspended;
+//! - `podsRunning`: the job is unsuspended → its pods are created and run;
+//! - `workloadFinished`: its pods are done → its Workload is `Finished` and the quota
+//!   is back (the job controller's completion, then kuota's finish).
+//!
+//! Each is a distribution given as 101 quantiles (p0 … p100, milliseconds); a sample is
+//! read at a uniform random quantile, interpolated between neighbours.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::SimError;
+use super::rng::SplitMix64;
+use crate::engine::Millis;
+
+/// The `apiVersion` and `kind` of a calibration file.
+pub const API_VERSION: &str = "kuota.dev/v1alpha1";
+pub const KIND: &str = "Calibration";
+
+/// A loaded calibration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// The file it came from, for the report.
+    pub source: String,
+    /// The ClusterQueues of the shape it was measured on.
+    pub cluster_queues: usize,
+    pub workload_created: Quantiles,
+    pub unsuspended: Quantiles,
+    pub pods_running: Quantiles,
+    pub workload_finished: Quantiles,
+}
+
+/// A latency distribution as 101 non-decreasing quantiles in ms (empty: always 0).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Quantiles(Vec<f64>);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    api_version: String,
+    kind: String,
+    cluster_queues: usize,
+    #[serde(default)]
+    measured_jobs: usize,
+    latency_quantiles_ms: Latencies,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Latencies {
+    workload_created: Vec<f64>,
+    unsuspended: Vec<f64>,
+    pods_running: Vec<f64>,
+    workload_finished: Vec<f64>,
+}
+
+impl Calibration {
+    /// Reads `path`: an error names the file and the field when it cannot be read, is
+    /// not a calibration, or holds a distribution that is not 101 non-decreasing
+    /// quantiles.
+    pub fn load(path: &Path) -> Result<Self, SimError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::Io {
+            path: name.clone(),
+            source: std::sync::Arc::new(e),
+        })?;
+        Self::parse(&name, &text)
+    }
+
+    /// Refuses a calibration measured on a shape with another number of ClusterQueues
+    /// than the scenario's `cluster_queues`.
+    pub fn check_shape(&self, cluster_queues: usize) -> Result<(), SimError> {
+        if self.cluster_queues == cluster_queues {
+            return Ok(());
+        }
+        Err(SimError::Scenario {
+            source_name: self.source.clone(),
+            message: format!(
+                "clusterQueues: measured on {} ClusterQueues, the scenario has {cluster_queues}: a calibration is only valid for the shape it was measured on",
+                self.cluster_queues
+            ),
+        })
+    }
+
+    /// [`Calibration::load`] on text already read (`name` names it in errors).
+    pub fn parse(name: &str, text: &str) -> Result<Self, SimError> {
+        let file: File = serde_json::from_str(text)
+            .map_err(|e| SimError::field(name, "calibration", std::sync::Arc::new(e)))?;
+        let wrong = |message: String| SimError::Scenario {
+            source_name: name.to_string(),
+            message,
+        };
+        if file.api_version != API_VERSION || file.kind != KIND {
+            return Err(wrong(format!(
+                "apiVersion/kind: expected {API_VERSION} {KIND}, found {} {}",
+                file.api_version, file.kind
+            )));
+        }
+        if file.measured_jobs == 0 {
+            return Err(wrong("measuredJobs: no finished job was measured".into()));
+        }
+        let l = file.latency_quantiles_ms;
+        let check = |field: &str, q: Vec<f64>| -> Result<Quantiles, SimError> {
+            let at = format!("latencyQuantilesMs.{field}");
+            if !q.is_empty() && q.len() != 101 {
+                return Err(wrong(format!(
+                    "{at}: {} values, expected 101 quantiles (p0 to p100) or none",
+                    q.len()
+                )));
+            }
+            if let Some(i) = q.iter().position(|v| !v.is_finite() || *v < 0.0) {
+                return Err(wrong(format!(
+                    "{at}[{i}]: {} is not a latency (a finite number of ms, at least 0)",
+                    q[i]
+                )));
+            }
+            if let Some(i) = q.windows(2).position(|w| w[1] < w[0]) {
+                return Err(wrong(format!(
+                    "{at}[{}]: {} is below the quantile before it ({}); quantiles never decrease",
+                    i + 1,
+                    q[i + 1],
+                    q[i]
+                )));
+            }
+            Ok(Quantiles(q))
+        };
+        Ok(Self {
+            source: name.to_string(),
+            cluster_queues: file.cluster_queues,
+            workload_created: check("workloadCreated", l.workload_created)?,
+            unsuspended: check("unsuspended", l.unsuspended)?,
+            pods_running: check("podsRunning", l.pods_running)?,
+            workload_finished: check("workloadFinished", l.workload_finished)?,
+        })
+    }
+}
+
+impl Quantiles {
+    /// A sample: the distribution read at a uniform random quantile, in whole ms.
+    pub(crate) fn sample(&self, rng: &mut SplitMix64) -> Millis {
+        if self.0.is_empty() {
+            return 0;
+        }
+        let x = rng.next_f64() * 100.0;
+        let i = (x.floor() as usize).min(99);
+        let (lo, hi) = (self.0[i], self.0[i + 1]);
+        (lo + (hi - lo) * (x - i as f64)).round() as Millis
+    }
+
+    /// The median, in ms.
+    pub fn median(&self) -> f64 {
+        self.0.get(50).copied().unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(created: &str, cqs: usize) -> String {
+        let ramp: Vec<String> = (0..=100).map(|i| (i * 10).to_string()).collect();
+        let ramp = format!("[{}]", ramp.join(","));
+        format!(
+            r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":{cqs},"measuredJobs":3000,
+               "latencyQuantilesMs":{{"workloadCreated":{created},"unsuspended":[],"podsRunning":{ramp},"workloadFinished":{ramp}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_calibration_loads_and_samples_within_its_quantiles() {
+        let c = Calibration::parse("c.json", &file("[]", 30)).expect("valid");
+        assert!(c.check_shape(30).is_ok());
+        let mut rng = SplitMix64::new(7);
+        let samples: Vec<Millis> = (0..1000).map(|_| c.pods_running.sample(&mut rng)).collect();
+        assert!(samples.iter().all(|s| (0..=1000).contains(s)));
+        let mean = samples.iter().sum::<Millis>() as f64 / 1000.0;
+        assert!((400.0..600.0).contains(&mean), "mean {mean}");
+        assert_eq!(c.workload_created.sample(&mut rng), 0);
+        assert_eq!(c.pods_running.median(), 500.0);
+    }
+
+    #[test]
+    fn bad_calibrations_name_the_file_and_the_field() {
+        let err = |text: &str, cqs| match Calibration::parse("c.json", text) {
+            Ok(c) => c.check_shape(cqs).expect_err("refused").to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err(&file("[]", 30), 60).starts_with(
+                "c.json: clusterQueues: measured on 30 ClusterQueues, the scenario has 60"
+            )
+        );
+        assert!(
+            err(&file("[1,2]", 30), 30)
+                .starts_with("c.json: latencyQuantilesMs.workloadCreated: 2 values, expected 101")
+        );
+        let mut down: Vec<String> = (0..=100).map(|i| i.to_string()).collect();
+        down[7] = "1".into();
+        let e = err(&file(&format!("[{}]", down.join(",")), 30), 30);
+        assert!(
+            e.starts_with("c.json: latencyQuantilesMs.workloadCreated[7]: 1 is below the quantile before it (6)"),
+            "{e}"
+        );
+        let e = err(&file("[-1]", 30), 30);
+        assert!(e.contains("workloadCreated"), "{e}");
+        let e = err("{\"apiVersion\":\"v1\"}", 30);
+        assert!(e.starts_with("c.json: calibration: missing field"), "{e}");
+        let e = err(&file("[]", 30).replace("Calibration", "Scenario"), 30);
+        assert!(e.starts_with("c.json: apiVersion/kind: expected kuota.dev/v1alpha1 Calibration"), "{e}");
+    }
+}
