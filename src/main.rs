@@ -392,7 +392,11 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         timeseries: args.chart.is_some(),
         metrics: args.metrics_addr.map(|_| kuota::telemetry::Metrics::new()),
         realtime_factor: args.realtime_factor,
-        calibration: match args.calibration.as_deref().map(sim::calibration::Calibration::load) {
+        calibration: match args
+            .calibration
+            .as_deref()
+            .map(sim::calibration::Calibration::load)
+        {
             None => None,
             Some(Ok(c)) => Some(c),
             Some(Err(e)) => return fail(&e),

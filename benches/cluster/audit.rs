@@ -28,6 +28,12 @@ struct Event {
     /// The request body: logged (audit-policy.yaml) for the patches that can be on the
     /// admission path.
     request_object: Option<serde_json::Value>,
+    response_status: Option<ResponseStatus>,
+}
+
+#[derive(Deserialize)]
+struct ResponseStatus {
+    code: Option<u16>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +65,8 @@ pub struct Writes {
     pub holds: HashMap<String, (Option<Timestamp>, Option<Timestamp>)>,
     /// Preemptions: each (Workload, `Preempted` transition time) written true.
     pub preemptions: HashSet<(String, String)>,
+    /// Writes the API server refused (a status of 400 or more), by `verb resource`.
+    pub failed: BTreeMap<String, u64>,
 }
 
 /// The stages of [`Writes::stages`], in order (`{}`: the kind).
@@ -192,6 +200,15 @@ pub fn count_writes(
                 );
             }
         }
+        if e.response_status
+            .as_ref()
+            .and_then(|r| r.code)
+            .is_some_and(|c| c >= 400)
+        {
+            *out.failed
+                .entry(format!("{} {written}", e.verb))
+                .or_default() += 1;
+        }
         *out.by_kind
             .entry(format!("{} {written}", e.verb))
             .or_default() += 1;
@@ -224,7 +241,9 @@ impl Writes {
         if written != "workloads/status" {
             return;
         }
-        let conditions = body.pointer("/status/conditions").and_then(|c| c.as_array());
+        let conditions = body
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array());
         for c in conditions.into_iter().flatten() {
             let is_true = c.get("status").and_then(|s| s.as_str()) == Some("True");
             match c.get("type").and_then(|t| t.as_str()) {

@@ -38,9 +38,14 @@ struct Life {
     workload_created: Option<Timestamp>,
     admitted: Option<Timestamp>,
     unsuspends: Vec<Timestamp>,
-    pods_created: Vec<Timestamp>,
+    /// When the stand-in kubelet marked a pod Succeeded: its class's runtime after it
+    /// saw the pod (the audit log does not name a pod created with `generateName`).
     pods_succeeded: Vec<Timestamp>,
     finished: Option<Timestamp>,
+    /// Each preemption written (its `Preempted` condition set true), and each requeue
+    /// (the admission cleared) that gave the quota back.
+    preempted: Vec<Timestamp>,
+    requeued: Vec<Timestamp>,
 }
 
 fn ms(from: Option<&Timestamp>, to: Option<&Timestamp>) -> Option<f64> {
@@ -75,14 +80,22 @@ fn read(log: &Path, namespace_prefix: &str) -> std::io::Result<HashMap<String, L
             obj.subresource.as_deref().unwrap_or_default(),
         ) {
             ("create", "jobs", "") => {
-                lives.entry(key(&name)).or_default().created.get_or_insert(at);
+                lives
+                    .entry(key(&name))
+                    .or_default()
+                    .created
+                    .get_or_insert(at);
             }
             ("patch", "jobs", "") if unsuspends(body) => {
                 lives.entry(key(&name)).or_default().unsuspends.push(at);
             }
             ("create", "workloads", "") => {
                 if let Some(job) = name.strip_prefix("job-").and_then(|n| owner_of(n, 5)) {
-                    lives.entry(key(job)).or_default().workload_created.get_or_insert(at);
+                    lives
+                        .entry(key(job))
+                        .or_default()
+                        .workload_created
+                        .get_or_insert(at);
                 }
             }
             ("patch", "workloads", "status") => {
@@ -90,16 +103,23 @@ fn read(log: &Path, namespace_prefix: &str) -> std::io::Result<HashMap<String, L
                     continue;
                 };
                 let life = lives.entry(key(job)).or_default();
-                if body.and_then(|b| b.pointer("/status/admission")).is_some_and(Value::is_object) {
+                if body
+                    .and_then(|b| b.pointer("/status/admission"))
+                    .is_some_and(Value::is_object)
+                {
                     life.admitted.get_or_insert(at);
                 }
                 if sets_true(body, "Finished") {
                     life.finished.get_or_insert(at);
                 }
-            }
-            ("create", "pods", "") => {
-                if let Some(job) = owner_of(&name, 5) {
-                    lives.entry(key(job)).or_default().pods_created.push(at);
+                // The requeue clears the admission (its conditions still say Preempted).
+                if body
+                    .and_then(|b| b.pointer("/status/admission"))
+                    .is_some_and(Value::is_null)
+                {
+                    life.requeued.push(at);
+                } else if sets_true(body, "Preempted") && sets_true(body, "Evicted") {
+                    life.preempted.push(at);
                 }
             }
             ("patch", "pods", "status") => {
@@ -153,21 +173,48 @@ fn quantiles(mut samples: Vec<f64>) -> Vec<f64> {
 pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), crate::BoxError> {
     let lives = read(log, &format!("{run}-q"))?;
     let mut latency: [Vec<f64>; 4] = Default::default();
-    for life in lives.values() {
+    let mut eviction = Vec::new();
+    for (key, life) in &lives {
         let last_on = life.unsuspends.last();
-        let pods_after = life.pods_created.iter().filter(|p| Some(*p) >= last_on).min();
+        let done = life
+            .pods_succeeded
+            .iter()
+            .filter(|p| Some(*p) >= last_on)
+            .min();
+        let runtime_ms = class_of(key).map_or(0.0, |c| c.runtime_ms as f64);
         let steps = [
             ms(life.created.as_ref(), life.workload_created.as_ref()),
             ms(life.admitted.as_ref(), life.unsuspends.first()),
-            ms(last_on, pods_after),
+            ms(last_on, done).map(|d| d - runtime_ms),
             ms(life.pods_succeeded.last(), life.finished.as_ref()),
         ];
         for (samples, step) in latency.iter_mut().zip(steps) {
             samples.extend(step);
         }
+        // From a preemption's first write (its condition stays true through later
+        // patches) to the requeue that follows it.
+        let mut marks: Vec<(Timestamp, bool)> = life.preempted.iter().map(|t| (*t, true)).collect();
+        marks.extend(life.requeued.iter().map(|t| (*t, false)));
+        marks.sort();
+        let mut open = None;
+        for (t, is_preemption) in marks {
+            match (is_preemption, open) {
+                (true, None) => open = Some(t),
+                (false, Some(from)) => {
+                    eviction.extend(ms(Some(&from), Some(&t)));
+                    open = None;
+                }
+                _ => {}
+            }
+        }
     }
-    let [workload_created, unsuspended, pods_running, workload_finished] =
-        latency.map(quantiles);
+    let by_in_flight = load_bands(&lives);
+    let [
+        workload_created,
+        unsuspended,
+        pods_running,
+        workload_finished,
+    ] = latency.map(quantiles);
     std::fs::create_dir_all(dir)?;
     let calibration = json!({
         "apiVersion": "kuota.dev/v1alpha1", "kind": "Calibration",
@@ -178,7 +225,9 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
             "unsuspended": unsuspended,
             "podsRunning": pods_running,
             "workloadFinished": workload_finished,
-        }
+            "evictionStopped": quantiles(eviction),
+        },
+        "byInFlight": by_in_flight,
     });
     std::fs::write(
         dir.join("calibration.json"),
@@ -195,6 +244,56 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
     Ok(())
 }
 
+/// Lower bounds of the load bands: Jobs in flight (unsuspended, not finished).
+const BANDS: [usize; 8] = [0, 25, 50, 100, 200, 300, 400, 600];
+/// A band needs this many Jobs to be given; a thinner one is left to the band below.
+const BAND_SAMPLES: usize = 20;
+
+/// `podsRunning` and `workloadFinished` by the Jobs in flight at each Job's (last)
+/// unsuspend: the job controller and the kubelet queue their work, so both grow with load.
+fn load_bands(lives: &HashMap<String, Life>) -> Vec<Value> {
+    let runs: Vec<(&String, &Life, Timestamp, Timestamp)> = lives
+        .iter()
+        .filter_map(|(k, l)| Some((k, l, *l.unsuspends.last()?, l.finished?)))
+        .collect();
+    let mut starts: Vec<Timestamp> = runs.iter().map(|r| r.2).collect();
+    let mut ends: Vec<Timestamp> = runs.iter().map(|r| r.3).collect();
+    starts.sort();
+    ends.sort();
+    let mut bands: Vec<[Vec<f64>; 2]> = vec![Default::default(); BANDS.len()];
+    for (key, life, on, finished) in &runs {
+        let in_flight = starts
+            .partition_point(|s| s <= on)
+            .saturating_sub(ends.partition_point(|e| e <= on));
+        let band = BANDS.iter().rposition(|b| *b <= in_flight).unwrap_or(0);
+        let done = life.pods_succeeded.iter().filter(|p| *p >= on).min();
+        let runtime_ms = class_of(key).map_or(0.0, |c| c.runtime_ms as f64);
+        if let (Some(run), Some(fin)) = (
+            ms(Some(on), done).map(|d| d - runtime_ms),
+            ms(life.pods_succeeded.last(), Some(finished)),
+        ) {
+            bands[band][0].push(run);
+            bands[band][1].push(fin);
+        }
+    }
+    BANDS
+        .iter()
+        .zip(bands)
+        .filter(|(_, [run, _])| run.len() >= BAND_SAMPLES)
+        .map(|(at_least, [run, fin])| {
+            json!({"atLeast": at_least, "jobs": run.len(),
+                   "podsRunning": quantiles(run), "workloadFinished": quantiles(fin)})
+        })
+        .collect()
+}
+
+/// The class of a Job (`namespace/<class>-<i>`).
+fn class_of(key: &str) -> Option<&'static setup::Class> {
+    let job = key.rsplit('/').next()?;
+    let class = job.split('-').next()?;
+    CLASSES.iter().find(|c| c.name == class)
+}
+
 /// The run's Jobs as a simulator trace, submitted when the API server received each
 /// create, relative to the first.
 fn trace(lives: &HashMap<String, Life>) -> String {
@@ -207,10 +306,10 @@ fn trace(lives: &HashMap<String, Life>) -> String {
         .collect();
     rows.sort();
     let first = rows.first().map(|r| r.0);
-    let mut out = String::from("submit_ms,namespace,queue,priority,runtime_ms,podsets,name,class\n");
+    let mut out =
+        String::from("submit_ms,namespace,queue,priority,runtime_ms,podsets,name,class\n");
     for (at, ns, job) in rows {
-        let class_name = job.split('-').next().unwrap_or_default();
-        let Some(class) = CLASSES.iter().find(|c| c.name == class_name) else {
+        let Some(class) = class_of(job) else {
             continue;
         };
         let submit = first.map_or(0, |f| at.duration_since(f).as_millis().max(0));

@@ -87,6 +87,10 @@ struct Args {
     /// so the admission rate measures kuota and the API server rather than the quota.
     #[arg(long, default_value_t = 20)]
     nominal_cpu: u32,
+    /// Run nothing: write the calibration and scenario of this earlier run (its name, as
+    /// `run NAME:` printed it) from `--audit-log`, kept with KUOTA_BENCH_KEEP_AUDIT=1.
+    #[arg(long, value_name = "RUN")]
+    calibrate_run: Option<String>,
     /// Where to write the simulator's calibration (`calibration.json`) and this run's
     /// trace and queues (`scenario/`), from the audit log (batch Jobs only).
     #[arg(long)]
@@ -109,6 +113,22 @@ async fn main() {
     if !args.bench {
         eprintln!(
             "cluster bench: run with `cargo bench --bench cluster -- ...` (see docs/performance.md)"
+        );
+        return;
+    }
+    if let (Some(log), Some(run)) = (&args.audit_log, &args.calibrate_run) {
+        // No run: the calibration and scenario of an earlier one, from its kept audit log.
+        let dir = args
+            .calibration_out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(run));
+        if let Err(e) = calibrate::write(log, run, args.nominal_cpu, &dir) {
+            eprintln!("cluster bench: calibration from {}: {e}", log.display());
+            std::process::exit(1);
+        }
+        println!(
+            "calibration and scenario of run {run} written to {}",
+            dir.display()
         );
         return;
     }
@@ -311,7 +331,10 @@ async fn bench(args: Args) -> Result<(), BoxError> {
         summary.writes(log, &kuota.marker, idle)?;
         if let (Some(dir), Mix::Job) = (&args.calibration_out, mix) {
             calibrate::write(log, &run, args.nominal_cpu, dir)?;
-            println!("\ncalibration and scenario of this run written to {}", dir.display());
+            println!(
+                "\ncalibration and scenario of this run written to {}",
+                dir.display()
+            );
         }
     } else {
         println!("\n(no --audit-log: kuota's writes were not counted)");

@@ -142,6 +142,21 @@ impl Summary<'_> {
             println!("| {kind} | {count} | {:.2} |", *count as f64 / jobs);
         }
         println!("| total | {total} | {:.2} |", total as f64 / jobs);
+        let failed: u64 = writes.failed.values().sum();
+        let detail: Vec<String> = writes
+            .failed
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        println!(
+            "| failed (refused by the API server) | {failed} | {:.2}% of writes (target < 1%){} |",
+            failed as f64 * 100.0 / total.max(1) as f64,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", detail.join(", "))
+            }
+        );
         let per = writes.admission_path as f64 / jobs;
         println!(
             "| **admission path** (Workload create, admitting status patch, unsuspending {kind} patch) | {} | **{per:.2}** (target ≤ 3) |",
@@ -186,8 +201,8 @@ impl Summary<'_> {
     /// (last unsuspend → Workload `Finished`, which adds the pods' start, the Job
     /// controller's completion and kuota's finish to the runtime).
     fn makespan(&self, writes: &audit::Writes) {
-        let capacity = (setup::COHORTS * setup::QUEUES_PER_COHORT) as f64
-            * f64::from(self.args.nominal_cpu);
+        let capacity =
+            (setup::COHORTS * setup::QUEUES_PER_COHORT) as f64 * f64::from(self.args.nominal_cpu);
         let class_of = |job: &str| {
             let name = job.rsplit('/').next().unwrap_or(job);
             let class = name.split('-').next().unwrap_or(name);

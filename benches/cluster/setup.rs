@@ -153,18 +153,23 @@ pub async fn create_namespace(client: &Client, name: &str) -> Result<(), kube::E
 /// ClusterQueue's nominal quota (20 in Kueue's baseline; far more makes admission, not
 /// quota, the limit). The same objects make the simulator's scenario (calibrate.rs).
 pub fn queue_objects(run: &str, nominal_cpu: u32) -> Vec<serde_json::Value> {
-    let mut out = vec![json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": format!("{run}-default")}, "spec": {}})];
+    let mut out = vec![
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": format!("{run}-default")}, "spec": {}}),
+    ];
     for c in CLASSES {
-        out.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": format!("{run}-{}", c.name)}, "value": c.priority}));
+        out.push(
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": format!("{run}-{}", c.name)}, "value": c.priority}),
+        );
     }
     for cq in 0..COHORTS * QUEUES_PER_COHORT {
         let cohort = format!("{run}-cohort-{}", cq / QUEUES_PER_COHORT);
         let ns = namespace(run, cq);
         out.push(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": ns, "labels": {BENCH_LABEL: run}}}));
-        out.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        out.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": format!("{run}-cq-{cq}")},
             "spec": {
                 "cohortName": cohort,
@@ -174,10 +179,13 @@ pub fn queue_objects(run: &str, nominal_cpu: u32) -> Vec<serde_json::Value> {
                     "name": format!("{run}-default"),
                     "resources": [{"name": "cpu", "nominalQuota": nominal_cpu.to_string(),
                         "borrowingLimit": "100"}]}]}]
-            }}));
-        out.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            }}),
+        );
+        out.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": "lq", "namespace": ns},
-            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}}));
+            "spec": {"clusterQueue": format!("{run}-cq-{cq}")}}),
+        );
     }
     out
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
-use super::pending::{PendingError, Queue, client, fetch, items};
+use super::pending::{Estimate, PendingError, Queue, client, fetch, items};
 use crate::api::constants::{
     WORKLOAD_ADMITTED, WORKLOAD_EVICTED, WORKLOAD_FINISHED, WORKLOAD_QUOTA_RESERVED,
     WORKLOAD_REQUEUED,
@@ -77,6 +77,10 @@ pub struct Explanation {
     /// Why a position is missing (not visible to the user, or beyond the first page).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub position_notes: Vec<String>,
+    /// The start estimate, from kuota's visibility group: when, its range, and the
+    /// runtimes it rests on (or why there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -251,6 +255,9 @@ pub fn render(e: &Explanation) -> String {
     if !positions.is_empty() {
         let _ = writeln!(out, "Position:  {} (0 is next)", positions.join(", "));
     }
+    if let Some(estimate) = &e.estimate {
+        let _ = writeln!(out, "Estimate:  {estimate}");
+    }
     if let Some(m) = e.message.as_ref().filter(|m| !m.is_empty()) {
         let reason = e.reason.as_deref().unwrap_or_default();
         let _ = writeln!(out, "Why:       {reason}: {m}");
@@ -297,19 +304,18 @@ async fn find_workload(
     })
 }
 
-/// The workload's position in `queue`'s first page, or why there is none.
-async fn position(
+/// The workload's item in `queue`'s first page, or why there is none.
+async fn listed(
     client: &kube::Client,
     queue: &Queue,
     ns: &str,
     name: &str,
-    field: &str,
-) -> Result<i64, String> {
+) -> Result<serde_json::Value, String> {
     match fetch(client, queue, 0, None).await {
         Ok(summary) => items(&summary)
             .iter()
             .find(|i| i["metadata"]["namespace"] == ns && i["metadata"]["name"] == name)
-            .and_then(|i| i[field].as_i64())
+            .cloned()
             .ok_or_else(|| {
                 format!(
                     "not in the first {} listed in {}",
@@ -319,6 +325,25 @@ async fn position(
             }),
         Err(e) => Err(format!("{}: {e}", queue.describe())),
     }
+}
+
+/// The estimate line for a listed item of kuota's group; `None` from Kueue's group.
+fn estimate_line(item: &serde_json::Value) -> Option<String> {
+    item.get("startEstimate")?;
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let e = Estimate::of(item, now);
+    Some(if e.start == "<unknown>" {
+        format!("unknown: {}", e.source)
+    } else if e.source == "none" {
+        format!("{}: nothing running has to end first", e.start)
+    } else if e.range == "<none>" {
+        format!("{}, from {} runtimes", e.start, e.source)
+    } else {
+        format!(
+            "{} (between {} from now), from {} runtimes",
+            e.start, e.range, e.source
+        )
+    })
 }
 
 /// Runs `kuota explain`; what to print on stdout, or the error.
@@ -366,14 +391,17 @@ pub async fn run(args: &ExplainArgs) -> Result<String, ExplainError> {
             namespace: ns.to_string(),
             name: lq.clone(),
         };
-        match position(&client, &local, ns, &wl_name, "positionInLocalQueue").await {
-            Ok(p) => e.position_in_local_queue = Some(p),
+        match listed(&client, &local, ns, &wl_name).await {
+            Ok(item) => {
+                e.position_in_local_queue = item["positionInLocalQueue"].as_i64();
+                e.estimate = estimate_line(&item);
+            }
             Err(note) => e.position_notes.push(note),
         }
         if let Some(cq) = &cluster_queue {
             let cluster = Queue::Cluster(cq.clone());
-            match position(&client, &cluster, ns, &wl_name, "positionInClusterQueue").await {
-                Ok(p) => e.position_in_cluster_queue = Some(p),
+            match listed(&client, &cluster, ns, &wl_name).await {
+                Ok(item) => e.position_in_cluster_queue = item["positionInClusterQueue"].as_i64(),
                 Err(note) => e.position_notes.push(note),
             }
         }

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use crate::api::Workload;
-use crate::visibility::api::GROUP;
+use crate::visibility::api::{GROUP, KUOTA_GROUP};
 
 /// Output formats, as kubectl names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +59,9 @@ pub enum PendingError {
          v1beta2.visibility.kueue.x-k8s.io`)"
     )]
     NotServed { what: String },
+    /// kuota's group refused (the user's roles grant only Kueue's): Kueue's is asked.
+    #[error("{what}: {message}")]
+    Forbidden { what: String, message: String },
     #[error("{what}: {source}")]
     Request {
         what: String,
@@ -99,13 +102,14 @@ impl Queue {
         }
     }
 
-    fn path(&self, offset: i64, limit: Option<i64>) -> String {
+    /// The page's path in `group_version` (kuota's, with estimates, or Kueue's).
+    fn path(&self, group_version: &str, offset: i64, limit: Option<i64>) -> String {
         let base = match self {
             Queue::Cluster(name) => {
-                format!("/apis/{GROUP}/v1beta2/clusterqueues/{name}/pendingworkloads")
+                format!("/apis/{group_version}/clusterqueues/{name}/pendingworkloads")
             }
             Queue::Local { namespace, name } => format!(
-                "/apis/{GROUP}/v1beta2/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
+                "/apis/{group_version}/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
             ),
         };
         let mut q = format!("{base}?offset={offset}");
@@ -141,15 +145,35 @@ pub(super) async fn client(args: &super::ClusterArgs) -> Result<kube::Client, Pe
     kube::Client::try_from(config).map_err(|e| PendingError::Config(e.to_string()))
 }
 
-/// Reads one page (`offset`, `limit`): the summary, or an error that names the queue.
+/// Reads one page (`offset`, `limit`) from kuota's group, whose items carry their start
+/// estimates, or from Kueue's where kuota's is not served (an older install) or not
+/// granted to the user: the summary, or an error that names the queue.
 pub(super) async fn fetch(
     client: &kube::Client,
     queue: &Queue,
     offset: i64,
     limit: Option<i64>,
 ) -> Result<Value, PendingError> {
+    let kuota = format!("{KUOTA_GROUP}/v1alpha1");
+    match fetch_from(client, queue, &kuota, KUOTA_GROUP, offset, limit).await {
+        Err(PendingError::NotServed { .. } | PendingError::Forbidden { .. }) => {
+            let kueue = format!("{GROUP}/v1beta2");
+            fetch_from(client, queue, &kueue, GROUP, offset, limit).await
+        }
+        other => other,
+    }
+}
+
+async fn fetch_from(
+    client: &kube::Client,
+    queue: &Queue,
+    group_version: &str,
+    group: &str,
+    offset: i64,
+    limit: Option<i64>,
+) -> Result<Value, PendingError> {
     let what = queue.describe();
-    let req = http::Request::get(queue.path(offset, limit))
+    let req = http::Request::get(queue.path(group_version, offset, limit))
         .body(Vec::new())
         .map_err(|e| PendingError::Config(e.to_string()))?;
     let resp = client
@@ -185,8 +209,11 @@ pub(super) async fn fetch(
         .map(str::to_string)
         .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string());
     // The aggregator's 404 for a group nobody serves, not a queue kuota does not know.
-    if code == 404 && value["details"]["group"] != GROUP {
+    if code == 404 && value["details"]["group"] != group {
         return Err(PendingError::NotServed { what });
+    }
+    if code == 403 && group == KUOTA_GROUP {
+        return Err(PendingError::Forbidden { what, message });
     }
     Err(PendingError::Api { what, message })
 }
@@ -264,6 +291,56 @@ pub fn human_duration(secs: i64) -> String {
     }
 }
 
+/// A workload's `startEstimate` (kuota's group) as the table shows it.
+pub(super) struct Estimate {
+    /// `in 25m`, `now`, or `<unknown>`.
+    pub start: String,
+    /// `10m-1h` (the earliest and latest starts), or `<none>`.
+    pub range: String,
+    /// Where the runtimes it rests on came from, or why there is no estimate.
+    pub source: String,
+}
+
+impl Estimate {
+    pub(super) fn of(item: &Value, now_secs: i64) -> Self {
+        let e = &item["startEstimate"];
+        let at = |field: &str| {
+            e[field]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|t| t.as_second() - now_secs)
+        };
+        let rel = |secs: i64| {
+            if secs <= 0 {
+                "now".to_string()
+            } else {
+                format!("in {}", human_duration(secs))
+            }
+        };
+        let Some(start) = at("time") else {
+            let why = e["unknown"].as_str();
+            return Self {
+                start: "<unknown>".into(),
+                range: "<none>".into(),
+                source: why.unwrap_or("<not served>").to_string(),
+            };
+        };
+        let range = match (at("earliest"), at("latest")) {
+            (Some(lo), Some(hi)) => format!(
+                "{}-{}",
+                human_duration(lo.max(0)),
+                human_duration(hi.max(0))
+            ),
+            _ => "<none>".into(),
+        };
+        Self {
+            start: rel(start),
+            range,
+            source: e["source"].as_str().unwrap_or("<unknown>").to_string(),
+        }
+    }
+}
+
 /// The table kubectl-style: left-aligned columns two spaces apart.
 pub fn table(
     summary: &Value,
@@ -276,9 +353,16 @@ pub fn table(
     if !local {
         header.push("NAMESPACE");
     }
-    header.extend(["NAME", "PRIORITY", "AGE", "REASON"]);
+    header.extend(["NAME", "PRIORITY", "AGE", "ESTIMATE", "REASON"]);
     if wide {
-        header.extend(["LOCAL QUEUE", "IN CLUSTERQUEUE", "IN LOCALQUEUE", "MESSAGE"]);
+        header.extend([
+            "RANGE",
+            "SOURCE",
+            "LOCAL QUEUE",
+            "IN CLUSTERQUEUE",
+            "IN LOCALQUEUE",
+            "MESSAGE",
+        ]);
     }
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for i in items(summary) {
@@ -308,9 +392,12 @@ pub fn table(
         if !local {
             row.push(ns);
         }
-        row.extend([name, text(&i["priority"]), age, reason]);
+        let estimate = Estimate::of(i, now_secs);
+        row.extend([name, text(&i["priority"]), age, estimate.start, reason]);
         if wide {
             row.extend([
+                estimate.range,
+                estimate.source,
                 text(&i["localQueueName"]),
                 text(&i["positionInClusterQueue"]),
                 text(&i["positionInLocalQueue"]),
@@ -410,13 +497,40 @@ mod tests {
         let local = table(&summary, &reasons, true, false, t0 + 90);
         assert_eq!(
             local,
-            "POSITION   NAME   PRIORITY   AGE   REASON\n1          w1     10         90s   Pending\n"
+            "POSITION   NAME   PRIORITY   AGE   ESTIMATE    REASON\n1          w1     10         90s   <unknown>   Pending\n"
         );
         let cq = table(&summary, &BTreeMap::new(), false, true, t0 + 90);
         let lines: Vec<&str> = cq.lines().collect();
         assert!(lines[0].starts_with("POSITION   NAMESPACE   NAME"), "{cq}");
         assert!(lines[1].starts_with("4          team        w1"), "{cq}");
         assert!(lines[1].contains("<unknown>"), "{cq}");
+    }
+
+    /// kuota's group: the estimate relative to now, its range and its source; or why
+    /// there is none.
+    #[test]
+    fn the_estimate_column_reads_kuotas_start_estimate() {
+        let t0 = "2026-01-01T00:00:00Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let item = json!({"startEstimate": {"time": "2026-01-01T00:25:00Z",
+            "earliest": "2026-01-01T00:10:00Z", "latest": "2026-01-01T01:00:00Z",
+            "waitSeconds": 1500, "source": "learned"}});
+        let e = Estimate::of(&item, t0);
+        assert_eq!((e.start.as_str(), e.range.as_str()), ("in 25m", "10m-60m"));
+        assert_eq!(e.source, "learned");
+        let late = Estimate::of(&item, t0 + 3600);
+        assert_eq!(late.start, "now");
+        let none = Estimate::of(
+            &json!({"startEstimate": {"unknown": "no runtime knowledge"}}),
+            t0,
+        );
+        assert_eq!(
+            (none.start.as_str(), none.source.as_str()),
+            ("<unknown>", "no runtime knowledge")
+        );
+        assert_eq!(Estimate::of(&json!({}), t0).source, "<not served>");
     }
 
     #[test]

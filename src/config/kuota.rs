@@ -20,6 +20,25 @@ pub struct KuotaConfiguration {
     pub placement: Option<Placement>,
     pub gang_reservation: Option<GangReservation>,
     pub api_writes: Option<ApiWrites>,
+    pub start_estimates: Option<StartEstimates>,
+}
+
+/// Start-time estimates of pending workloads (docs/visibility.md, "Start-time estimates").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartEstimates {
+    /// Default true.
+    pub enabled: Option<bool>,
+    /// At most one forecast pass per this long (default `30s`).
+    pub interval: Option<String>,
+    /// At most this share of one core on forecast passes, above 0 and at most 1
+    /// (default 0.1).
+    pub cpu_share: Option<f64>,
+    /// The runtime assumed for a workload with no bound and no learned runs (default:
+    /// none, and estimates that need it say so).
+    pub default_runtime: Option<String>,
+    /// How far ahead a start is estimated (default `168h`).
+    pub horizon: Option<String>,
 }
 
 /// The writes kuota makes for people to read rather than to schedule: queue status and

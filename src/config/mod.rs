@@ -145,6 +145,32 @@ pub struct ApiWrites {
     pub events: WorkloadEvents,
 }
 
+/// Start-time estimates (KuotaConfiguration `startEstimates`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StartEstimates {
+    pub enabled: bool,
+    /// At most one forecast pass per this interval.
+    pub interval: Duration,
+    /// At most this share of one core on passes.
+    pub cpu_share: f64,
+    /// The runtime of a workload nothing is known about.
+    pub default_runtime: Option<Duration>,
+    /// How far ahead a start is estimated.
+    pub horizon: Duration,
+}
+
+impl Default for StartEstimates {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: Duration::from_secs(30),
+            cpu_share: 0.1,
+            default_runtime: None,
+            horizon: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
 /// The default of `apiWrites.queueStatusInterval`.
 pub const DEFAULT_QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -259,6 +285,8 @@ pub struct Settings {
     pub listeners: Listeners,
     /// Queue status and Events: how often, and which.
     pub api_writes: ApiWrites,
+    /// Start-time estimates: whether, how often, at what cost.
+    pub start_estimates: StartEstimates,
     /// Field paths present in the file that kuota accepts and does not act on.
     pub ignored: Vec<String>,
 }
@@ -346,6 +374,7 @@ impl Settings {
             leader_election: leader_election(cfg.leader_election.as_ref(), &namespace, &mut errs),
             listeners: listeners(cfg, &mut errs),
             api_writes: api_writes(own.api_writes.as_ref(), &mut errs),
+            start_estimates: start_estimates(own.start_estimates.as_ref(), &mut errs),
             ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
         };
         if errs.is_empty() {
@@ -621,7 +650,11 @@ fn api_writes(a: Option<&kuota::ApiWrites>, errs: &mut Vec<FieldError>) -> ApiWr
     if let (Some(text), Some(d)) = (text, interval)
         && d.is_zero()
     {
-        errs.push(FieldError::invalid(&interval_path, text, "must be greater than 0"));
+        errs.push(FieldError::invalid(
+            &interval_path,
+            text,
+            "must be greater than 0",
+        ));
     }
     let events = match a.and_then(|a| a.events.as_deref()) {
         None | Some("Lean") => WorkloadEvents::Lean,
@@ -640,6 +673,50 @@ fn api_writes(a: Option<&kuota::ApiWrites>, errs: &mut Vec<FieldError>) -> ApiWr
             .filter(|d| !d.is_zero())
             .unwrap_or(DEFAULT_QUEUE_STATUS_INTERVAL),
         events,
+    }
+}
+
+fn start_estimates(
+    e: Option<&kuota::StartEstimates>,
+    errs: &mut Vec<FieldError>,
+) -> StartEstimates {
+    let path = Path::new("startEstimates");
+    let d = StartEstimates::default();
+    let Some(e) = e else { return d };
+    let mut positive = |field: &str, text: Option<&str>, default: Duration| {
+        let at = path.child(field);
+        match (text, duration(text, &at, errs)) {
+            (Some(text), Some(v)) if v.is_zero() => {
+                errs.push(FieldError::invalid(&at, text, "must be greater than 0"));
+                default
+            }
+            (_, v) => v.unwrap_or(default),
+        }
+    };
+    let interval = positive("interval", e.interval.as_deref(), d.interval);
+    let horizon = positive("horizon", e.horizon.as_deref(), d.horizon);
+    let default_runtime = e
+        .default_runtime
+        .as_deref()
+        .map(|text| positive("defaultRuntime", Some(text), Duration::ZERO))
+        .filter(|v| !v.is_zero());
+    let cpu_share = match e.cpu_share {
+        Some(v) if !(v > 0.0 && v <= 1.0) => {
+            errs.push(FieldError::invalid(
+                &path.child("cpuShare"),
+                &v.to_string(),
+                "must be greater than 0 and at most 1",
+            ));
+            d.cpu_share
+        }
+        v => v.unwrap_or(d.cpu_share),
+    };
+    StartEstimates {
+        enabled: e.enabled.unwrap_or(true),
+        interval,
+        cpu_share,
+        default_runtime,
+        horizon,
     }
 }
 

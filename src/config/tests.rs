@@ -361,11 +361,58 @@ fn api_writes_default_to_a_second_and_lean_events_and_refuse_bad_values() {
         "{e}"
     );
     assert!(
-        e.contains("apiWrites.events: Unsupported value: \"kueue\": supported values: \"Lean\", \"Kueue\""),
+        e.contains(
+            "apiWrites.events: Unsupported value: \"kueue\": supported values: \"Lean\", \"Kueue\""
+        ),
         "{e}"
     );
-    let e = own("apiWrites:\n  queueStatusInterval: soon\n").unwrap_err().to_string();
-    assert!(e.contains("apiWrites.queueStatusInterval: Invalid value: \"soon\""), "{e}");
+    let e = own("apiWrites:\n  queueStatusInterval: soon\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("apiWrites.queueStatusInterval: Invalid value: \"soon\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn start_estimates_take_defaults_and_refuse_bad_values() {
+    let own = |body: &str| Settings::parse("own.yaml", &format!("{OWN}{body}"));
+    let d = own("").unwrap().start_estimates;
+    assert!(d.enabled);
+    assert_eq!(
+        (d.interval, d.cpu_share, d.default_runtime),
+        (Duration::from_secs(30), 0.1, None)
+    );
+    let s = own("startEstimates:\n  enabled: false\n  interval: 5s\n  cpuShare: 0.5\n  defaultRuntime: 1h\n  horizon: 24h\n")
+        .unwrap()
+        .start_estimates;
+    assert!(!s.enabled);
+    assert_eq!(s.interval, Duration::from_secs(5));
+    assert_eq!(s.cpu_share, 0.5);
+    assert_eq!(s.default_runtime, Some(Duration::from_secs(3600)));
+    assert_eq!(s.horizon, Duration::from_secs(86_400));
+    let e = own("startEstimates:\n  interval: 0s\n  cpuShare: 1.5\n  defaultRuntime: soon\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("startEstimates.interval: Invalid value: \"0s\": must be greater than 0"),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "startEstimates.cpuShare: Invalid value: \"1.5\": must be greater than 0 and at most 1"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("startEstimates.defaultRuntime: Invalid value: \"soon\""),
+        "{e}"
+    );
+    let e = own("startEstimates:\n  every: 5s\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("startEstimates.every: unknown field"), "{e}");
 }
 
 #[test]

@@ -50,6 +50,8 @@ pub struct EngineTask {
     /// The last invalid-state note published per Workload, so that one hand edit gives
     /// one Warning Event, not one per status change.
     warned: HashMap<WorkloadKey, String>,
+    /// Start-time estimates of the pending workloads, recomputed in the background.
+    estimator: super::estimates::Estimator,
 }
 
 /// Milliseconds since the Unix epoch on the wall clock.
@@ -72,8 +74,13 @@ impl EngineTask {
         actuators: Actuators,
         status_interval: Duration,
     ) -> Self {
+        let off = super::estimates::EstimateConfig {
+            enabled: false,
+            ..Default::default()
+        };
         Self {
             engine: Engine::new(config),
+            estimator: super::estimates::Estimator::new(off, metrics.clone()),
             observer: Observer::new(metrics, GAUGE_REFRESH),
             rx,
             tx,
@@ -86,6 +93,23 @@ impl EngineTask {
             warned: HashMap::new(),
             queries: None,
         }
+    }
+
+    /// Forecasts start times as `cfg` says (off unless set here).
+    pub fn with_estimates(mut self, cfg: super::estimates::EstimateConfig) -> Self {
+        self.estimator = super::estimates::Estimator::new(cfg, self.observer.metrics().clone());
+        self
+    }
+
+    /// What the estimates know now, for a page of the pending queues.
+    fn estimates(&self) -> super::pending::Estimates {
+        use super::pending::Estimates;
+        if !self.estimator.enabled() {
+            return Estimates::Off;
+        }
+        self.estimator
+            .latest()
+            .map_or(Estimates::NotYet, Estimates::Latest)
     }
 
     /// Answers the reads of the pending queues that arrive on `queries`.
@@ -115,6 +139,11 @@ impl EngineTask {
         loop {
             let mut cycle = false;
             let wake = self.wakeup_in();
+            let forecast_in = self
+                .unsynced
+                .is_empty()
+                .then(|| self.estimator.due_in(std::time::Instant::now()))
+                .flatten();
             tokio::select! {
                 _ = &mut shutdown => break,
                 input = self.rx.recv() => {
@@ -129,9 +158,16 @@ impl EngineTask {
                 _ = tokio::time::sleep(wake.unwrap_or(Duration::MAX)), if wake.is_some() => cycle = true,
                 query = Self::next_query(&mut self.queries) => match query {
                     // Until every kind is listed, a page would miss workloads.
-                    Some(q) => q.answer(self.unsynced.is_empty().then_some(&self.engine)),
+                    Some(q) => {
+                        let estimates = self.estimates();
+                        q.answer(self.unsynced.is_empty().then_some(&self.engine), estimates)
+                    }
                     None => self.queries = None,
                 },
+                _ = tokio::time::sleep(forecast_in.unwrap_or(Duration::MAX)), if forecast_in.is_some() => {
+                    self.estimator.start(&self.engine);
+                }
+                pass = self.estimator.finished() => self.estimator.complete(&self.engine, pass),
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);
@@ -142,14 +178,39 @@ impl EngineTask {
                 }
             }
             if cycle && self.unsynced.is_empty() {
+                let now = now_millis();
                 let (decisions, _) =
-                    observed::schedule(&mut self.engine, Some(&mut self.observer), now_millis());
+                    observed::schedule(&mut self.engine, Some(&mut self.observer), now);
+                self.estimate_outcomes(&decisions, now);
                 self.actuators.dispatch(decisions, &self.tx);
                 self.report_gang_reservations();
             }
         }
         info!("engine task stopped");
         Ok(())
+    }
+
+    /// Scores the estimates of the workloads a cycle admitted, and counts the decisions
+    /// that move the other estimates.
+    fn estimate_outcomes(&mut self, decisions: &[crate::engine::Decision], now: Millis) {
+        use crate::engine::Decision;
+        let mut moved = 0;
+        for d in decisions {
+            match d {
+                Decision::Admit {
+                    workload,
+                    admission,
+                    ..
+                } => {
+                    self.estimator
+                        .admitted(workload, &admission.cluster_queue, now);
+                    moved += 1;
+                }
+                Decision::Preempt { .. } | Decision::Evict { .. } => moved += 1,
+                Decision::Pending { .. } | Decision::RequeueState { .. } => {}
+            }
+        }
+        self.estimator.changed(moved);
     }
 
     /// How long until the engine's next requested wake-up.
@@ -166,6 +227,10 @@ impl EngineTask {
                 let key = match event.as_ref() {
                     Event::WorkloadUpserted(wl) => {
                         let key = workload_key(wl);
+                        self.estimator.observe(&key, wl);
+                        if !self.engine.has_workload(&key) {
+                            self.estimator.changed(1);
+                        }
                         if self.unsynced.is_empty() {
                             self.check_workload(&key, wl);
                         } else {
@@ -175,6 +240,7 @@ impl EngineTask {
                     }
                     Event::WorkloadDeleted(key) => {
                         self.warned.remove(key);
+                        self.estimator.forget(key);
                         None
                     }
                     _ => None,

@@ -31,6 +31,7 @@ pub mod checks;
 pub mod compact;
 pub mod conditions;
 pub mod engine_task;
+pub mod estimates;
 pub mod group_sync;
 pub mod invalid_admission;
 pub mod kind;
@@ -85,6 +86,8 @@ pub struct ControllerConfig {
     pub fatal: Fatal,
     /// Where the visibility API finds this controller's engine while it runs.
     pub pending_queries: pending::PendingQueries,
+    /// Start-time estimates: whether, how often, at what cost.
+    pub estimates: estimates::EstimateConfig,
 }
 
 /// A failure the process must not outlive: the engine task panicked. `kuota serve` waits on
@@ -153,6 +156,7 @@ impl Default for ControllerConfig {
             leader_elected: false,
             fatal: Fatal::default(),
             pending_queries: pending::PendingQueries::default(),
+            estimates: estimates::EstimateConfig::default(),
         }
     }
 }
@@ -338,7 +342,8 @@ pub async fn run(
         actuate::Actuators::new(writer, recorder, stores),
         config.api_writes.queue_status_interval,
     )
-    .with_pending_queries(config.pending_queries.register());
+    .with_pending_queries(config.pending_queries.register())
+    .with_estimates(config.estimates.clone());
     // Its own task, so that a panic is seen (and reported) rather than unwinding here.
     let result = supervise(tokio::spawn(engine_task.run(shutdown)), &config.fatal).await;
     for (_, task) in &tasks {

@@ -12,6 +12,25 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::{Engine, PendingLookupError, PendingWorkload};
+use crate::forecast::Forecast;
+
+/// What the start estimates know when a page is read.
+#[derive(Clone, Debug)]
+pub enum Estimates {
+    /// Turned off (KuotaConfiguration `startEstimates.enabled: false`).
+    Off,
+    /// No forecast pass has finished yet in this term of leadership.
+    NotYet,
+    /// The latest forecast.
+    Latest(Arc<Forecast>),
+}
+
+/// A page of pending workloads, with the estimates known when it was read.
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub items: Vec<PendingWorkload>,
+    pub estimates: Estimates,
+}
 
 /// Whose pending workloads a query asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,19 +45,23 @@ pub struct PendingQuery {
     pub target: PendingTarget,
     pub offset: usize,
     pub limit: usize,
-    reply: oneshot::Sender<Option<Result<Vec<PendingWorkload>, PendingLookupError>>>,
+    reply: oneshot::Sender<Option<Result<Page, PendingLookupError>>>,
 }
 
 impl PendingQuery {
-    /// Answers from `engine`, or, with `None`, says the engine has not seen every kind yet.
-    pub fn answer(self, engine: Option<&Engine>) {
-        let answer = engine.map(|e| match &self.target {
-            PendingTarget::ClusterQueue(name) => {
-                e.pending_in_cluster_queue(name, self.offset, self.limit)
-            }
-            PendingTarget::LocalQueue { namespace, name } => {
-                e.pending_in_local_queue(namespace, name, self.offset, self.limit)
-            }
+    /// Answers from `engine` with `estimates`, or, with `None`, says the engine has not
+    /// seen every kind yet.
+    pub fn answer(self, engine: Option<&Engine>, estimates: Estimates) {
+        let answer = engine.map(|e| {
+            let items = match &self.target {
+                PendingTarget::ClusterQueue(name) => {
+                    e.pending_in_cluster_queue(name, self.offset, self.limit)
+                }
+                PendingTarget::LocalQueue { namespace, name } => {
+                    e.pending_in_local_queue(namespace, name, self.offset, self.limit)
+                }
+            }?;
+            Ok(Page { items, estimates })
         });
         // The asker may have given up (its request timed out): nothing to do.
         let _ = self.reply.send(answer);
@@ -79,7 +102,7 @@ impl PendingQueries {
         target: PendingTarget,
         offset: usize,
         limit: usize,
-    ) -> Result<Vec<PendingWorkload>, QueryError> {
+    ) -> Result<Page, QueryError> {
         let tx = self
             .0
             .lock()
@@ -111,23 +134,25 @@ mod tests {
     async fn without_an_engine_task_the_answer_says_so() {
         let queries = PendingQueries::default();
         let ask = || queries.ask(PendingTarget::ClusterQueue("a".into()), 0, 10);
-        assert_eq!(ask().await, Err(QueryError::NoEngine));
+        assert_eq!(ask().await.unwrap_err(), QueryError::NoEngine);
         let mut inbox = queries.register();
         let task = tokio::spawn(async move {
-            inbox.recv().await.unwrap().answer(None);
+            inbox.recv().await.unwrap().answer(None, Estimates::Off);
             let engine = Engine::new(Default::default());
-            inbox.recv().await.unwrap().answer(Some(&engine));
+            inbox
+                .recv()
+                .await
+                .unwrap()
+                .answer(Some(&engine), Estimates::Off);
             // A stopped task: later queries find no engine.
             drop(inbox);
         });
-        assert_eq!(ask().await, Err(QueryError::NotSynced));
+        assert_eq!(ask().await.unwrap_err(), QueryError::NotSynced);
         assert_eq!(
-            ask().await,
-            Err(QueryError::Lookup(
-                PendingLookupError::ClusterQueueNotFound("a".into())
-            ))
+            ask().await.unwrap_err(),
+            QueryError::Lookup(PendingLookupError::ClusterQueueNotFound("a".into()))
         );
         task.await.unwrap();
-        assert_eq!(ask().await, Err(QueryError::NoEngine));
+        assert_eq!(ask().await.unwrap_err(), QueryError::NoEngine);
     }
 }

@@ -26,10 +26,12 @@ pub const MUTATING_CONFIGURATION: &str = "kuota-mutating-webhook";
 /// See [`MUTATING_CONFIGURATION`].
 pub const VALIDATING_CONFIGURATION: &str = "kuota-validating-webhook";
 
-/// The APIServices of Kueue's visibility API that kuota serves (manifests/base/visibility.yaml).
-pub const API_SERVICES: [&str; 2] = [
+/// The APIServices of Kueue's visibility API, and of kuota's beside it, that kuota serves
+/// (manifests/base/visibility.yaml).
+pub const API_SERVICES: [&str; 3] = [
     "v1beta2.visibility.kueue.x-k8s.io",
     "v1beta1.visibility.kueue.x-k8s.io",
+    "v1alpha1.visibility.kuota.dev",
 ];
 
 /// How often the injector checks that the caBundles are still right (a re-applied manifest

@@ -77,6 +77,13 @@ impl Engine {
         }
     }
 
+    /// The ClusterQueue LocalQueue `namespace/name` points at, if the LocalQueue is known.
+    pub fn cluster_queue_of(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.local_queues
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|lq| lq.cluster_queue.as_str())
+    }
+
     /// `limit` pending workloads of ClusterQueue `name` from position `offset`, as Kueue's
     /// `clusterqueues/<name>/pendingworkloads` lists them.
     pub fn pending_in_cluster_queue(

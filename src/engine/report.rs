@@ -220,6 +220,11 @@ impl Engine {
 
 /// Where a workload stands and what a ClusterQueue holds, for the shells' status writes.
 impl Engine {
+    /// Whether the engine holds workload `key` (in any state).
+    pub fn has_workload(&self, key: &WorkloadKey) -> bool {
+        self.wl_index.contains_key(key)
+    }
+
     /// Where a workload stands.
     pub fn workload_state(&self, key: &WorkloadKey) -> Option<WorkloadState> {
         let w = self.wl(*self.wl_index.get(key)?);

@@ -304,6 +304,24 @@ async fn signal(caught: Option<tokio::task::JoinHandle<()>>) {
     }
 }
 
+/// The controller's estimator settings from the configuration's `startEstimates`.
+fn estimate_config(
+    e: &crate::config::StartEstimates,
+) -> crate::controller::estimates::EstimateConfig {
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    crate::controller::estimates::EstimateConfig {
+        enabled: e.enabled,
+        interval: e.interval,
+        cpu_share: e.cpu_share,
+        forecast: crate::forecast::ForecastConfig {
+            horizon: ms(e.horizon),
+            default_runtime: e.default_runtime.map(ms),
+            ..crate::forecast::ForecastConfig::default()
+        },
+        ..crate::controller::estimates::EstimateConfig::default()
+    }
+}
+
 /// Starts the queue controller behind leader election: it schedules only on the replica
 /// holding the Lease, a fresh one on every term (rebuilt from the API server).
 async fn start_scheduling(
@@ -329,6 +347,7 @@ async fn start_scheduling(
         },
         engine: settings.engine.clone(),
         api_writes: settings.api_writes,
+        estimates: estimate_config(&settings.start_estimates),
         metrics: metrics.clone(),
         leader_elected,
         fatal: fatal.clone(),

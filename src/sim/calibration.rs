@@ -8,10 +8,18 @@
 //! - `unsuspended`: the admission is written → the job is unsuspended;
 //! - `podsRunning`: the job is unsuspended → its pods are created and run;
 //! - `workloadFinished`: its pods are done → its Workload is `Finished` and the quota
-//!   is back (the job controller's completion, then kuota's finish).
+//!   is back (the job controller's completion, then kuota's finish);
+//! - `evictionStopped` (optional): a preemption is written → the victim is stopped and
+//!   requeued, its quota back (replaces `--eviction-delay-ms`).
 //!
 //! Each is a distribution given as 101 quantiles (p0 … p100, milliseconds); a sample is
 //! read at a uniform random quantile, interpolated between neighbours.
+//!
+//! The two latencies after the unsuspend grow with load: the job controller and the
+//! kubelets queue their work, and a cluster with 400 jobs in flight (admitted, not
+//! finished) takes several times longer to run and complete each one than a cluster with
+//! 25. So `byInFlight` may give them per load: each entry applies from `atLeast` jobs in
+//! flight at the admission up to the next entry's, in place of the global ones.
 
 use std::path::Path;
 
@@ -36,6 +44,20 @@ pub struct Calibration {
     pub unsuspended: Quantiles,
     pub pods_running: Quantiles,
     pub workload_finished: Quantiles,
+    /// Empty: `--eviction-delay-ms` applies.
+    pub eviction_stopped: Quantiles,
+    /// `podsRunning` and `workloadFinished` by jobs in flight, ascending `at_least`.
+    pub by_in_flight: Vec<LoadBand>,
+}
+
+/// The latencies after an unsuspend when at least `at_least` jobs are in flight.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadBand {
+    pub at_least: usize,
+    /// How many jobs the band was measured on.
+    pub jobs: usize,
+    pub pods_running: Quantiles,
+    pub workload_finished: Quantiles,
 }
 
 /// A latency distribution as 101 non-decreasing quantiles in ms (empty: always 0).
@@ -51,6 +73,18 @@ struct File {
     #[serde(default)]
     measured_jobs: usize,
     latency_quantiles_ms: Latencies,
+    #[serde(default)]
+    by_in_flight: Vec<Band>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Band {
+    at_least: usize,
+    #[serde(default)]
+    jobs: usize,
+    pods_running: Vec<f64>,
+    workload_finished: Vec<f64>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +94,8 @@ struct Latencies {
     unsuspended: Vec<f64>,
     pods_running: Vec<f64>,
     workload_finished: Vec<f64>,
+    #[serde(default)]
+    eviction_stopped: Vec<f64>,
 }
 
 impl Calibration {
@@ -109,7 +145,11 @@ impl Calibration {
         }
         let l = file.latency_quantiles_ms;
         let check = |field: &str, q: Vec<f64>| -> Result<Quantiles, SimError> {
-            let at = format!("latencyQuantilesMs.{field}");
+            let at = if field.starts_with("byInFlight") {
+                field.to_string()
+            } else {
+                format!("latencyQuantilesMs.{field}")
+            };
             if !q.is_empty() && q.len() != 101 {
                 return Err(wrong(format!(
                     "{at}: {} values, expected 101 quantiles (p0 to p100) or none",
@@ -132,14 +172,53 @@ impl Calibration {
             }
             Ok(Quantiles(q))
         };
+        let mut by_in_flight = Vec::with_capacity(file.by_in_flight.len());
+        for (i, b) in file.by_in_flight.into_iter().enumerate() {
+            if by_in_flight
+                .last()
+                .is_some_and(|prev: &LoadBand| prev.at_least >= b.at_least)
+            {
+                return Err(wrong(format!(
+                    "byInFlight[{i}].atLeast: {} is not above the entry before it; entries go up",
+                    b.at_least
+                )));
+            }
+            by_in_flight.push(LoadBand {
+                at_least: b.at_least,
+                jobs: b.jobs,
+                pods_running: check(&format!("byInFlight[{i}].podsRunning"), b.pods_running)?,
+                workload_finished: check(
+                    &format!("byInFlight[{i}].workloadFinished"),
+                    b.workload_finished,
+                )?,
+            });
+        }
         Ok(Self {
+            by_in_flight,
             source: name.to_string(),
             cluster_queues: file.cluster_queues,
             workload_created: check("workloadCreated", l.workload_created)?,
             unsuspended: check("unsuspended", l.unsuspended)?,
             pods_running: check("podsRunning", l.pods_running)?,
             workload_finished: check("workloadFinished", l.workload_finished)?,
+            eviction_stopped: check("evictionStopped", l.eviction_stopped)?,
         })
+    }
+}
+
+impl Calibration {
+    /// The latencies after an unsuspend (`podsRunning`, `workloadFinished`) with
+    /// `in_flight` jobs admitted and not finished.
+    pub fn after_unsuspend(&self, in_flight: usize) -> (&Quantiles, &Quantiles) {
+        match self
+            .by_in_flight
+            .iter()
+            .rev()
+            .find(|b| b.at_least <= in_flight)
+        {
+            Some(b) => (&b.pods_running, &b.workload_finished),
+            None => (&self.pods_running, &self.workload_finished),
+        }
     }
 }
 
@@ -153,6 +232,11 @@ impl Quantiles {
         let i = (x.floor() as usize).min(99);
         let (lo, hi) = (self.0[i], self.0[i + 1]);
         (lo + (hi - lo) * (x - i as f64)).round() as Millis
+    }
+
+    /// Whether it has no samples (always 0).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// The median, in ms.
@@ -188,16 +272,40 @@ mod tests {
     }
 
     #[test]
+    fn latencies_after_the_unsuspend_follow_the_load() {
+        let constant = |ms: u32| vec![ms; 101];
+        let mut doc: serde_json::Value = serde_json::from_str(&file("[]", 30)).expect("json");
+        doc["byInFlight"] = serde_json::json!([
+            {"atLeast": 0, "podsRunning": constant(1), "workloadFinished": constant(2)},
+            {"atLeast": 100, "jobs": 40, "podsRunning": constant(30), "workloadFinished": constant(40)},
+        ]);
+        let text = doc.to_string();
+        let c = Calibration::parse("c.json", &text).expect("valid");
+        let mut rng = SplitMix64::new(1);
+        let (p, f) = c.after_unsuspend(99);
+        assert_eq!((p.sample(&mut rng), f.sample(&mut rng)), (1, 2));
+        let (p, f) = c.after_unsuspend(100);
+        assert_eq!((p.sample(&mut rng), f.sample(&mut rng)), (30, 40));
+        let down = text.replace("\"atLeast\":100", "\"atLeast\":0");
+        assert_ne!(down, text);
+        let e = Calibration::parse("c.json", &down)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.starts_with("c.json: byInFlight[1].atLeast: 0 is not above the entry before it"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn bad_calibrations_name_the_file_and_the_field() {
         let err = |text: &str, cqs| match Calibration::parse("c.json", text) {
             Ok(c) => c.check_shape(cqs).expect_err("refused").to_string(),
             Err(e) => e.to_string(),
         };
-        assert!(
-            err(&file("[]", 30), 60).starts_with(
-                "c.json: clusterQueues: measured on 30 ClusterQueues, the scenario has 60"
-            )
-        );
+        assert!(err(&file("[]", 30), 60).starts_with(
+            "c.json: clusterQueues: measured on 30 ClusterQueues, the scenario has 60"
+        ));
         assert!(
             err(&file("[1,2]", 30), 30)
                 .starts_with("c.json: latencyQuantilesMs.workloadCreated: 2 values, expected 101")
@@ -214,6 +322,9 @@ mod tests {
         let e = err("{\"apiVersion\":\"v1\"}", 30);
         assert!(e.starts_with("c.json: calibration: missing field"), "{e}");
         let e = err(&file("[]", 30).replace("Calibration", "Scenario"), 30);
-        assert!(e.starts_with("c.json: apiVersion/kind: expected kuota.dev/v1alpha1 Calibration"), "{e}");
+        assert!(
+            e.starts_with("c.json: apiVersion/kind: expected kuota.dev/v1alpha1 Calibration"),
+            "{e}"
+        );
     }
 }

@@ -205,6 +205,9 @@ pub struct Simulation<'p> {
     paced_from: Option<(Instant, Millis)>,
     /// Draws the calibrated latencies (seeded apart from the generator's draws).
     latency_rng: super::rng::SplitMix64,
+    /// Workloads admitted and not yet finished or stopped (the load the calibrated
+    /// latencies depend on).
+    in_flight: usize,
 }
 
 /// Usage and queue depth over time, per ClusterQueue (or per cohort when
@@ -300,6 +303,7 @@ impl<'p> Simulation<'p> {
             }),
             paced_from: None,
             latency_rng: super::rng::SplitMix64::new(cfg.seed ^ 0x6c61_7465_6e63_7921),
+            in_flight: 0,
             cfg,
         }
         .with_series()
@@ -494,6 +498,7 @@ impl<'p> Simulation<'p> {
                 self.unplace(wl);
                 let r = &mut self.runs[wl];
                 r.phase = Phase::Finished;
+                self.in_flight = self.in_flight.saturating_sub(1);
                 self.totals.finished += 1;
                 self.totals.makespan_ms = self.totals.makespan_ms.max(t);
                 if let Some(c) = r.holder.take() {
@@ -526,6 +531,7 @@ impl<'p> Simulation<'p> {
                 self.release_never_ready(t, wl);
                 let r = &mut self.runs[wl];
                 r.phase = Phase::Pending;
+                self.in_flight = self.in_flight.saturating_sub(1);
                 if let Some(c) = r.holder.take() {
                     self.touched.insert(c);
                 }
@@ -634,6 +640,7 @@ impl<'p> Simulation<'p> {
         }
         let r = &mut self.runs[i];
         r.phase = Phase::Running;
+        self.in_flight += 1;
         r.epoch += 1;
         r.admissions += 1;
         r.last_admitted = Some(t);
@@ -670,11 +677,12 @@ impl<'p> Simulation<'p> {
         // As in a cluster: the job is unsuspended, its pods start and run, and the
         // quota comes back once the job controller and kuota have finished it.
         let rng = &mut self.latency_rng;
+        let (pods_running, workload_finished) = c.after_unsuspend(self.in_flight);
         let unsuspended = t.saturating_add(c.unsuspended.sample(rng));
         let done = unsuspended
-            .saturating_add(c.pods_running.sample(rng))
+            .saturating_add(pods_running.sample(rng))
             .saturating_add(runtime);
-        let finished = done.saturating_add(c.workload_finished.sample(rng));
+        let finished = done.saturating_add(workload_finished.sample(rng));
         self.runs[i].first_unsuspended.get_or_insert(unsuspended);
         self.queue.push(done, SimEvent::Finishing { wl: i, epoch });
         self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
@@ -873,8 +881,14 @@ impl<'p> Simulation<'p> {
         r.phase = Phase::Evicting;
         r.epoch += 1; // invalidates the pending Finish of this run
         let epoch = r.epoch;
-        let at = t.saturating_add(self.cfg.eviction_delay_ms.max(0));
-        self.queue.push(at, SimEvent::Stopped { wl: i, epoch });
+        let delay = match &self.cfg.calibration {
+            Some(c) if !c.eviction_stopped.is_empty() => {
+                c.eviction_stopped.sample(&mut self.latency_rng)
+            }
+            _ => self.cfg.eviction_delay_ms.max(0),
+        };
+        self.queue
+            .push(t.saturating_add(delay), SimEvent::Stopped { wl: i, epoch });
         true
     }
 

@@ -85,6 +85,26 @@ pub(crate) struct Families {
     pub webhook_reviews: CounterFamily<labels::Result_>,
     pub webhook_dry_run: CounterFamily<labels::Role>,
     pub build_info: GaugeFamily<labels::BuildInfo>,
+    pub estimates: EstimateFamilies,
+}
+
+/// kuota's start-time estimates: what they say, how wrong they were, what they cost.
+#[derive(Debug)]
+pub(crate) struct EstimateFamilies {
+    pub wait: HistogramFamily<labels::Cq>,
+    pub error: HistogramFamily<labels::Cq>,
+    pub pass_duration: HistogramFamily<labels::Role>,
+    pub cpu_share: GaugeFamily<labels::Role>,
+}
+
+/// 1 s to ~5.7 days: a GPU job's wait, or an estimate's error on it.
+fn estimate_buckets() -> Histogram {
+    Histogram::new(kueue_buckets(19))
+}
+
+/// 1 ms to ~33 s: one forecast pass.
+fn pass_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
 /// A metric family of the engine's state, with its name and help.
@@ -302,6 +322,7 @@ impl Families {
         let (cycle_duration, decisions_per_cycle, decisions) = register_engine_cycles(r);
         let (api_writes, placement_duration) = register_carrying_out(r);
         let (webhook_duration, webhook_reviews, webhook_dry_run) = register_webhook(r);
+        let estimates = register_estimates(r);
         let build_info = register!(
             r,
             "kueue_build_info",
@@ -333,7 +354,38 @@ impl Families {
             webhook_reviews,
             webhook_dry_run,
             build_info,
+            estimates,
         }
+    }
+}
+
+/// kuota's start-time estimate families.
+fn register_estimates(r: &mut Registry) -> EstimateFamilies {
+    EstimateFamilies {
+        wait: register!(
+            r,
+            "kuota_start_estimate_wait_seconds",
+            "Estimated wait until admission (the middle estimate) of each pending workload at each forecast pass, by ClusterQueue",
+            hist(estimate_buckets)
+        ),
+        error: register!(
+            r,
+            "kuota_start_estimate_error_seconds",
+            "How far a workload's admission was from the last middle estimate made for it, either way, by ClusterQueue",
+            hist(estimate_buckets)
+        ),
+        pass_duration: register!(
+            r,
+            "kuota_start_estimate_pass_duration_seconds",
+            "Time of one forecast pass over every pending workload (three forward runs of the engine)",
+            hist(pass_buckets)
+        ),
+        cpu_share: register!(
+            r,
+            "kuota_start_estimate_cpu_share",
+            "Share of one core the forecast passes took since the previous pass started (bounded by startEstimates.cpuShare)",
+            GaugeFamily::default()
+        ),
     }
 }
 
@@ -614,6 +666,45 @@ impl Metrics {
     /// object written (e.g. `Workload`, `Job`, `Pod`, `Event`).
     pub fn record_api_write(&self, kind: &str) {
         self.record_api_writes(kind, 1);
+    }
+
+    /// One forecast pass: how long it took, the share of one core it used since the
+    /// last pass began, and each pending workload's estimated wait (ClusterQueue,
+    /// seconds).
+    pub fn record_forecast_pass<'a>(
+        &self,
+        took: Duration,
+        cpu_share: f64,
+        waits: impl IntoIterator<Item = (&'a str, f64)>,
+    ) {
+        let role = labels::Role {
+            replica_role: self.replica_role(),
+        };
+        let e = &self.0.families.estimates;
+        e.pass_duration
+            .get_or_create(&role)
+            .observe(took.as_secs_f64());
+        e.cpu_share.get_or_create(&role).set(cpu_share);
+        for (cq, wait) in waits {
+            e.wait
+                .get_or_create(&self.cq_label(cq))
+                .observe(wait.max(0.0));
+        }
+    }
+
+    /// How far an admission in ClusterQueue `cq` was from its last estimate (seconds).
+    pub fn record_estimate_error(&self, cq: &str, error_s: f64) {
+        let e = &self.0.families.estimates;
+        e.error
+            .get_or_create(&self.cq_label(cq))
+            .observe(error_s.abs());
+    }
+
+    fn cq_label(&self, cq: &str) -> labels::Cq {
+        labels::Cq {
+            cluster_queue: Value::new(cq),
+            replica_role: self.replica_role(),
+        }
     }
 
     /// `n` writes of one kind (a batch).

@@ -4,13 +4,54 @@
 
 use serde_json::{Value, json};
 
-use crate::controller::pending::PendingTarget;
+use crate::controller::pending::{Estimates, PendingTarget};
 use crate::engine::{Millis, PendingWorkload};
 
 /// The API group kuota serves for Kueue.
 pub const GROUP: &str = "visibility.kueue.x-k8s.io";
 /// The versions, preferred first (Kueue's `PrioritizedVersions`).
 pub const VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+/// kuota's own group beside Kueue's: the same pages, each item with its start estimate
+/// (Kueue's types stay byte for byte what Kueue serves).
+pub const KUOTA_GROUP: &str = "visibility.kuota.dev";
+pub const KUOTA_VERSIONS: [&str; 1] = ["v1alpha1"];
+
+/// An API group this server serves, with its versions, preferred first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub name: &'static str,
+    pub versions: &'static [&'static str],
+}
+
+/// Kueue's group.
+pub const KUEUE: Group = Group {
+    name: GROUP,
+    versions: &VERSIONS,
+};
+/// kuota's group.
+pub const KUOTA: Group = Group {
+    name: KUOTA_GROUP,
+    versions: &KUOTA_VERSIONS,
+};
+
+/// One served version of one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupVersion {
+    pub group: Group,
+    pub version: &'static str,
+}
+
+impl GroupVersion {
+    /// `<group>/<version>`.
+    pub fn api_version(self) -> String {
+        format!("{}/{}", self.group.name, self.version)
+    }
+
+    /// Whether items carry kuota's start estimates.
+    pub fn has_estimates(self) -> bool {
+        self.group == KUOTA
+    }
+}
 /// Kueue's `DefaultPendingWorkloadsLimit` (pkg/constants).
 pub const DEFAULT_LIMIT: i64 = 1000;
 /// Kueue's `MaxPendingWorkloadsLimit` (pkg/constants): larger limits are cut to it.
@@ -20,14 +61,14 @@ pub const MAX_LIMIT: i64 = 100_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     /// `/apis/<group>`: the APIGroup document.
-    Group,
+    Group(Group),
     /// `/apis/<group>/<version>`: the APIResourceList the aggregator and kubectl read.
-    Resources { version: &'static str },
+    Resources { version: GroupVersion },
     /// `/apis/<group>/<version>/clusterqueues/<name>/pendingworkloads`.
-    ClusterQueue { version: &'static str, name: String },
+    ClusterQueue { version: GroupVersion, name: String },
     /// `/apis/<group>/<version>/namespaces/<ns>/localqueues/<name>/pendingworkloads`.
     LocalQueue {
-        version: &'static str,
+        version: GroupVersion,
         namespace: String,
         name: String,
     },
@@ -37,12 +78,15 @@ pub enum Route {
 pub fn route(path: &str) -> Option<Route> {
     let rest = path.strip_prefix("/apis/")?.trim_end_matches('/');
     let parts: Vec<&str> = rest.split('/').collect();
-    if parts.first() != Some(&GROUP) {
-        return None;
-    }
+    let group = [KUEUE, KUOTA]
+        .into_iter()
+        .find(|g| parts.first() == Some(&g.name))?;
     let version = match parts.get(1) {
-        None => return Some(Route::Group),
-        Some(v) => *VERSIONS.iter().find(|known| *known == v)?,
+        None => return Some(Route::Group(group)),
+        Some(v) => GroupVersion {
+            group,
+            version: group.versions.iter().find(|known| *known == v)?,
+        },
     };
     let named = |s: &str| !s.is_empty();
     match parts[2..] {
@@ -143,12 +187,13 @@ fn timestamp(ms: Millis) -> Value {
     }
 }
 
-/// Kueue's `PendingWorkloadsSummary` for a page.
-pub fn summary(version: &str, page: &[PendingWorkload]) -> Value {
+/// Kueue's `PendingWorkloadsSummary` for a page; in kuota's group each item also has its
+/// `startEstimate`, and the summary the forecast's time.
+pub fn summary(version: GroupVersion, page: &[PendingWorkload], estimates: &Estimates) -> Value {
     let items: Vec<Value> = page
         .iter()
         .map(|w| {
-            json!({
+            let mut item = json!({
                 "metadata": {
                     "name": &*w.key.name,
                     "namespace": &*w.key.namespace,
@@ -158,27 +203,69 @@ pub fn summary(version: &str, page: &[PendingWorkload]) -> Value {
                 "localQueueName": w.local_queue,
                 "positionInClusterQueue": w.position_in_cluster_queue,
                 "positionInLocalQueue": w.position_in_local_queue,
-            })
+            });
+            if version.has_estimates() {
+                item["startEstimate"] = start_estimate(w, estimates);
+            }
+            item
         })
         .collect();
-    json!({
+    let mut out = json!({
         "kind": "PendingWorkloadsSummary",
-        "apiVersion": format!("{GROUP}/{version}"),
+        "apiVersion": version.api_version(),
         "metadata": {},
         "items": items,
-    })
+    });
+    if let (true, Estimates::Latest(f)) = (version.has_estimates(), estimates) {
+        out["forecastTime"] = timestamp(f.at);
+    }
+    out
+}
+
+/// One workload's `startEstimate`: the estimated admission (`time`, the middle run) with
+/// its range (`earliest`, `latest`), the wait from the forecast's time, the weakest
+/// runtime source it rests on; or `unknown`, saying why there is none.
+fn start_estimate(w: &PendingWorkload, estimates: &Estimates) -> Value {
+    let f = match estimates {
+        Estimates::Off => return json!({"unknown": "start estimates are turned off"}),
+        Estimates::NotYet => return json!({"unknown": "no forecast has finished yet"}),
+        Estimates::Latest(f) => f,
+    };
+    let Some(e) = f.estimates.get(&w.key) else {
+        return json!({"unknown": "queued after the last forecast"});
+    };
+    let Some(p50) = e.p50 else {
+        let why = e
+            .unknown
+            .map_or("not admitted in the forecast", |u| u.as_str());
+        return json!({"unknown": why});
+    };
+    let mut out = json!({
+        "time": timestamp(p50),
+        "waitSeconds": (p50 - f.at).max(0) / 1000,
+        // `none`: it is admitted without waiting for anything to end.
+        "source": e.source.map_or("none", |s| s.as_str()),
+    });
+    if let Some(low) = e.low {
+        out["earliest"] = timestamp(low);
+    }
+    if let Some(high) = e.high {
+        out["latest"] = timestamp(high);
+    }
+    out
 }
 
 /// The APIGroup document of `/apis/<group>`.
-pub fn group() -> Value {
-    let versions: Vec<Value> = VERSIONS
+pub fn group(group: Group) -> Value {
+    let versions: Vec<Value> = group
+        .versions
         .iter()
-        .map(|v| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v}))
+        .map(|v| json!({"groupVersion": format!("{}/{v}", group.name), "version": v}))
         .collect();
     json!({
         "kind": "APIGroup",
         "apiVersion": "v1",
-        "name": GROUP,
+        "name": group.name,
         "versions": versions,
         "preferredVersion": versions[0],
     })
@@ -187,7 +274,7 @@ pub fn group() -> Value {
 /// The APIResourceList of `/apis/<group>/<version>`: the two queue kinds (no verbs of
 /// their own; Kueue installs them only to hang the subresource on) and their
 /// `pendingworkloads` subresources (get).
-pub fn resources(version: &str) -> Value {
+pub fn resources(version: GroupVersion) -> Value {
     let resource = |name: &str, singular: &str, namespaced: bool, verbs: &[&str]| {
         json!({
             "name": name,
@@ -200,7 +287,7 @@ pub fn resources(version: &str) -> Value {
     json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
-        "groupVersion": format!("{GROUP}/{version}"),
+        "groupVersion": version.api_version(),
         "resources": [
             resource("clusterqueues", "clusterqueue", false, &[]),
             resource("clusterqueues/pendingworkloads", "", false, &["get"]),
@@ -229,18 +316,20 @@ pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) ->
 
 /// Kueue's 404 for a queue it does not know: `errors.NewNotFound(visibility.Resource(kind),
 /// name)`, with `kind` `clusterqueue` or `localqueue`.
-pub fn not_found(kind: &str, name: &str) -> Value {
+pub fn not_found(group: Group, kind: &str, name: &str) -> Value {
+    let group = group.name;
     status(
         404,
         "NotFound",
-        &format!("{kind}.{GROUP} {name:?} not found"),
-        Some(json!({"name": name, "group": GROUP, "kind": kind})),
+        &format!("{kind}.{group} {name:?} not found"),
+        Some(json!({"name": name, "group": group, "kind": kind})),
     )
 }
 
 /// The API server's 403 for a request its authorizer denied (`errors.NewForbidden` with
 /// the authorizer's wording), `reason` appended when the authorizer gave one.
-pub fn forbidden(user: &str, target: &PendingTarget, reason: &str) -> Value {
+pub fn forbidden(group: Group, user: &str, target: &PendingTarget, reason: &str) -> Value {
+    let group = group.name;
     let (resource, name, scope) = match target {
         PendingTarget::ClusterQueue(name) => {
             ("clusterqueues", name, "at the cluster scope".to_string())
@@ -252,7 +341,7 @@ pub fn forbidden(user: &str, target: &PendingTarget, reason: &str) -> Value {
         ),
     };
     let mut why = format!(
-        "User {user:?} cannot get resource \"{resource}/pendingworkloads\" in API group {GROUP:?} {scope}"
+        "User {user:?} cannot get resource \"{resource}/pendingworkloads\" in API group {group:?} {scope}"
     );
     if !reason.is_empty() {
         why = format!("{why}: {reason}");
@@ -260,8 +349,8 @@ pub fn forbidden(user: &str, target: &PendingTarget, reason: &str) -> Value {
     status(
         403,
         "Forbidden",
-        &format!("{resource}.{GROUP} {name:?} is forbidden: {why}"),
-        Some(json!({"name": name, "group": GROUP, "kind": resource})),
+        &format!("{resource}.{group} {name:?} is forbidden: {why}"),
+        Some(json!({"name": name, "group": group, "kind": resource})),
     )
 }
 
@@ -273,17 +362,23 @@ mod tests {
     #[test]
     fn routes_follow_kueues_paths() {
         let base = "/apis/visibility.kueue.x-k8s.io";
-        assert_eq!(route(base), Some(Route::Group));
+        let v = |version| GroupVersion {
+            group: KUEUE,
+            version,
+        };
+        assert_eq!(route(base), Some(Route::Group(KUEUE)));
         assert_eq!(
             route(&format!("{base}/v1beta1")),
-            Some(Route::Resources { version: "v1beta1" })
+            Some(Route::Resources {
+                version: v("v1beta1")
+            })
         );
         assert_eq!(
             route(&format!(
                 "{base}/v1beta2/clusterqueues/cq-a/pendingworkloads"
             )),
             Some(Route::ClusterQueue {
-                version: "v1beta2",
+                version: v("v1beta2"),
                 name: "cq-a".into()
             })
         );
@@ -292,9 +387,19 @@ mod tests {
                 "{base}/v1beta2/namespaces/team/localqueues/lq/pendingworkloads"
             )),
             Some(Route::LocalQueue {
-                version: "v1beta2",
+                version: v("v1beta2"),
                 namespace: "team".into(),
                 name: "lq".into()
+            })
+        );
+        assert_eq!(
+            route("/apis/visibility.kuota.dev/v1alpha1/clusterqueues/cq-a/pendingworkloads"),
+            Some(Route::ClusterQueue {
+                version: GroupVersion {
+                    group: KUOTA,
+                    version: "v1alpha1"
+                },
+                name: "cq-a".into()
             })
         );
         for bad in [
@@ -303,6 +408,8 @@ mod tests {
             format!("{base}/v1beta2/clusterqueues//pendingworkloads"),
             format!("{base}/v1beta2/localqueues/a/pendingworkloads"),
             "/apis/kueue.x-k8s.io/v1beta2".into(),
+            "/apis/visibility.kuota.dev/v1beta2".into(),
+            "/apis/visibility.kueue.x-k8s.io/v1alpha1".into(),
         ] {
             assert_eq!(route(&bad), None, "{bad}");
         }
@@ -344,7 +451,11 @@ mod tests {
             position_in_cluster_queue: 3,
             position_in_local_queue: 1,
         }];
-        let s = summary("v1beta1", &page);
+        let v = |version| GroupVersion {
+            group: KUEUE,
+            version,
+        };
+        let s = summary(v("v1beta1"), &page, &Estimates::NotYet);
         assert_eq!(s["apiVersion"], "visibility.kueue.x-k8s.io/v1beta1");
         assert_eq!(
             s["items"][0],
@@ -355,12 +466,89 @@ mod tests {
                 "positionInClusterQueue": 3, "positionInLocalQueue": 1,
             })
         );
-        assert_eq!(summary("v1beta2", &[])["items"], json!([]));
+        assert_eq!(
+            summary(v("v1beta2"), &[], &Estimates::NotYet)["items"],
+            json!([])
+        );
+    }
+
+    /// kuota's group: Kueue's fields, then each item's start estimate from the latest
+    /// forecast (or why there is none), and the forecast's time.
+    #[test]
+    fn kuotas_summary_adds_each_items_start_estimate() {
+        use crate::forecast::{Estimate, Forecast, RuntimeSource, Unknown};
+        let item = |name: &str| PendingWorkload {
+            key: WorkloadKey::new("team", name),
+            local_queue: "lq".into(),
+            priority: 0,
+            created: 1_700_000_000_000,
+            position_in_cluster_queue: 0,
+            position_in_local_queue: 0,
+        };
+        let mut forecast = Forecast {
+            at: 1_700_000_000_000,
+            ..Forecast::default()
+        };
+        forecast.estimates.insert(
+            WorkloadKey::new("team", "a"),
+            Estimate {
+                low: Some(1_700_000_060_000),
+                p50: Some(1_700_000_120_000),
+                high: Some(1_700_000_600_000),
+                source: Some(RuntimeSource::Learned),
+                unknown: None,
+            },
+        );
+        forecast.estimates.insert(
+            WorkloadKey::new("team", "b"),
+            Estimate {
+                low: None,
+                p50: None,
+                high: None,
+                source: None,
+                unknown: Some(Unknown::NoRuntimeKnowledge),
+            },
+        );
+        let kuota = GroupVersion {
+            group: KUOTA,
+            version: "v1alpha1",
+        };
+        let latest = Estimates::Latest(std::sync::Arc::new(forecast));
+        let s = summary(kuota, &[item("a"), item("b"), item("c")], &latest);
+        assert_eq!(s["apiVersion"], "visibility.kuota.dev/v1alpha1");
+        assert_eq!(s["forecastTime"], "2023-11-14T22:13:20Z");
+        assert_eq!(
+            s["items"][0]["startEstimate"],
+            json!({"time": "2023-11-14T22:15:20Z", "earliest": "2023-11-14T22:14:20Z",
+                   "latest": "2023-11-14T22:23:20Z", "waitSeconds": 120, "source": "learned"})
+        );
+        assert_eq!(s["items"][0]["positionInLocalQueue"], 0);
+        assert_eq!(
+            s["items"][1]["startEstimate"],
+            json!({"unknown": "no runtime knowledge"})
+        );
+        assert_eq!(
+            s["items"][2]["startEstimate"],
+            json!({"unknown": "queued after the last forecast"})
+        );
+        let off = summary(kuota, &[item("a")], &Estimates::Off);
+        assert_eq!(
+            off["items"][0]["startEstimate"],
+            json!({"unknown": "start estimates are turned off"})
+        );
+        // Kueue's group stays Kueue's: no estimate, no forecast time.
+        let kueue = GroupVersion {
+            group: KUEUE,
+            version: "v1beta2",
+        };
+        let s = summary(kueue, &[item("a")], &latest);
+        assert!(s.get("forecastTime").is_none());
+        assert!(s["items"][0].get("startEstimate").is_none());
     }
 
     #[test]
     fn errors_are_the_api_servers_statuses() {
-        let s = not_found("clusterqueue", "nope");
+        let s = not_found(KUEUE, "clusterqueue", "nope");
         assert_eq!(
             s["message"],
             "clusterqueue.visibility.kueue.x-k8s.io \"nope\" not found"
@@ -373,7 +561,7 @@ mod tests {
             namespace: "b".into(),
             name: "lq".into(),
         };
-        let s = forbidden("alice", &target, "");
+        let s = forbidden(KUEUE, "alice", &target, "");
         assert_eq!(
             s["message"],
             "localqueues.visibility.kueue.x-k8s.io \"lq\" is forbidden: User \"alice\" cannot get \

@@ -21,7 +21,7 @@ use kube::api::{Api, PostParams};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
 
-use super::api::GROUP;
+use super::api::GroupVersion;
 use crate::controller::pending::PendingTarget;
 
 /// The ConfigMap that carries the front proxy's settings, and its namespace.
@@ -220,7 +220,7 @@ pub struct Identity {
 
 /// The resource attributes a page is authorized with: verb `get` on the queue's
 /// `pendingworkloads` subresource, as Kueue's viewer ClusterRoles grant it.
-pub fn attributes(version: &str, target: &PendingTarget) -> ResourceAttributes {
+pub fn attributes(version: GroupVersion, target: &PendingTarget) -> ResourceAttributes {
     let (resource, namespace, name) = match target {
         PendingTarget::ClusterQueue(name) => ("clusterqueues", None, name),
         PendingTarget::LocalQueue { namespace, name } => {
@@ -229,8 +229,8 @@ pub fn attributes(version: &str, target: &PendingTarget) -> ResourceAttributes {
     };
     ResourceAttributes {
         verb: Some("get".into()),
-        group: Some(GROUP.into()),
-        version: Some(version.to_string()),
+        group: Some(version.group.name.into()),
+        version: Some(version.version.to_string()),
         resource: Some(resource.into()),
         subresource: Some("pendingworkloads".into()),
         namespace,

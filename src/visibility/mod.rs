@@ -110,7 +110,7 @@ impl VisibilityServer {
             queries,
             headers: RwLock::new(Arc::new(headers)),
         });
-        info!(%addr, "visibility.kueue.x-k8s.io served (front-proxy client certificates required)");
+        info!(%addr, "visibility.kueue.x-k8s.io and visibility.kuota.dev served (front-proxy client certificates required)");
         let refresh = tokio::spawn(refresh(client, certs, acceptor.clone(), state.clone()));
         let task = tokio::spawn(async move {
             accept(listener, acceptor, state).await;
@@ -266,7 +266,7 @@ async fn handle<B>(state: &State, proxy: Option<String>, req: Request<B>) -> Res
     let (version, target) = match route {
         // Discovery: any caller the front proxy vouches for (the API server's
         // system:discovery role grants it to every authenticated user).
-        Route::Group => return respond(StatusCode::OK, &api::group()),
+        Route::Group(group) => return respond(StatusCode::OK, &api::group(group)),
         Route::Resources { version } => return respond(StatusCode::OK, &api::resources(version)),
         Route::ClusterQueue { version, name } => (version, PendingTarget::ClusterQueue(name)),
         Route::LocalQueue {
@@ -287,7 +287,7 @@ async fn handle<B>(state: &State, proxy: Option<String>, req: Request<B>) -> Res
         Ok((false, reason)) => {
             return respond(
                 StatusCode::FORBIDDEN,
-                &api::forbidden(&who.user, &target, &reason),
+                &api::forbidden(version.group, &who.user, &target, &reason),
             );
         }
         Err(e) => {
@@ -304,14 +304,18 @@ async fn handle<B>(state: &State, proxy: Option<String>, req: Request<B>) -> Res
         Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message),
     };
     match state.queries.ask(target, opts.offset, opts.limit).await {
-        Ok(page) => respond(StatusCode::OK, &api::summary(version, &page)),
+        Ok(page) => respond(
+            StatusCode::OK,
+            &api::summary(version, &page.items, &page.estimates),
+        ),
         Err(QueryError::Lookup(PendingLookupError::ClusterQueueNotFound(name))) => respond(
             StatusCode::NOT_FOUND,
-            &api::not_found("clusterqueue", &name),
+            &api::not_found(version.group, "clusterqueue", &name),
         ),
-        Err(QueryError::Lookup(PendingLookupError::LocalQueueNotFound { name, .. })) => {
-            respond(StatusCode::NOT_FOUND, &api::not_found("localqueue", &name))
-        }
+        Err(QueryError::Lookup(PendingLookupError::LocalQueueNotFound { name, .. })) => respond(
+            StatusCode::NOT_FOUND,
+            &api::not_found(version.group, "localqueue", &name),
+        ),
         Err(e @ (QueryError::NoEngine | QueryError::NotSynced)) => {
             let mut r = status(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -1,7 +1,8 @@
 //! Kueue's visibility API served by kuota, reached THROUGH the API server as an aggregated
 //! API (`kubectl get --raw /apis/visibility.kueue.x-k8s.io/...`): queue order and positions
 //! under both queueing strategies, `limit`/`offset`, a missing queue, a namespace user who
-//! may read only their own LocalQueue, and a caller without the front proxy's certificate.
+//! may read only their own LocalQueue, and a caller without the front proxy's certificate;
+//! and kuota's group beside it (`visibility.kuota.dev`), whose items carry start estimates.
 //!
 //! kuota's controller and visibility server run in this process under the install's
 //! `kuota-controller` ServiceAccount; a refusal of their calls fails the test.
@@ -25,6 +26,14 @@ use crate::support::{
 };
 
 const GROUP: &str = "/apis/visibility.kueue.x-k8s.io";
+/// kuota's group beside Kueue's: the same pages with start estimates.
+const KUOTA_GROUP: &str = "/apis/visibility.kuota.dev/v1alpha1";
+/// The APIServices the test registers, as the install does.
+const API_SERVICES: [(&str, &str); 3] = [
+    ("visibility.kueue.x-k8s.io", "v1beta2"),
+    ("visibility.kueue.x-k8s.io", "v1beta1"),
+    ("visibility.kuota.dev", "v1alpha1"),
+];
 
 /// Polls `check` every 200 ms until it gives a value; `None` on timeout.
 async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
@@ -82,10 +91,24 @@ fn row(name: &str, lq: &str, cq: i64, in_lq: i64) -> (String, String, i64, i64) 
 
 /// Workload `name` in `ns` on LocalQueue `lq`, asking `cpu` at `priority`.
 async fn workload(client: &Client, ns: &str, name: &str, lq: &str, cpu: &str, priority: i32) {
+    bounded_workload(client, ns, name, lq, cpu, priority, None).await;
+}
+
+/// [`workload`] with a `maximumExecutionTimeSeconds`, if given.
+async fn bounded_workload(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    lq: &str,
+    cpu: &str,
+    priority: i32,
+    bound_s: Option<i32>,
+) {
     let wl: kuota::api::Workload = serde_json::from_value(json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"queueName": lq, "priority": priority, "podSets": [{
+        "spec": {"queueName": lq, "priority": priority, "maximumExecutionTimeSeconds": bound_s,
+            "podSets": [{
             "name": "main", "count": 1,
             "template": {"spec": {"restartPolicy": "Never", "containers": [{
                 "name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}
@@ -118,13 +141,13 @@ impl Aggregated {
             .await
             .expect("create Service");
         let api = Api::<APIService>::all(client.clone());
-        for version in ["v1beta2", "v1beta1"] {
-            let name = format!("{version}.visibility.kueue.x-k8s.io");
+        for (group, version) in API_SERVICES {
+            let name = format!("{version}.{group}");
             // A previous run that failed may have left one behind.
             let _ = api.delete(&name, &DeleteParams::default()).await;
             let apisvc: APIService = serde_json::from_value(json!({
                 "metadata": {"name": name},
-                "spec": {"group": "visibility.kueue.x-k8s.io", "version": version,
+                "spec": {"group": group, "version": version,
                          "groupPriorityMinimum": 100, "versionPriority": 100,
                          "caBundle": base64_pem(ca_pem),
                          "service": {"name": "kuota-visibility", "namespace": ns, "port": port}}
@@ -146,8 +169,8 @@ impl Aggregated {
 
     async fn remove(self) {
         let api = Api::<APIService>::all(self.client);
-        for version in ["v1beta2", "v1beta1"] {
-            let name = format!("{version}.visibility.kueue.x-k8s.io");
+        for (group, version) in API_SERVICES {
+            let name = format!("{version}.{group}");
             let _ = api.delete(&name, &DeleteParams::default()).await;
         }
     }
@@ -263,6 +286,11 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
         &client,
         ControllerConfig {
             pending_queries: queries.clone(),
+            estimates: kuota::controller::estimates::EstimateConfig {
+                interval: Duration::from_secs(1),
+                cpu_share: 1.0,
+                ..Default::default()
+            },
             ..ControllerConfig::default()
         },
     );
@@ -296,7 +324,8 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
     // One workload holds the whole quota of each ClusterQueue; the rest wait. Creation
     // times are a second apart, as the API server stamps them in seconds.
     let second = || tokio::time::sleep(Duration::from_millis(1100));
-    workload(&client, &ns, "hold", "lq", "1", 0).await;
+    // `hold` may run an hour at most: the start estimates behind it rest on that bound.
+    bounded_workload(&client, &ns, "hold", "lq", "1", 0, Some(3600)).await;
     workload(&client, &ns, "hold-strict", "strict", "1", 0).await;
     let wls = Api::<kuota::api::Workload>::namespaced(client.clone(), &ns);
     let admitted = |name: &'static str| {
@@ -352,6 +381,35 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
             .as_str()
             .is_some_and(|t| t.ends_with('Z'))
     );
+
+    // kuota's group: the same page, each item with its start estimate from a forecast made
+    // after all five were queued. `hi` starts when `hold` reaches its bound; `big` never.
+    let kuota_path = format!("{KUOTA_GROUP}/clusterqueues/{}/pendingworkloads", fx.cq);
+    let estimated = poll(Duration::from_secs(60), || async {
+        let (code, body) = get_raw(&client, &kuota_path).await;
+        let forecast_all = body["items"].as_array().is_some_and(|items| {
+            items.iter().all(|i| {
+                i["startEstimate"].get("unknown").is_none_or(|u| {
+                    u != "queued after the last forecast" && u != "no forecast has finished yet"
+                })
+            })
+        });
+        (code == 200 && forecast_all).then_some(body)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{kuota_path} never had a forecast of every item"));
+    assert_eq!(estimated["apiVersion"], "visibility.kuota.dev/v1alpha1");
+    assert_eq!(rows(&estimated), rows(&all), "{estimated}");
+    let hi = &estimated["items"][0]["startEstimate"];
+    assert_eq!(hi["source"], "job-bound", "{estimated}");
+    let wait = hi["waitSeconds"].as_i64().unwrap_or(-1);
+    assert!((3500..=3600).contains(&wait), "{estimated}");
+    assert_eq!(
+        estimated["items"][1]["startEstimate"],
+        json!({"unknown": "not admissible as things stand"}),
+        "{estimated}"
+    );
+    assert!(estimated["forecastTime"].is_string(), "{estimated}");
 
     // limit and offset.
     let (code, page) = get_raw(&client, &format!("{cq_path}?limit=2&offset=1")).await;
@@ -485,15 +543,30 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
-        ["POSITION", "NAMESPACE", "NAME", "PRIORITY", "AGE", "REASON"],
+        [
+            "POSITION",
+            "NAMESPACE",
+            "NAME",
+            "PRIORITY",
+            "AGE",
+            "ESTIMATE",
+            "REASON"
+        ],
         "{out}"
     );
     let first: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(first[..4], ["0", ns.as_str(), "hi", "100"], "{out}");
-    // The Workloads' QuotaReserved=False reasons.
-    assert_eq!(first[5], "WaitingForQuota", "{out}");
+    // The estimate (`in 59m`, as `hold` may run an hour), then the Workloads'
+    // QuotaReserved=False reasons.
+    assert_eq!(first[5], "in", "{out}");
+    assert!(first[6].ends_with('m'), "{out}");
+    assert_eq!(first[7], "WaitingForQuota", "{out}");
     let second: Vec<&str> = lines[2].split_whitespace().collect();
-    assert_eq!((second[2], second[5]), ("big", "ExceedsMaxQuota"), "{out}");
+    assert_eq!(
+        (second[2], second[5], second[6]),
+        ("big", "<unknown>", "ExceedsMaxQuota"),
+        "{out}"
+    );
     assert_eq!(lines.len(), 3, "{out}");
     let (code, out, err) = kuota_cli(&["pending", "--cluster-queue", "no-such-cq"], None);
     assert_ne!(code, Some(0), "{out}");
@@ -528,6 +601,11 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
         "{out}"
     );
     assert!(line("Sooner:").contains(&fx.cq), "{out}");
+    assert!(
+        line("Estimate:").starts_with("Estimate:  in ")
+            && line("Estimate:").ends_with("from job-bound runtimes"),
+        "{out}"
+    );
     let (code, out, err) = kuota_cli(&["explain", &target, "-o", "json"], None);
     assert_eq!(code, Some(0), "{err}");
     let json: Value = serde_json::from_str(&out).expect("-o json prints the explanation");

@@ -45,9 +45,8 @@ impl<'p> Simulation<'p> {
             let latencies = (self.plan.workloads.iter().zip(&self.runs))
                 .filter_map(|(w, r)| Some(r.first_unsuspended? - w.arrival))
                 .collect();
-            self.totals.create_to_unsuspend = Some(crate::sim::report::Latency::from_values(
-                latencies,
-            ));
+            self.totals.create_to_unsuspend =
+                Some(crate::sim::report::Latency::from_values(latencies));
         }
         let work = self.work();
         self.bound_and_utilization(&work, makespan);

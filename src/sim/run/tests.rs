@@ -367,17 +367,19 @@ fn batch_limit_truncates() {
 
 /// Calibrated latencies on the preemption fixture, each a constant: the workload reaches
 /// the engine 10 ms after its submission, is unsuspended 5 ms after its admission, runs
-/// from 20 ms after that, and gives its quota back 300 ms after its pods are done.
+/// from 20 ms after that, and gives its quota back 300 ms after its pods are done; a
+/// preempted one stops 50 ms after its preemption.
 #[test]
 fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
     let text = format!(
         r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
-           "latencyQuantilesMs":{{"workloadCreated":{},"unsuspended":{},"podsRunning":{},"workloadFinished":{}}}}}"#,
+           "latencyQuantilesMs":{{"workloadCreated":{},"unsuspended":{},"podsRunning":{},"workloadFinished":{},"evictionStopped":{}}}}}"#,
         constant(10.0),
         constant(5.0),
         constant(20.0),
-        constant(300.0)
+        constant(300.0),
+        constant(50.0)
     );
     let calibration =
         crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration");
@@ -387,13 +389,13 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     };
     let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
-    // low seen at 110 and admitted; high seen at 210 preempts it (low's pods still run);
-    // high runs 235..735 and its quota is back at 1035; low again: admitted 1035,
-    // running 1060..2060, quota back at 2360.
+    // low seen at 110 and admitted; high seen at 210 preempts it (low's pods still run),
+    // low stops at 260; high admitted at 260, unsuspended 265, runs 285..785, its quota
+    // back at 1085; low again: admitted 1085, running 1110..2110, quota back at 2410.
     assert_eq!(r.totals.preemptions, 1);
-    assert_eq!(r.totals.makespan_ms, 2360);
-    assert_eq!(class(&r, "low").time_to_admission.max_ms, 935);
+    assert_eq!(r.totals.makespan_ms, 2410);
+    assert_eq!(class(&r, "low").time_to_admission.max_ms, 985);
     assert_eq!(r.totals.calibration.as_deref(), Some("t.json"));
     let l = r.totals.create_to_unsuspend.expect("measured");
-    assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 15));
+    assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 65));
 }

@@ -145,6 +145,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
         "service/kuota-visibility",
         "apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io",
         "apiservice.apiregistration.k8s.io/v1beta1.visibility.kueue.x-k8s.io",
+        "apiservice.apiregistration.k8s.io/v1alpha1.visibility.kuota.dev",
         "clusterrole.rbac.authorization.k8s.io/kueue-pending-workloads-lq-viewer-role",
         "rolebinding.rbac.authorization.k8s.io/kuota-controller-auth-reader",
     ] {
@@ -156,7 +157,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     }
     assert_eq!(
         lines.len(),
-        31,
+        32,
         "every object of the base:\n{}",
         lines.join("\n")
     );
@@ -185,7 +186,7 @@ async fn the_overlays_pass_server_side_validation() {
         ),
         "{monitoring:?}"
     );
-    assert_eq!(monitoring.len(), 32);
+    assert_eq!(monitoring.len(), 33);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
     assert!(
         has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
@@ -202,7 +203,7 @@ async fn the_overlays_pass_server_side_validation() {
         rendered
             .matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook")
             .count(),
-        12
+        13
     );
     assert!(!rendered.contains("--inject-ca-bundle"));
 }

@@ -577,8 +577,8 @@ async fn event_reasons(
     let client = Client::new(service, "default");
     let writer = Writer::new(client.clone(), 1, 2).with_clock(Arc::new(now), Duration::ZERO);
     let (stores, _writers) = watch::stores();
-    let recorder = Recorder::new(client, crate::telemetry::Metrics::default())
-        .with_workload_events(events);
+    let recorder =
+        Recorder::new(client, crate::telemetry::Metrics::default()).with_workload_events(events);
     let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = reasons.clone();
     let server = tokio::spawn(async move {
@@ -611,8 +611,7 @@ async fn event_reasons(
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.abort();
-    let out = reasons.lock().expect("reasons").clone();
-    out
+    reasons.lock().expect("reasons").clone()
 }
 
 /// Reserved and admitted in one write: one QuotaReserved Event, and Kueue's Admitted
@@ -641,9 +640,11 @@ async fn a_pending_event_marks_a_new_reason_not_each_new_message() {
     use crate::config::WorkloadEvents::{Kueue, Lean};
     let key = WorkloadKey::new("team", "job-a-1b2c3");
     let waiting = || {
-        workload(json!({"conditions": [{"type": "QuotaReserved", "status": "False",
+        workload(
+            json!({"conditions": [{"type": "QuotaReserved", "status": "False",
             "reason": "WaitingForQuota", "message": "4 more needed",
-            "lastTransitionTime": "2026-11-24T00:00:00Z"}]}))
+            "lastTransitionTime": "2026-11-24T00:00:00Z"}]}),
+        )
     };
     let same_reason = async |w: WorkloadWriter<'_>| {
         w.pending(&key, "WaitingForQuota", "2 more needed")
