@@ -6,6 +6,11 @@
 //! * `forecast/one-run-1000cq-49k-pending`: one forward run (`forecast_at`).
 //! * `forecast/baseline-one-cycle`: one scheduling cycle of a copy of the same state,
 //!   measured in the same run, so a pass can be quoted as a number of cycles.
+//! * `visibility/page-1000-of-50k-pending` (and `…-last-page…`): what kuota does to answer
+//!   `clusterqueues/<cq>/pendingworkloads?limit=1000` for one ClusterQueue with 50,000
+//!   pending workloads: the engine's ordered page and the JSON body of kuota's group
+//!   (Kueue's fields and each item's start estimate); `visibility/baseline-page-1000-of-1000`
+//!   is the same page from a queue of 1,000, measured in the same run.
 //!
 //! Runtimes are learned for every LocalQueue and priority: three runs per class around
 //! the generator's runtime (0.8×, 1×, 1.2×).
@@ -63,10 +68,101 @@ fn benches(c: &mut Criterion) {
     });
 }
 
+/// One ClusterQueue (1 cpu) with one workload admitted and `pending` more waiting, 1 cpu
+/// each, a second apart.
+fn one_queue(pending: usize) -> kuota::engine::Engine {
+    use kuota::engine::{Engine, EngineConfig, Event};
+    fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("fixture")
+    }
+    let mut e = Engine::new(EngineConfig::default());
+    e.apply(
+        0,
+        Event::ResourceFlavorUpserted(obj(
+            serde_json::json!({"metadata": {"name": "f"}, "spec": {}}),
+        )),
+    )
+    .expect("flavor");
+    e.apply(
+        0,
+        Event::ClusterQueueUpserted(obj(serde_json::json!({"metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
+            "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "1"}]}]}]}}))),
+    )
+    .expect("cq");
+    e.apply(
+        0,
+        Event::LocalQueueUpserted(obj(
+            serde_json::json!({"metadata": {"name": "lq", "namespace": "ns"},
+        "spec": {"clusterQueue": "cq"}}),
+        )),
+    )
+    .expect("lq");
+    for i in 0..=pending {
+        let wl = serde_json::json!({"metadata": {"name": format!("w{i}"), "namespace": "ns",
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"queueName": "lq", "priority": (i % 3) as i32, "podSets": [{"name": "main", "count": 1,
+                "template": {"spec": {"containers": [{"name": "c",
+                    "resources": {"requests": {"cpu": "1"}}}]}}}]}});
+        e.apply(i as i64 * 1000, Event::WorkloadUpserted(obj(wl)))
+            .expect("workload");
+    }
+    e.schedule(pending as i64 * 1000);
+    e
+}
+
+/// The page kuota's group answers: the engine's page, then the body with estimates.
+fn page(
+    engine: &kuota::engine::Engine,
+    estimates: &kuota::controller::pending::Estimates,
+    offset: usize,
+) -> Vec<u8> {
+    use kuota::visibility::api::{GroupVersion, KUOTA};
+    let items = engine
+        .pending_in_cluster_queue("cq", offset, 1000)
+        .expect("the queue exists");
+    let version = GroupVersion {
+        group: KUOTA,
+        version: "v1alpha1",
+    };
+    kuota::visibility::api::summary(version, &items, estimates)
+        .to_string()
+        .into_bytes()
+}
+
+fn visibility(c: &mut Criterion) {
+    use kuota::controller::pending::Estimates;
+    for (name, pending, offset) in [
+        ("visibility/baseline-page-1000-of-1000", 1_000, 0),
+        ("visibility/page-1000-of-50k-pending", 50_000, 0),
+        ("visibility/last-page-1000-of-50k-pending", 50_000, 49_000),
+    ] {
+        let engine = one_queue(pending);
+        let book = RuntimeBook::default();
+        let cfg = ForecastConfig {
+            default_runtime: Some(60_000),
+            ..ForecastConfig::default()
+        };
+        let estimates = Estimates::Latest(std::sync::Arc::new(forecast::forecast(
+            &engine, &book, &cfg,
+        )));
+        assert_eq!(page(&engine, &estimates, offset).is_empty(), false);
+        c.bench_function(name, |b| {
+            b.iter(|| black_box(page(&engine, &estimates, offset)))
+        });
+    }
+}
+
+criterion_group! {
+    name = visibility_benches;
+    config = Criterion::default().sample_size(20);
+    targets = visibility
+}
+
 criterion_group! {
     name = forecast_benches;
     // Each iteration is a full drain three times over: few samples suffice.
     config = Criterion::default().sample_size(10);
     targets = benches
 }
-criterion_main!(forecast_benches);
+criterion_main!(visibility_benches, forecast_benches);
