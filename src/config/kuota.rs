@@ -39,6 +39,9 @@ pub struct StartEstimates {
     pub default_runtime: Option<String>,
     /// How far ahead a start is estimated (default `168h`).
     pub horizon: Option<String>,
+    /// Opt-in: write each pending workload's estimate into its `kuota.dev/estimated-start`
+    /// annotation when it moves by more than this (e.g. `10m`); absent: served only.
+    pub write_threshold: Option<String>,
 }
 
 /// The writes kuota makes for people to read rather than to schedule: queue status and

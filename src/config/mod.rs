@@ -157,6 +157,8 @@ pub struct StartEstimates {
     pub default_runtime: Option<Duration>,
     /// How far ahead a start is estimated.
     pub horizon: Duration,
+    /// Opt-in annotation writes, when the estimate moves by more than this.
+    pub write_threshold: Option<Duration>,
 }
 
 impl Default for StartEstimates {
@@ -167,6 +169,7 @@ impl Default for StartEstimates {
             cpu_share: 0.1,
             default_runtime: None,
             horizon: Duration::from_secs(7 * 24 * 3600),
+            write_threshold: None,
         }
     }
 }
@@ -700,6 +703,10 @@ fn start_estimates(
         .as_deref()
         .map(|text| positive("defaultRuntime", Some(text), Duration::ZERO))
         .filter(|v| !v.is_zero());
+    let write_threshold = e
+        .write_threshold
+        .as_deref()
+        .map(|text| duration(Some(text), &path.child("writeThreshold"), errs).unwrap_or_default());
     let cpu_share = match e.cpu_share {
         Some(v) if !(v > 0.0 && v <= 1.0) => {
             errs.push(FieldError::invalid(
@@ -717,6 +724,7 @@ fn start_estimates(
         cpu_share,
         default_runtime,
         horizon,
+        write_threshold,
     }
 }
 

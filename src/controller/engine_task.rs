@@ -167,7 +167,10 @@ impl EngineTask {
                 _ = tokio::time::sleep(forecast_in.unwrap_or(Duration::MAX)), if forecast_in.is_some() => {
                     self.estimator.start(&self.engine);
                 }
-                pass = self.estimator.finished() => self.estimator.complete(&self.engine, pass),
+                pass = self.estimator.finished() => {
+                    self.estimator.complete(&self.engine, pass);
+                    self.write_estimates();
+                }
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
                         self.queue_status.publish(&self.engine);
@@ -188,6 +191,28 @@ impl EngineTask {
         }
         info!("engine task stopped");
         Ok(())
+    }
+
+    /// Writes the estimates that moved into their Workloads' annotation (opt-in), each
+    /// its own task bounded by the writer's permits.
+    fn write_estimates(&mut self) {
+        for (key, p50) in self.estimator.to_write() {
+            let Ok(at) = k8s_openapi::jiff::Timestamp::from_millisecond(p50) else {
+                continue;
+            };
+            let at = at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let actuators = self.actuators.clone();
+            tokio::spawn(async move {
+                let w = super::actuate::workload::WorkloadWriter {
+                    writer: &actuators.writer,
+                    stores: &actuators.stores,
+                    recorder: &actuators.recorder,
+                };
+                if let Err(e) = w.annotate_estimate(&key, &at).await {
+                    tracing::debug!(workload = %key, error = %e, "estimate not written");
+                }
+            });
+        }
     }
 
     /// Scores the estimates of the workloads a cycle admitted, and counts the decisions

@@ -30,6 +30,9 @@ pub struct EstimateConfig {
     /// next one starts as soon as the share allows ("a big event").
     pub changes_for_early_pass: usize,
     pub forecast: ForecastConfig,
+    /// Opt-in: write each pending workload's estimate into its annotation when it moves
+    /// by more than this (ms) from the one written; `None`: estimates are only served.
+    pub write_threshold: Option<Millis>,
 }
 
 impl Default for EstimateConfig {
@@ -40,6 +43,7 @@ impl Default for EstimateConfig {
             cpu_share: 0.1,
             changes_for_early_pass: 100,
             forecast: ForecastConfig::default(),
+            write_threshold: None,
         }
     }
 }
@@ -55,6 +59,8 @@ pub struct Estimator {
     /// Finished Workloads already learned from (a re-list shows them again).
     learned: HashSet<(WorkloadKey, Millis)>,
     latest: Option<Latest>,
+    /// The estimate last written into each workload's annotation (opt-in).
+    written: std::collections::HashMap<WorkloadKey, Millis>,
     running: Option<oneshot::Receiver<(Forecast, Duration)>>,
     /// When the running (or last) pass began.
     began: Option<Instant>,
@@ -71,6 +77,7 @@ impl Estimator {
             book: RuntimeBook::default(),
             learned: HashSet::new(),
             latest: None,
+            written: std::collections::HashMap::new(),
             running: None,
             began: None,
             not_before: Instant::now(),
@@ -187,6 +194,30 @@ impl Estimator {
         self.latest = Some(Arc::new(forecast));
     }
 
+    /// The estimates to write into annotations after the latest pass (opt-in): those
+    /// never written, or moved by more than the threshold since. Workloads that no
+    /// longer wait are forgotten.
+    pub fn to_write(&mut self) -> Vec<(WorkloadKey, Millis)> {
+        let (Some(threshold), Some(latest)) = (self.cfg.write_threshold, self.latest.as_ref())
+        else {
+            return Vec::new();
+        };
+        self.written.retain(|k, _| latest.estimates.contains_key(k));
+        let mut out = Vec::new();
+        for (key, e) in &latest.estimates {
+            let Some(p50) = e.p50 else { continue };
+            let moved = self
+                .written
+                .get(key)
+                .is_none_or(|w| (p50 - w).abs() > threshold);
+            if moved {
+                self.written.insert(key.clone(), p50);
+                out.push((key.clone(), p50));
+            }
+        }
+        out
+    }
+
     /// Records how far an admission at `now` in `cluster_queue` was from its estimate.
     pub fn admitted(&self, key: &WorkloadKey, cluster_queue: &str, now: Millis) {
         if let Some(p50) = self.estimate(key).and_then(|e| e.p50) {
@@ -296,6 +327,40 @@ mod tests {
             "{}",
             metrics.encode()
         );
+    }
+
+    /// Opt-in annotations: written once, again only when the estimate moves by more than
+    /// the threshold; nothing without a threshold.
+    #[tokio::test]
+    async fn estimates_are_written_once_and_again_only_past_the_threshold() {
+        let engine = engine();
+        let cfg = EstimateConfig {
+            write_threshold: Some(300_000),
+            ..EstimateConfig::default()
+        };
+        let mut est = Estimator::new(cfg, Metrics::new());
+        assert!(est.to_write().is_empty(), "nothing before a pass");
+        est.start(&engine);
+        let pass = est.finished().await;
+        est.complete(&engine, pass);
+        let next = WorkloadKey::new("ns", "next");
+        assert_eq!(est.to_write(), vec![(next.clone(), 600_000)]);
+        assert!(est.to_write().is_empty(), "unchanged: no write");
+        let moved = |est: &mut Estimator, p50: Millis| {
+            let mut f = (*est.latest().expect("a forecast")).clone();
+            f.estimates.get_mut(&next).expect("estimated").p50 = Some(p50);
+            est.latest = Some(Arc::new(f));
+        };
+        moved(&mut est, 800_000);
+        assert!(
+            est.to_write().is_empty(),
+            "moved 200 s, under the 300 s threshold"
+        );
+        moved(&mut est, 1_000_000);
+        assert_eq!(est.to_write(), vec![(next.clone(), 1_000_000)]);
+        let mut off = Estimator::new(EstimateConfig::default(), Metrics::new());
+        off.latest = est.latest();
+        assert!(off.to_write().is_empty(), "served only, by default");
     }
 
     #[tokio::test]

@@ -318,6 +318,7 @@ fn estimate_config(
             default_runtime: e.default_runtime.map(ms),
             ..crate::forecast::ForecastConfig::default()
         },
+        write_threshold: e.write_threshold.map(ms),
         ..crate::controller::estimates::EstimateConfig::default()
     }
 }

@@ -362,6 +362,25 @@ pub fn deactivate_patch(wl: &Workload) -> Option<Value> {
     })
 }
 
+/// The annotation a pending Workload's estimated start is written into, when the
+/// configuration asks for it (`startEstimates.writeThreshold`).
+pub const ESTIMATED_START_ANNOTATION: &str = "kuota.dev/estimated-start";
+
+/// The estimated-start annotation set to `at`; `None` when it already says so, or the
+/// workload no longer waits.
+pub fn estimate_patch(wl: &Workload, at: &str) -> Option<Value> {
+    if has_admission(wl) || is_true(wl, WORKLOAD_FINISHED) {
+        return None;
+    }
+    let current = wl
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ESTIMATED_START_ANNOTATION));
+    (current.map(String::as_str) != Some(at))
+        .then(|| json!({"metadata": {"annotations": {ESTIMATED_START_ANNOTATION: at}}}))
+}
+
 /// Which part of a Workload a write patches.
 #[derive(Clone, Copy)]
 enum Subresource {
@@ -645,6 +664,13 @@ impl WorkloadWriter<'_> {
             self.recorder.workload_normal(*regarding, "Preempted", note);
         }
         Ok(())
+    }
+
+    /// Writes a pending workload's estimated start (RFC 3339) into its annotation.
+    pub async fn annotate_estimate(&self, key: &WorkloadKey, at: &str) -> Result<(), WriteError> {
+        self.write_to(key, Subresource::Main, |wl, _| estimate_patch(wl, at))
+            .await
+            .map(drop)
     }
 
     /// Evicted for another reason (stop policy, deactivation, node loss). A workload the

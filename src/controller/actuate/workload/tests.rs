@@ -668,3 +668,31 @@ async fn a_pending_event_marks_a_new_reason_not_each_new_message() {
     let first = event_reasons(workload(json!({})), Lean, 1, same_reason).await;
     assert_eq!(first, ["WaitingForQuota"]);
 }
+
+/// The opt-in estimate annotation: one merge patch of the Workload itself (not its
+/// status) setting `kuota.dev/estimated-start`; none once admitted or when it says so.
+#[tokio::test]
+async fn an_estimate_is_one_patch_of_its_annotation() {
+    let key = WorkloadKey::new("team", "job-a-1b2c3");
+    let at = "2026-11-24T01:00:00Z";
+    let patches = patches_of(workload(json!({})), 1, async move |w| {
+        w.annotate_estimate(&key, at).await.expect("written");
+    })
+    .await;
+    let (method, uri, body) = &patches[0];
+    assert_eq!(method, Method::PATCH);
+    assert_eq!(uri, &format!("{BASE}?&fieldManager=kuota"));
+    assert_eq!(
+        body,
+        &json!({"metadata": {"annotations": {"kuota.dev/estimated-start": at}}})
+    );
+    let mut said = workload(json!({}));
+    said.metadata.annotations = Some(
+        [(ESTIMATED_START_ANNOTATION.to_string(), at.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(estimate_patch(&said, at), None);
+    let admitted = workload(json!({"admission": admission()}));
+    assert_eq!(estimate_patch(&admitted, at), None);
+}
