@@ -146,7 +146,7 @@ fn visibility(c: &mut Criterion) {
         let estimates = Estimates::Latest(std::sync::Arc::new(forecast::forecast(
             &engine, &book, &cfg,
         )));
-        assert_eq!(page(&engine, &estimates, offset).is_empty(), false);
+        assert!(!page(&engine, &estimates, offset).is_empty());
         c.bench_function(name, |b| {
             b.iter(|| black_box(page(&engine, &estimates, offset)))
         });
