@@ -506,15 +506,16 @@ fn webhook_role_is_read_only_but_for_its_own_ca_bundles() {
         let names = rule.resource_names.clone().unwrap_or_default();
         for verb in &rule.verbs {
             if verb == "patch" {
-                // caBundle injection: only kuota's own CRDs and webhook configurations.
+                // caBundle injection: only kuota's own CRDs, webhook configurations and
+                // visibility APIServices (Kueue's group and kuota's).
                 assert!(
                     !names.is_empty(),
                     "webhook role may patch only named objects: {rule:?}"
                 );
                 assert!(
-                    names
-                        .iter()
-                        .all(|n| n.ends_with(".kueue.x-k8s.io") || n.starts_with("kuota-")),
+                    names.iter().all(|n| n.ends_with(".kueue.x-k8s.io")
+                        || n.ends_with(".visibility.kuota.dev")
+                        || n.starts_with("kuota-")),
                     "webhook role may patch only kuota's objects: {names:?}"
                 );
                 continue;
