@@ -16,18 +16,19 @@ use crate::mix::Mix;
 /// The user the benchmark's client impersonates.
 pub const BENCH_USER: &str = "kuota-bench";
 
+/// One line of the audit log, with the fields the bench reads.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Event {
-    stage: String,
-    verb: String,
+pub(crate) struct Event {
+    pub stage: String,
+    pub verb: String,
     user: User,
     impersonated_user: Option<User>,
-    object_ref: Option<ObjectRef>,
-    request_received_timestamp: Timestamp,
+    pub object_ref: Option<ObjectRef>,
+    pub request_received_timestamp: Timestamp,
     /// The request body: logged (audit-policy.yaml) for the patches that can be on the
     /// admission path.
-    request_object: Option<serde_json::Value>,
+    pub request_object: Option<serde_json::Value>,
     response_status: Option<ResponseStatus>,
 }
 
@@ -42,11 +43,33 @@ struct User {
 }
 
 #[derive(Deserialize, Default)]
-struct ObjectRef {
-    resource: Option<String>,
-    subresource: Option<String>,
-    namespace: Option<String>,
-    name: Option<String>,
+pub(crate) struct ObjectRef {
+    pub resource: Option<String>,
+    pub subresource: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+/// Whether a job patch `body` sets `spec.suspend` to false.
+pub(crate) fn unsuspends(body: Option<&serde_json::Value>) -> bool {
+    body.and_then(|b| b.as_array()).is_some_and(|ops| {
+        ops.iter().any(|op| {
+            op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
+                && op.get("value") == Some(&serde_json::Value::Bool(false))
+        })
+    })
+}
+
+/// Whether a Workload status patch `body` sets condition `type_` true.
+pub(crate) fn sets_true(body: Option<&serde_json::Value>, type_: &str) -> bool {
+    body.and_then(|b| b.pointer("/status/conditions"))
+        .and_then(|c| c.as_array())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(|t| t.as_str()) == Some(type_)
+                    && c.get("status").and_then(|s| s.as_str()) == Some("True")
+            })
+        })
 }
 
 /// Writes counted by `verb resource[/subresource]`, and how many of them were on the
@@ -233,8 +256,7 @@ impl Writes {
     ) {
         let Some(body) = body else { return };
         let key = |job: &str| format!("{}/{job}", namespace.unwrap_or_default());
-        if written == resource && admission_stage("patch", written, resource, Some(body)).is_some()
-        {
+        if written == resource && unsuspends(Some(body)) {
             self.holds.entry(key(name)).or_default().0 = Some(at);
             return;
         }
@@ -289,15 +311,7 @@ fn admission_stage(
             .and_then(|b| b.pointer("/status/admission"))
             .is_some_and(serde_json::Value::is_object)
             .then_some(2),
-        ("patch", r) if r == resource => body
-            .and_then(|b| b.as_array())
-            .is_some_and(|ops| {
-                ops.iter().any(|op| {
-                    op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
-                        && op.get("value") == Some(&serde_json::Value::Bool(false))
-                })
-            })
-            .then_some(3),
+        ("patch", r) if r == resource => unsuspends(body).then_some(3),
         _ => None,
     }
 }

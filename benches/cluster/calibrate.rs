@@ -8,28 +8,10 @@ use std::io::BufRead;
 use std::path::Path;
 
 use k8s_openapi::jiff::Timestamp;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::audit::{Event, sets_true, unsuspends};
 use crate::setup::{self, CLASSES};
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Event {
-    stage: String,
-    verb: String,
-    object_ref: Option<ObjectRef>,
-    request_received_timestamp: Timestamp,
-    request_object: Option<Value>,
-}
-
-#[derive(Deserialize, Default)]
-struct ObjectRef {
-    resource: Option<String>,
-    subresource: Option<String>,
-    namespace: Option<String>,
-    name: Option<String>,
-}
 
 /// One Job's life as the API server saw it.
 #[derive(Default)]
@@ -131,26 +113,6 @@ fn read(log: &Path, namespace_prefix: &str) -> std::io::Result<HashMap<String, L
         }
     }
     Ok(lives)
-}
-
-fn unsuspends(body: Option<&Value>) -> bool {
-    body.and_then(Value::as_array).is_some_and(|ops| {
-        ops.iter().any(|op| {
-            op.get("path").and_then(Value::as_str) == Some("/spec/suspend")
-                && op.get("value") == Some(&Value::Bool(false))
-        })
-    })
-}
-
-fn sets_true(body: Option<&Value>, type_: &str) -> bool {
-    body.and_then(|b| b.pointer("/status/conditions"))
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(type_)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
 }
 
 /// 101 quantiles (p0, p1, ..., p100) of `samples`, in ms; empty without samples.

@@ -5,7 +5,7 @@
 //!
 //! Estimates are served, never written: an unchanged estimate costs no API write.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,11 +56,12 @@ pub struct Estimator {
     cfg: EstimateConfig,
     metrics: Metrics,
     book: RuntimeBook,
-    /// Finished Workloads already learned from (a re-list shows them again).
-    learned: HashSet<(WorkloadKey, Millis)>,
+    /// Finished Workloads already learned from, with their finish (a re-list shows them
+    /// again).
+    learned: HashMap<WorkloadKey, Millis>,
     latest: Option<Latest>,
     /// The estimate last written into each workload's annotation (opt-in).
-    written: std::collections::HashMap<WorkloadKey, Millis>,
+    written: HashMap<WorkloadKey, Millis>,
     running: Option<oneshot::Receiver<(Forecast, Duration)>>,
     /// When the running (or last) pass began.
     began: Option<Instant>,
@@ -75,9 +76,9 @@ impl Estimator {
             cfg,
             metrics,
             book: RuntimeBook::default(),
-            learned: HashSet::new(),
+            learned: HashMap::new(),
             latest: None,
-            written: std::collections::HashMap::new(),
+            written: HashMap::new(),
             running: None,
             began: None,
             not_before: Instant::now(),
@@ -98,7 +99,7 @@ impl Estimator {
         let Some(finished) = finished_at(wl) else {
             return;
         };
-        if self.learned.insert((key.clone(), finished)) {
+        if self.learned.insert(key.clone(), finished) != Some(finished) {
             self.book.record_workload(wl);
         }
     }
@@ -110,7 +111,7 @@ impl Estimator {
 
     /// Forgets a deleted Workload's learned-run marker (its run stays in the book).
     pub fn forget(&mut self, key: &WorkloadKey) {
-        self.learned.retain(|(k, _)| k != key);
+        self.learned.remove(key);
     }
 
     /// The latest forecast, if a pass has finished.
