@@ -23,7 +23,7 @@ use tracing::{debug, info, warn};
 use super::actuate::events::Recorder;
 use super::actuate::job::{self, JobPatchError};
 use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
-use super::actuate::{WriteError, Writer, is_invalid};
+use super::actuate::{WriteError, Writer, is_invalid, is_stale_patch};
 use super::compact::CompactObject;
 use super::invalid_admission;
 use super::translate::{TranslateError, decode};
@@ -104,6 +104,8 @@ pub struct JobState {
     pub status_reset: Option<Value>,
     /// The pod templates differ from what the Workload recorded.
     pub needs_restore: bool,
+    /// The kind refuses template changes in the job's present state.
+    pub templates_locked: bool,
     /// Whether all its pods are ready, when waitForPodsReady is on (`None`: off).
     pub pods_ready: Option<bool>,
 }
@@ -195,16 +197,17 @@ pub fn plan(job: &JobState, wl: Option<&Workload>) -> Step {
     }
     // Evicted, or never admitted: the job must not run, and must look as submitted.
     // Its quota goes back as soon as its operator reports no pod running (Kueue's
-    // reconciler waits until the job is inactive), before the template is restored:
-    // Kubernetes refuses a template change on a Job that has finished pods, and a start
-    // rebuilds the template from the Workload's copy anyway.
+    // reconciler waits until the job is inactive), before the template is restored: a
+    // start rebuilds the template from the Workload's copy anyway. A template the kind
+    // will not let change yet (a batch Job that still reports active pods) is left until
+    // the operator's status update that unlocks it wakes the job again.
     if !job.suspended {
         Step::Stop
     } else if let Some(reset) = &job.status_reset {
         Step::ResetStatus(reset.clone())
     } else if admitted && !job.active {
         Step::Requeue
-    } else if job.needs_restore {
+    } else if job.needs_restore && !job.templates_locked {
         Step::Restore
     } else {
         Step::Nothing
@@ -235,6 +238,7 @@ pub fn job_state(integration: &dyn JobIntegration, job: &JobObject<'_>) -> JobSt
         active: integration.is_active(job),
         status_reset: integration.stop_status_patch(job),
         needs_restore: false,
+        templates_locked: integration.templates_locked(job),
         pods_ready: None,
     }
 }
@@ -779,11 +783,13 @@ impl Target<'_> {
                     .patch_job(job::restore_patch(*integration, value, &wl)?)
                     .await
                 {
-                    // Kubernetes keeps the template of a Job that has finished pods.
-                    // Nothing waits on the restore (the quota is already back, and a start
+                    // Kubernetes may refuse a template change (a Job whose pods it still
+                    // counts active). Nothing waits on the restore (the quota is already back, and a start
                     // rebuilds the template from the Workload), so it is not retried until
                     // the job changes again.
-                    Err(SyncError::Api { source, .. }) if is_invalid(&source) => {
+                    Err(SyncError::Api { source, .. })
+                        if is_invalid(&source) && !is_stale_patch(&source) =>
+                    {
                         info!(job = %name, namespace = %ns, error = %source,
                             "pod template not restored: Kubernetes refuses the change");
                     }

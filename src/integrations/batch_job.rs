@@ -65,6 +65,14 @@ impl JobIntegration for BatchJob {
             .then(|| serde_json::json!({"status": {"startTime": null}}))
     }
 
+    /// Kubernetes refuses a template change on a suspended Job that still counts pods
+    /// active, even once `startTime` is cleared (kube-apiserver 1.36: "spec.template:
+    /// field is immutable"); the Job controller's status update that counts them gone
+    /// unlocks it.
+    fn templates_locked(&self, job: &JobObject<'_>) -> bool {
+        self.is_active(job)
+    }
+
     fn pod_sets<'o>(&self, job: &'o JobObject<'o>) -> Vec<PodSetRef<'o>> {
         let spec = job.spec();
         let count = super::job_pods_count(spec);

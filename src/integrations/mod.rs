@@ -344,6 +344,13 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether the kind refuses changes to the job's pod templates in its present state
+    /// (its API server validation, not a rule of Kueue's), so that a restore would only
+    /// be refused.
+    fn templates_locked(&self, _job: &JobObject<'_>) -> bool {
+        false
+    }
+
     /// Kind name, e.g. `Job`.
     fn kind(&self) -> String {
         self.gvk().kind

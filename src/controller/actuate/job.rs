@@ -1,7 +1,8 @@
 //! Job writes: start (unsuspend with the flavors' node labels and tolerations), stop
 //! (suspend), and restore (the pod templates as the Workload recorded them). Each is one
-//! JSON patch computed as the difference between the job and its desired form, carrying
-//! the job's resourceVersion so that a stale job is refused with a conflict.
+//! JSON patch computed as the difference between the job and its desired form, guarded by
+//! `test` operations on the fields it changes so that a decision made on a stale job is
+//! refused.
 //!
 //! Start also stamps each admitted pod template as Kueue does: the `kueue.x-k8s.io/podset`
 //! label and the `kueue.x-k8s.io/workload` annotation, and for a PodSet with a
@@ -12,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{Patch, PatchOperation, ReplaceOperation};
+use json_patch::{Patch, PatchOperation, TestOperation};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Toleration};
 use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -119,24 +120,70 @@ fn template_map_mut<'v>(
         .as_object_mut()
 }
 
-/// The patch turning `job` into `desired`, preconditioned on `job`'s resourceVersion.
-/// `None` when nothing differs.
+/// The patch turning `job` into `desired`, guarded by `test` operations on what it was
+/// computed from: the object's uid, and the old value of each field it changes (the
+/// nearest enclosing array for a change inside one, since indices shift). `None` when
+/// nothing differs.
+///
+/// Not a resourceVersion precondition: the job's operator writes its status all along
+/// (Kubernetes' Job controller several times per Job), and each of those writes would
+/// refuse a patch computed a moment before with a conflict although nothing it depends
+/// on moved. The API server applies a JSON patch to the object as it stands, retrying
+/// its own storage conflicts, and refuses it (422) only if a `test` fails: when a field
+/// the patch changes, such as `suspend`, is no longer what the decision saw.
 fn diff_with_precondition(job: &Value, desired: &Value) -> Option<Patch> {
     let diff = json_patch::diff(job, desired);
     if diff.0.is_empty() {
         return None;
     }
-    let mut ops = Vec::with_capacity(diff.0.len() + 1);
-    if let Some(rv) = job.pointer("/metadata/resourceVersion") {
-        // Setting the resourceVersion it already has is a no-op, unless the job changed
-        // meanwhile: then the API server refuses the write with a conflict.
-        ops.push(PatchOperation::Replace(ReplaceOperation {
-            path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-            value: rv.clone(),
+    let mut guards: Vec<PointerBuf> = Vec::new();
+    for op in &diff.0 {
+        if let Some(guard) = guard_of(job, op)
+            && !guards.iter().any(|g| guard.starts_with(g))
+        {
+            guards.retain(|g| !g.starts_with(&guard));
+            guards.push(guard);
+        }
+    }
+    let mut ops = Vec::with_capacity(diff.0.len() + guards.len() + 1);
+    if let Some(uid) = job.pointer("/metadata/uid") {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["metadata", "uid"]),
+            value: uid.clone(),
         }));
+    }
+    for path in guards {
+        if let Some(value) = job.pointer(path.as_str()) {
+            ops.push(PatchOperation::Test(TestOperation {
+                path,
+                value: value.clone(),
+            }));
+        }
     }
     ops.extend(diff.0);
     Some(Patch(ops))
+}
+
+/// What must be unchanged for `op` (computed against `job`) to do what it meant: the
+/// outermost array on its path, else the value it replaces or removes; `None` for a new
+/// member of an object (adding it is right whatever else changed).
+fn guard_of(job: &Value, op: &PatchOperation) -> Option<PointerBuf> {
+    let (path, adds) = match op {
+        PatchOperation::Add(a) => (&a.path, true),
+        PatchOperation::Replace(r) => (&r.path, false),
+        PatchOperation::Remove(r) => (&r.path, false),
+        _ => return None,
+    };
+    let mut at = job;
+    let mut prefix = PointerBuf::new();
+    for token in path.tokens() {
+        if at.is_array() {
+            return Some(prefix);
+        }
+        at = at.get(token.decoded().as_ref())?;
+        prefix.push_back(token);
+    }
+    Some(prefix).filter(|_| !adds)
 }
 
 /// The flavors assigned to each pod set of the Workload's admission.
@@ -608,14 +655,15 @@ mod tests {
     }
 
     #[test]
-    fn start_unsuspends_and_adds_the_flavor_with_a_resource_version_precondition() {
+    fn start_unsuspends_and_adds_the_flavor_guarded_by_what_it_changes() {
         let patch = start_patch(&BatchJob, &job(), &admitted_workload(), &flavors())
             .expect("computable")
             .expect("something to change");
         assert_eq!(
             serde_json::to_value(&patch).expect("serializable"),
             json!([
-                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/spec/suspend", "value": true},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
                 // Kueue stamps every admitted template with its PodSet, Workload and
                 // queues.
@@ -653,7 +701,9 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&patch).expect("serializable"),
             json!([
-                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/spec/suspend", "value": true},
+                {"op": "test", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "spot"},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
                 {"op": "replace", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
                 {"op": "add", "path": "/spec/template/spec/tolerations",
@@ -674,7 +724,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&patch).expect("serializable"),
             json!([
-                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/spec/suspend", "value": true},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
             ])
         );
@@ -693,7 +744,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&stop).expect("serializable"),
             json!([
-                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/spec/suspend", "value": false},
                 {"op": "replace", "path": "/spec/suspend", "value": true},
             ])
         );
@@ -703,7 +755,10 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&restore).expect("serializable"),
             json!([
-                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/spec/template/spec/nodeSelector/instance-type", "value": "on-demand"},
+                {"op": "test", "path": "/spec/template/spec/tolerations",
+                 "value": [{"key": "spot", "operator": "Exists"}]},
                 {"op": "remove", "path": "/spec/template/spec/nodeSelector/instance-type"},
                 {"op": "remove", "path": "/spec/template/spec/tolerations"},
             ])

@@ -1,6 +1,8 @@
 //! The controller's writers: they carry engine decisions and job reconciliation into the
-//! API server, each write preconditioned on the resourceVersion it was computed from,
-//! retried from fresh state on conflict, and bounded in concurrency.
+//! API server, each write preconditioned on what it was computed from (a Workload's or
+//! pod's resourceVersion; a job's uid and the fields the patch changes, since its operator
+//! writes its status all along), retried from fresh state when that moved, and bounded in
+//! concurrency.
 //!
 //! - `workload`: Workload status (admission, pending, eviction, finish, requeue);
 //! - `lane`: coalescing write lanes (the newest value per key, a few workers of their own);
@@ -213,6 +215,15 @@ fn is_conflict(e: &kube::Error) -> bool {
 /// an outage that a retry may get past.
 pub fn is_invalid(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
+/// Whether the API server could not apply a JSON patch to the object as it stands (a
+/// `test` operation failed, or a path is gone): the object moved since the patch was
+/// computed, so it is computed again from fresh state. The API server answers 422 then
+/// too, with its generic message rather than the object's validation errors.
+pub fn is_stale_patch(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422
+        && s.message == "the server rejected our request due to an error in our request")
 }
 
 /// Whether an API error says the object does not exist.
@@ -504,5 +515,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_admission_answered_500_lands_on_retry_and_is_not_handed_back() {
         a_refused_admission_lands_on_retry(500, "InternalError").await;
+    }
+
+    /// The API server's two 422s, as it sent them (kube-apiserver 1.36): a JSON patch
+    /// whose `test` failed is stale and computed again; a change Kubernetes refuses is not.
+    #[test]
+    fn a_failed_patch_test_is_stale_and_a_refused_change_is_not() {
+        let api = |message: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, "Invalid").with_code(422),
+            ))
+        };
+        let failed_test = api("the server rejected our request due to an error in our request");
+        assert!(is_invalid(&failed_test) && is_stale_patch(&failed_test));
+        let refused = api("Job.batch \"small-61\" is invalid: spec.template: field is immutable");
+        assert!(is_invalid(&refused) && !is_stale_patch(&refused));
     }
 }

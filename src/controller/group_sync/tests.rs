@@ -60,7 +60,9 @@ fn a_group_member_starts_ungated_with_its_flavor_and_its_role_recorded() {
     assert_eq!(
         serde_json::to_value(&patch).expect("json"),
         json!([
-            {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+            {"op": "test", "path": "/metadata/uid", "value": "u-a"},
+            {"op": "test", "path": "/spec/schedulingGates",
+             "value": [{"name": ADMISSION_SCHEDULING_GATE}]},
             {"op": "add", "path": "/metadata/annotations/kueue.x-k8s.io~1role-hash", "value": role},
             {"op": "add", "path": "/metadata/annotations/kueue.x-k8s.io~1workload", "value": "g"},
             {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1cluster-queue-name", "value": "cq"},

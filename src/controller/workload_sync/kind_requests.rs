@@ -163,7 +163,7 @@ fn pod() -> Value {
 
 const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
-const RV: &str = "/metadata/resourceVersion";
+const UID: &str = "/metadata/uid";
 
 /// The finish request: the Workload's status gets `Finished` with Kueue's reason and the
 /// operator's message, preconditioned on the Workload's resourceVersion.
@@ -226,8 +226,8 @@ async fn an_mpijob_is_started_stopped_and_finished_with_exactly_these_requests()
     check(
         &MpiJob,
         job,
-        json_patch_of(uri, start),
-        json_patch_of(uri, vec![suspend_op("/spec/runPolicy/suspend", true)]),
+        json_patch_of(uri, vec![("/spec/runPolicy/suspend", json!(true))], start),
+        stop_of(uri, "/spec/runPolicy/suspend"),
     )
     .await;
 }
@@ -245,18 +245,32 @@ async fn a_jobset_is_started_stopped_and_finished_with_exactly_these_requests() 
     let mut start: Vec<Value> = stamped(&t(0), "leader").into();
     start.extend(stamped(&t(1), "workers"));
     start.push(suspend_op("/spec/suspend", false));
+    let replicated = job["spec"]["replicatedJobs"].clone();
     check(
         &JobSet,
         job,
-        json_patch_of(uri, start),
-        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
+        json_patch_of(
+            uri,
+            vec![
+                ("/spec/replicatedJobs", replicated),
+                ("/spec/suspend", json!(true)),
+            ],
+            start,
+        ),
+        stop_of(uri, "/spec/suspend"),
     )
     .await;
 }
 
-/// One JSON patch of `job`'s object at `uri`: the resourceVersion precondition, then `ops`.
-fn json_patch_of(uri: &str, ops: Vec<Value>) -> Seen {
-    let mut body = vec![json!({"op": "replace", "path": RV, "value": "3"})];
+/// One JSON patch of `job`'s object at `uri`: `test`s of its uid and of each `(path,
+/// value)` in `guards`, then `ops`.
+fn json_patch_of(uri: &str, guards: Vec<(&str, Value)>, ops: Vec<Value>) -> Seen {
+    let mut body = vec![json!({"op": "test", "path": UID, "value": "u"})];
+    body.extend(
+        guards
+            .into_iter()
+            .map(|(path, value)| json!({"op": "test", "path": path, "value": value})),
+    );
     body.extend(ops);
     Seen {
         method: "PATCH".into(),
@@ -264,6 +278,15 @@ fn json_patch_of(uri: &str, ops: Vec<Value>) -> Seen {
         content_type: JSON_PATCH.into(),
         body: Value::Array(body),
     }
+}
+
+/// The stop of a job whose suspend flag is at `path`: tested unsuspended, then set.
+fn stop_of(uri: &str, path: &str) -> Seen {
+    json_patch_of(
+        uri,
+        vec![(path, json!(false))],
+        vec![suspend_op(path, true)],
+    )
 }
 
 /// The ops that stamp pod set `pod_set` with its flavor into the template at `template`.
@@ -294,8 +317,8 @@ async fn a_pytorchjob_is_started_stopped_and_finished_with_exactly_these_request
     check(
         &PyTorchJob,
         job,
-        json_patch_of(uri, start),
-        json_patch_of(uri, vec![suspend_op("/spec/runPolicy/suspend", true)]),
+        json_patch_of(uri, vec![("/spec/runPolicy/suspend", json!(true))], start),
+        stop_of(uri, "/spec/runPolicy/suspend"),
     )
     .await;
 }
@@ -317,11 +340,19 @@ async fn a_raycluster_is_started_stopped_and_finished_with_exactly_these_request
     let mut start: Vec<Value> = stamped("/spec/headGroupSpec/template", "head").into();
     start.push(suspend_op("/spec/suspend", false));
     start.extend(stamped("/spec/workerGroupSpecs/0/template", "gpu"));
+    let groups = job["spec"]["workerGroupSpecs"].clone();
     check(
         &RayCluster,
         job,
-        json_patch_of(uri, start),
-        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
+        json_patch_of(
+            uri,
+            vec![
+                ("/spec/suspend", json!(true)),
+                ("/spec/workerGroupSpecs", groups),
+            ],
+            start,
+        ),
+        stop_of(uri, "/spec/suspend"),
     )
     .await;
 }
@@ -342,11 +373,19 @@ async fn a_rayjob_is_started_stopped_and_finished_with_exactly_these_requests() 
     ));
     start.extend(stamped("/spec/submitterPodTemplate", "submitter"));
     start.push(suspend_op("/spec/suspend", false));
+    let groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"].clone();
     check(
         &RayJob,
         job,
-        json_patch_of(uri, start),
-        json_patch_of(uri, vec![suspend_op("/spec/suspend", true)]),
+        json_patch_of(
+            uri,
+            vec![
+                ("/spec/rayClusterSpec/workerGroupSpecs", groups),
+                ("/spec/suspend", json!(true)),
+            ],
+            start,
+        ),
+        stop_of(uri, "/spec/suspend"),
     )
     .await;
 }
@@ -379,7 +418,9 @@ async fn a_trainjob_is_started_and_restored_through_kueues_runtime_patch() {
             uri: uri.into(),
             content_type: JSON_PATCH.into(),
             body: json!([
-                {"op": "replace", "path": RV, "value": "3"},
+                {"op": "test", "path": UID, "value": "u"},
+                {"op": "test", "path": "/spec/runtimePatches", "value": [kueue_patch]},
+                {"op": "test", "path": "/spec/suspend", "value": true},
                 {"op": "add", "path": at, "value": [{"name": "node", "template": {"spec": {"template": {
                     "metadata": stamps("node"), "spec": {"nodeSelector": {"pool": "a100"}}}}}}]},
                 {"op": "replace", "path": "/spec/suspend", "value": false},
@@ -394,7 +435,8 @@ async fn a_trainjob_is_started_and_restored_through_kueues_runtime_patch() {
     assert_eq!(
         restore.body,
         json!([
-            {"op": "replace", "path": RV, "value": "3"},
+            {"op": "test", "path": UID, "value": "u"},
+            {"op": "test", "path": "/spec/runtimePatches", "value": started["spec"]["runtimePatches"]},
             {"op": "remove", "path": at},
         ])
     );

@@ -96,8 +96,8 @@ fn an_evicted_job_is_stopped_then_requeued_once_its_pods_are_gone() {
 }
 
 /// The cluster benchmark's stall: a preempted Job whose pod had already succeeded could
-/// not have its template restored (Kubernetes refuses template changes on a Job with
-/// finished pods), and its quota waited on that restore for ever. The quota now goes
+/// not have its template restored (Kubernetes refuses template changes on a Job that
+/// reports active pods), and its quota waited on that restore for ever. The quota now goes
 /// back once the pods are gone; the template is restored after, when it can be.
 #[test]
 fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
@@ -115,6 +115,13 @@ fn an_evicted_job_gives_its_quota_back_before_its_template_is_restored() {
         ..stamped
     };
     assert_eq!(plan(&terminating, Some(&evicted)), Step::Restore);
+    // Not while the kind refuses it (a batch Job still counting active pods).
+    let locked = JobState {
+        templates_locked: true,
+        ..terminating
+    };
+    assert_eq!(plan(&locked, Some(&evicted)), Step::Nothing);
+    assert_eq!(plan(&locked, Some(&requeued)), Step::Nothing);
 }
 
 /// A Job whose pods reached their completions has `SuccessCriteriaMet` before
