@@ -46,7 +46,7 @@ pub struct EngineTask {
     /// once the ClusterQueues are known (a missing one may only be late).
     to_check: BTreeSet<WorkloadKey>,
     /// Reads of the pending queues (the visibility API), answered between cycles.
-    queries: Option<Receiver<super::pending::PendingQuery>>,
+    queries: Option<super::pending::Inbox>,
     /// The last invalid-state note published per Workload, so that one hand edit gives
     /// one Warning Event, not one per status change.
     warned: HashMap<WorkloadKey, String>,
@@ -113,14 +113,14 @@ impl EngineTask {
     }
 
     /// Answers the reads of the pending queues that arrive on `queries`.
-    pub fn with_pending_queries(mut self, queries: Receiver<super::pending::PendingQuery>) -> Self {
+    pub fn with_pending_queries(mut self, queries: super::pending::Inbox) -> Self {
         self.queries = Some(queries);
         self
     }
 
     /// The next read of the pending queues, never if nobody asks.
     async fn next_query(
-        queries: &mut Option<Receiver<super::pending::PendingQuery>>,
+        queries: &mut Option<super::pending::Inbox>,
     ) -> Option<super::pending::PendingQuery> {
         match queries {
             Some(rx) => rx.recv().await,
@@ -138,6 +138,8 @@ impl EngineTask {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let mut cycle = false;
+            // Whether what a page shows (queues, positions, estimates) may have changed.
+            let mut changed = false;
             let wake = self.wakeup_in();
             let forecast_in = self
                 .unsynced
@@ -170,6 +172,7 @@ impl EngineTask {
                 pass = self.estimator.finished() => {
                     self.estimator.complete(&self.engine, pass);
                     self.write_estimates();
+                    changed = true;
                 }
                 _ = tick.tick() => {
                     if self.unsynced.is_empty() {
@@ -187,6 +190,11 @@ impl EngineTask {
                 self.estimate_outcomes(&decisions, now);
                 self.actuators.dispatch(decisions, &self.tx);
                 self.report_gang_reservations();
+            }
+            if (changed || cycle)
+                && let Some(queries) = &self.queries
+            {
+                queries.changed();
             }
         }
         info!("engine task stopped");

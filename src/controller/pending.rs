@@ -6,7 +6,12 @@
 //! [`PendingQueries`] outlives controllers: each term of leadership starts a fresh engine
 //! task, which registers its channel here while it runs. A replica without a running
 //! engine (a follower, or `--no-controller`) answers [`QueryError::NoEngine`].
+//!
+//! The engine task also counts its changes ([`Inbox::changed`]): a reader that saw the
+//! same [`PendingQueries::version`] before two reads knows the second answer would equal
+//! the first, so a page already served can be served again without asking.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
@@ -33,7 +38,7 @@ pub struct Page {
 }
 
 /// Whose pending workloads a query asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PendingTarget {
     ClusterQueue(String),
     LocalQueue { namespace: String, name: String },
@@ -84,16 +89,52 @@ pub enum QueryError {
 /// Queries waiting for the engine task (a few: each answer takes well under a cycle).
 const QUEUED_QUERIES: usize = 64;
 
-/// Where readers find the running engine task, if any.
+/// Where readers find the running engine task, if any, and how many times what it
+/// answers from has changed.
 #[derive(Clone, Debug, Default)]
-pub struct PendingQueries(Arc<Mutex<Option<mpsc::Sender<PendingQuery>>>>);
+pub struct PendingQueries {
+    inbox: Arc<Mutex<Option<mpsc::Sender<PendingQuery>>>>,
+    version: Arc<AtomicU64>,
+}
+
+/// An engine task's end of [`PendingQueries`]: the queries, and the change count it bumps.
+#[derive(Debug)]
+pub struct Inbox {
+    queries: mpsc::Receiver<PendingQuery>,
+    version: Arc<AtomicU64>,
+}
+
+impl Inbox {
+    /// The next query; `None` once no reader is left.
+    pub async fn recv(&mut self) -> Option<PendingQuery> {
+        self.queries.recv().await
+    }
+
+    /// Says that the engine's queues or estimates may have changed since the last call:
+    /// pages read before are stale.
+    pub fn changed(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
 
 impl PendingQueries {
     /// Registers a new engine task's inbox (replacing a stopped one's).
-    pub fn register(&self) -> mpsc::Receiver<PendingQuery> {
+    pub fn register(&self) -> Inbox {
         let (tx, rx) = mpsc::channel(QUEUED_QUERIES);
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
-        rx
+        *self.inbox.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        let inbox = Inbox {
+            queries: rx,
+            version: self.version.clone(),
+        };
+        // A new term answers from a new engine.
+        inbox.changed();
+        inbox
+    }
+
+    /// How many times the engine's answers may have changed: equal before two reads
+    /// means equal answers.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 
     /// Asks the running engine task for a page.
@@ -104,7 +145,7 @@ impl PendingQueries {
         limit: usize,
     ) -> Result<Page, QueryError> {
         let tx = self
-            .0
+            .inbox
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -154,5 +195,22 @@ mod tests {
         );
         task.await.unwrap();
         assert_eq!(ask().await.unwrap_err(), QueryError::NoEngine);
+    }
+
+    /// A page may be served again only while the version stays: it moves with each term
+    /// of leadership and each change the engine task reports, and with nothing else.
+    #[test]
+    fn the_version_moves_with_each_term_and_each_change_only() {
+        let queries = PendingQueries::default();
+        let before = queries.version();
+        let inbox = queries.register();
+        let term = queries.version();
+        assert!(term > before, "a new term");
+        assert_eq!(queries.version(), term, "nothing changed");
+        inbox.changed();
+        assert!(queries.version() > term, "a change");
+        let again = queries.register();
+        drop(again);
+        assert!(queries.version() > term + 1, "another term");
     }
 }

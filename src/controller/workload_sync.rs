@@ -47,6 +47,9 @@ const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
 /// How soon a job held back by an invalid admission is looked at again.
 const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
+/// When a job whose store copy predates kuota's own last write is looked at again if its
+/// watch event has not come by then.
+const OWN_WRITE_RECHECK: Duration = Duration::from_secs(5);
 
 /// Why one reconciliation of a job failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -397,6 +400,7 @@ struct JobCtx {
     integration: &'static dyn JobIntegration,
     ctx: Ctx,
     retries: RetryBackoff,
+    own_writes: own_writes::OwnWrites,
 }
 
 /// Per-job delays before reconciling again after a failure, in the shape of kube's
@@ -474,6 +478,7 @@ pub async fn run(
         integration,
         ctx,
         retries: RetryBackoff::default(),
+        own_writes: own_writes::OwnWrites::default(),
     });
     // Every managed job is kept in memory: compact, and without its managedFields.
     let writer = reflector::store::Writer::new(ar.clone());
@@ -519,13 +524,21 @@ async fn reconcile(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action,
 
 async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Action, SyncError> {
     let JobCtx {
-        integration, ctx, ..
+        integration,
+        ctx,
+        own_writes,
+        ..
     } = &*jctx;
     let integration = *integration;
     let name = job.meta().name.clone().unwrap_or_default();
     let ns = job.meta().namespace.clone().unwrap_or_default();
     if job.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
+    }
+    if own_writes.predates_own_write(job.meta()) {
+        // The watch has not delivered kuota's own last write yet; its event reconciles
+        // the job again (and the requeue, should it never come).
+        return Ok(Action::requeue(OWN_WRITE_RECHECK));
     }
     let value = serde_json::to_value(&*job).map_err(|source| SyncError::Decode {
         name: name.clone(),
@@ -611,6 +624,7 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
     let target = Target {
         integration,
         ctx,
+        own_writes,
         name,
         ns,
         value,
@@ -645,6 +659,7 @@ pub(super) fn admission_usable(ctx: &Ctx, wl: &Workload) -> bool {
 struct Target<'a> {
     integration: &'static dyn JobIntegration,
     ctx: &'a Ctx,
+    own_writes: &'a own_writes::OwnWrites,
     name: String,
     ns: String,
     value: Value,
@@ -679,11 +694,12 @@ impl Target<'_> {
         &self,
         write: impl Future<Output = Result<DynamicObject, kube::Error>>,
     ) -> Result<(), SyncError> {
-        write.await.map_err(|source| SyncError::Api {
+        let answered = write.await.map_err(|source| SyncError::Api {
             name: self.name.clone(),
             source,
         })?;
         self.ctx.writer.wrote(&self.integration.kind());
+        self.own_writes.wrote(&answered.metadata);
         Ok(())
     }
 
@@ -722,6 +738,7 @@ impl Target<'_> {
             value,
             resolved,
             key,
+            ..
         } = self;
         let wl_writer = WorkloadWriter {
             writer: &ctx.writer,
@@ -929,6 +946,7 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 
 mod dependencies;
 pub mod orphans;
+mod own_writes;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ pub const KUOTA_GROUP: &str = "visibility.kuota.dev";
 pub const KUOTA_VERSIONS: [&str; 1] = ["v1alpha1"];
 
 /// An API group this server serves, with its versions, preferred first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Group {
     pub name: &'static str,
     pub versions: &'static [&'static str],
@@ -35,7 +35,7 @@ pub const KUOTA: Group = Group {
 };
 
 /// One served version of one group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GroupVersion {
     pub group: Group,
     pub version: &'static str,

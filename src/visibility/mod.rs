@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use crate::controller::pending::{PendingQueries, PendingTarget, QueryError};
 use crate::engine::PendingLookupError;
 use crate::webhook::tls::{self, CertStore};
-use api::Route;
+use api::{GroupVersion, Route};
 use auth::{Authorizer, RequestHeaderConfig};
 
 /// Kueue's default `visibilityServer.bindPort`.
@@ -62,11 +62,32 @@ pub enum VisibilityError {
     },
 }
 
+/// Bytes of page bodies kept for serving again.
+const PAGE_CACHE_BYTES: u64 = 64 << 20;
+/// A kept page unread this long is dropped (a newer engine version makes it unreachable
+/// at once; this only bounds how long it occupies memory).
+const PAGE_CACHE_IDLE: Duration = Duration::from_secs(60);
+
+/// A page body as served: for this engine version, API version, queue and window.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PageKey {
+    engine_version: u64,
+    api: GroupVersion,
+    target: PendingTarget,
+    offset: usize,
+    limit: usize,
+}
+
 /// What the request handlers share.
 struct State {
     queries: PendingQueries,
     authorizer: Authorizer,
     headers: RwLock<Arc<RequestHeaderConfig>>,
+    /// Pages already built, served again while the engine has not changed: clients that
+    /// poll a queue (dashboards, `kubectl kuota pending -w`) then cost no engine read and
+    /// no JSON building. Only authorized callers reach it, and a page is the same for
+    /// every caller allowed to read its queue.
+    pages: moka::sync::Cache<PageKey, Bytes>,
 }
 
 /// A running visibility server.
@@ -109,6 +130,11 @@ impl VisibilityServer {
             authorizer: Authorizer::new(client.clone()),
             queries,
             headers: RwLock::new(Arc::new(headers)),
+            pages: moka::sync::Cache::builder()
+                .max_capacity(PAGE_CACHE_BYTES)
+                .weigher(|_, body: &Bytes| u32::try_from(body.len()).unwrap_or(u32::MAX))
+                .time_to_idle(PAGE_CACHE_IDLE)
+                .build(),
         });
         info!(%addr, "visibility.kueue.x-k8s.io and visibility.kuota.dev served (front-proxy client certificates required)");
         let refresh = tokio::spawn(refresh(client, certs, acceptor.clone(), state.clone()));
@@ -224,7 +250,11 @@ fn common_name(der: &[u8]) -> Option<String> {
 }
 
 fn respond(code: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    respond_bytes(code, Bytes::from(body.to_string()))
+}
+
+fn respond_bytes(code: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
     *r.status_mut() = code;
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -303,11 +333,25 @@ async fn handle<B>(state: &State, proxy: Option<String>, req: Request<B>) -> Res
         Ok(o) => o,
         Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message),
     };
+    // The version is read before the engine is asked: the page it answers is at least
+    // that recent, so it may be served again for as long as the version stays.
+    let key = PageKey {
+        engine_version: state.queries.version(),
+        api: version,
+        target: target.clone(),
+        offset: opts.offset,
+        limit: opts.limit,
+    };
+    if let Some(body) = state.pages.get(&key) {
+        return respond_bytes(StatusCode::OK, body);
+    }
     match state.queries.ask(target, opts.offset, opts.limit).await {
-        Ok(page) => respond(
-            StatusCode::OK,
-            &api::summary(version, &page.items, &page.estimates),
-        ),
+        Ok(page) => {
+            let summary = api::summary(version, &page.items, &page.estimates);
+            let body = Bytes::from(summary.to_string());
+            state.pages.insert(key, body.clone());
+            respond_bytes(StatusCode::OK, body)
+        }
         Err(QueryError::Lookup(PendingLookupError::ClusterQueueNotFound(name))) => respond(
             StatusCode::NOT_FOUND,
             &api::not_found(version.group, "clusterqueue", &name),

@@ -125,9 +125,11 @@ async fn request_of(
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let ctx = ctx(kube::Client::new(service, "default"), wl);
     let server = tokio::spawn(serve_one(handle, job.clone()));
+    let own_writes = super::own_writes::OwnWrites::default();
     let target = Target {
         integration,
         ctx: &ctx,
+        own_writes: &own_writes,
         name: "j".into(),
         ns: "ns".into(),
         value: job.clone(),
