@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Load on kuota's visibility API (Kueue's `pendingworkloads`) through the real API server,
 # by hand, not in CI: 50,000 pending Workloads in one ClusterQueue, pages of 1,000 read by
-# 50 concurrent clients (curl --parallel), three ways in the same run:
+# 50 concurrent clients (curl --parallel, one HTTP/1.1 connection each), three ways in the
+# same run:
 #   1. through the API server's aggregator (what `kubectl get --raw` and kubectl-kuota do);
 #   2. straight at kuota with the front proxy's client certificate (kuota alone);
 #   3. baseline: the API server's own discovery document `/apis/kueue.x-k8s.io/v1beta2`
 #      through the same client, connection settings and concurrency.
 #
 #   K8S=/path/to/k8s/cluster benches/visibility/run.sh
-#   KUOTA_BIN=... (default target/release/kuota)  WORKLOADS=50000  REQUESTS=2000  CLIENTS=50
+#   KUOTA_BIN=... (default target/release/kuota)  WORKLOADS=50000  REQUESTS=10000  CLIENTS=50
+#   BASE_BIN=...  another kuota binary measured the same way after the first, on the same
+#                 cluster (e.g. a build before a change)
 #
 # The control plane is started on its own state directory (KUOTA_K8S_DIR, default
 # $TMPDIR/kuota-k8s-vis) and wiped first; kuota runs on the host and the API server reaches
@@ -18,8 +21,9 @@ set -euo pipefail
 K8S=${K8S:?set K8S to the control plane script (cluster up/down/env)}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 KUOTA_BIN=${KUOTA_BIN:-$ROOT/target/release/kuota}
+BASE_BIN=${BASE_BIN:-}
 WORKLOADS=${WORKLOADS:-50000}
-REQUESTS=${REQUESTS:-2000}
+REQUESTS=${REQUESTS:-10000}
 CLIENTS=${CLIENTS:-50}
 LIMIT=${LIMIT:-1000}
 PORT=${PORT:-18082}
@@ -51,7 +55,11 @@ openssl x509 -req -in "$WORK/tls.csr" -CA "$WORK/ca.crt" -CAkey "$WORK/ca.key" -
 
 echo "== CRDs, queues and $WORKLOADS pending Workloads" >&2
 "$KUOTA_BIN" crds | $K apply --server-side -f - >/dev/null
-$K wait --for condition=established --timeout=60s crd/workloads.kueue.x-k8s.io >/dev/null
+for _ in $(seq 1 60); do
+    $K wait --for condition=established --timeout=1s crd/workloads.kueue.x-k8s.io crd/clusterqueues.kueue.x-k8s.io \
+        crd/localqueues.kueue.x-k8s.io crd/resourceflavors.kueue.x-k8s.io >/dev/null 2>&1 && break
+    sleep 1
+done
 $K create namespace kuota-bench >/dev/null
 $K create namespace kuota-system >/dev/null
 $K apply -f - >/dev/null <<YAML
@@ -90,10 +98,7 @@ start=$(date +%s)
 ls "$WORK"/wl-*.json | xargs -P 6 -I{} sh -c "$K create -f {} >/dev/null"
 echo "created in $(( $(date +%s) - start )) s" >&2
 
-echo "== kuota serve, and the APIService through an ExternalName Service" >&2
-"$KUOTA_BIN" serve --cert-dir "$WORK" --listen 127.0.0.1:0 --health-listen 127.0.0.1:0 \
-    --metrics-listen 127.0.0.1:0 --visibility-listen "127.0.0.1:$PORT" >"$WORK/kuota.log" 2>&1 &
-PIDS+=($!)
+echo "== the APIService through an ExternalName Service" >&2
 CA_B64=$(base64 -w0 < "$WORK/ca.crt")
 $K apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -117,25 +122,32 @@ PAGE=/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads
 ADMIN=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
 DIRECT=(--cacert "$WORK/ca.crt" --cert "$PKI/front-proxy-client.crt" --key "$PKI/front-proxy-client.key"
         -H "X-Remote-User: kubernetes-admin" -H "X-Remote-Group: system:masters")
-# Ready once the last Workload has its place in the queue, and kuota's pending-status
-# writes (one per Workload) are done: the load then meets a quiet cluster.
-last=$((WORKLOADS - 1))
-for _ in $(seq 1 600); do
-    got=$(curl -s "${ADMIN[@]}" "$SERVER$PAGE?offset=$last&limit=1" | python3 -c \
-        'import json,sys
+# Starts `kuota serve` ($1) and waits until it is ready: once the last Workload has its
+# place in the queue, and kuota's pending-status writes (one per Workload) are done, so
+# that the load meets a quiet cluster.
+start_kuota() {
+    "$1" serve --cert-dir "$WORK" --listen 127.0.0.1:0 --health-listen 127.0.0.1:0 \
+        --metrics-listen 127.0.0.1:0 --visibility-listen "127.0.0.1:$PORT" >>"$WORK/kuota.log" 2>&1 &
+    KUOTA_PID=$!
+    PIDS+=($KUOTA_PID)
+    local last=$((WORKLOADS - 1)) got=-1 done_=0
+    for _ in $(seq 1 600); do
+        got=$(curl -s "${ADMIN[@]}" "$SERVER$PAGE?offset=$last&limit=1" | python3 -c \
+            'import json,sys
 try: print(json.load(sys.stdin)["items"][0]["positionInClusterQueue"])
 except Exception: print(-1)')
-    [[ "$got" == "$last" ]] && break
-    sleep 2
-done
-[[ "$got" == "$last" ]] || { echo "run.sh: kuota never listed all $WORKLOADS Workloads" >&2; tail -20 "$WORK/kuota.log" >&2; exit 1; }
-for _ in $(seq 1 600); do
-    done_=$($K get workloads -n kuota-bench -o json | python3 -c \
-        'import json,sys; print(sum(1 for w in json.load(sys.stdin)["items"] if (w.get("status") or {}).get("conditions")))')
-    [[ "$done_" -ge "$WORKLOADS" ]] && break
-    sleep 5
-done
-echo "all $WORKLOADS listed and given their pending status" >&2
+        [[ "$got" == "$last" ]] && break
+        sleep 2
+    done
+    [[ "$got" == "$last" ]] || { echo "run.sh: kuota never listed all $WORKLOADS Workloads" >&2; tail -20 "$WORK/kuota.log" >&2; exit 1; }
+    for _ in $(seq 1 600); do
+        done_=$($K get workloads -n kuota-bench -o json | python3 -c \
+            'import json,sys; print(sum(1 for w in json.load(sys.stdin)["items"] if (w.get("status") or {}).get("conditions")))')
+        [[ "$done_" -ge "$WORKLOADS" ]] && break
+        sleep 15
+    done
+    echo "$1: all $WORKLOADS listed and given their pending status" >&2
+}
 
 # One curl, CLIENTS transfers at once, REQUESTS in all: per-request total time in seconds.
 load() {
@@ -145,7 +157,7 @@ load() {
     for _ in $(seq 1 "$REQUESTS"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url" >> "$cfg"; done
     local t0 t1
     t0=$(date +%s.%N)
-    curl -s --parallel --parallel-immediate --parallel-max "$CLIENTS" "$@" -w '%{http_code} %{time_total}\n' -K "$cfg" > "$WORK/$name.times"
+    curl -s --http1.1 --parallel --parallel-immediate --parallel-max "$CLIENTS" "$@" -w '%{http_code} %{time_total}\n' -K "$cfg" > "$WORK/$name.times"
     t1=$(date +%s.%N)
     python3 - "$name" "$WORK/$name.times" "$t0" "$t1" <<'PY'
 import sys
@@ -158,14 +170,17 @@ print(f"{name:<34} n={len(t)} non-200={bad} p50={q(0.5):7.2f} ms p90={q(0.9):7.2
       f"p99={q(0.99):7.2f} ms  {len(t) / (t1 - t0):6.1f} req/s")
 PY
 }
-echo "== $REQUESTS requests, $CLIENTS at once, limit=$LIMIT" >&2
-for round in 1 2 3; do
-    echo "-- round $round"
-    load "baseline-apiserver-discovery" "$SERVER/apis/kueue.x-k8s.io/v1beta2" "${ADMIN[@]}"
-    load "via-apiserver-first-page" "$SERVER$PAGE?limit=$LIMIT" "${ADMIN[@]}"
-    load "direct-first-page" "https://localhost:$PORT$PAGE?limit=$LIMIT" "${DIRECT[@]}"
-    load "via-apiserver-last-page" "$SERVER$PAGE?limit=$LIMIT&offset=$((WORKLOADS - LIMIT))" "${ADMIN[@]}"
-    load "direct-last-page" "https://localhost:$PORT$PAGE?limit=$LIMIT&offset=$((WORKLOADS - LIMIT))" "${DIRECT[@]}"
+for bin in "$KUOTA_BIN" ${BASE_BIN:+"$BASE_BIN"}; do
+    start_kuota "$bin"
+    echo "== $bin: $REQUESTS requests, $CLIENTS at once, limit=$LIMIT"
+    for round in 1 2 3; do
+        echo "-- round $round"
+        load "baseline-apiserver-discovery" "$SERVER/apis/kueue.x-k8s.io/v1beta2" "${ADMIN[@]}"
+        load "via-apiserver-first-page" "$SERVER$PAGE?limit=$LIMIT" "${ADMIN[@]}"
+        load "direct-first-page" "https://localhost:$PORT$PAGE?limit=$LIMIT" "${DIRECT[@]}"
+        load "via-apiserver-last-page" "$SERVER$PAGE?limit=$LIMIT&offset=$((WORKLOADS - LIMIT))" "${ADMIN[@]}"
+        load "direct-last-page" "https://localhost:$PORT$PAGE?limit=$LIMIT&offset=$((WORKLOADS - LIMIT))" "${DIRECT[@]}"
+    done
+    kill "$KUOTA_PID"; wait "$KUOTA_PID" 2>/dev/null || true
 done
-grep -c "" "$WORK/kuota.log" >/dev/null
 "$K8S" down >/dev/null 2>&1 || true

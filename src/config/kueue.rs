@@ -93,7 +93,15 @@ pub struct Configuration {
     pub feature_gates: Option<BTreeMap<String, bool>>,
     pub object_retention_policies: Option<Ignored>,
     /// v1beta2 only.
-    pub visibility_server: Option<Ignored>,
+    pub visibility_server: Option<VisibilityServer>,
+}
+
+/// Kueue's `visibilityServer` (v1beta2): where the visibility API listens.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VisibilityServer {
+    pub bind_address: Option<String>,
+    pub bind_port: Option<i64>,
 }
 
 /// Kueue's `webhook`: where the admission server listens and finds its certificate.
@@ -156,7 +164,6 @@ impl Configuration {
             self.object_retention_policies.is_some(),
             "objectRetentionPolicies",
         );
-        note(self.visibility_server.is_some(), "visibilityServer");
         if let Some(i) = &self.integrations {
             note(
                 i.external_frameworks.is_some(),

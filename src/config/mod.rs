@@ -264,6 +264,9 @@ pub struct Listeners {
     pub readiness_endpoint: Option<String>,
     /// `health.livenessEndpointName` (Kueue's default `healthz`).
     pub liveness_endpoint: Option<String>,
+    /// `visibilityServer.bindAddress` and `bindPort` as `host:port` (Kueue's defaults: every
+    /// interface, port 8082).
+    pub visibility: Option<String>,
 }
 
 /// A loaded configuration: Kueue's defaults, the file's values and kuota's settings.
@@ -920,6 +923,22 @@ fn listeners(cfg: &kueue::Configuration, errs: &mut Vec<FieldError>) -> Listener
         };
         out.readiness_endpoint = name(&h.readiness_endpoint_name, "readinessEndpointName", errs);
         out.liveness_endpoint = name(&h.liveness_endpoint_name, "livenessEndpointName", errs);
+    }
+    if let Some(v) = &cfg.visibility_server {
+        let port = match v.bind_port {
+            Some(p) if !(1..=65535).contains(&p) => {
+                let path = Path::new("visibilityServer").child("bindPort");
+                errs.push(FieldError::invalid_num(
+                    &path,
+                    p,
+                    "must be between 1 and 65535",
+                ));
+                None
+            }
+            Some(p) => Some(p),
+            None => Some(i64::from(crate::visibility::DEFAULT_PORT)),
+        };
+        out.visibility = port.map(|p| host_port(v.bind_address.as_deref().unwrap_or(""), p));
     }
     out
 }

@@ -645,7 +645,28 @@ fn listeners_are_read_from_the_webhook_metrics_and_health_sections() {
             health: Some(Bind::Addr(":8081".to_string())),
             readiness_endpoint: Some("ready".to_string()),
             liveness_endpoint: Some("live".to_string()),
+            visibility: None,
         }
+    );
+    // visibilityServer: Kueue's defaults field by field (every interface, port 8082).
+    let visibility = |yaml: &str| v1beta2(yaml).listeners.visibility;
+    assert_eq!(
+        visibility("visibilityServer: {}\n").as_deref(),
+        Some(":8082")
+    );
+    assert_eq!(
+        visibility("visibilityServer:\n  bindAddress: 127.0.0.1\n  bindPort: 9082\n").as_deref(),
+        Some("127.0.0.1:9082")
+    );
+    let e = Settings::parse(
+        "p.yaml",
+        &format!("{V1BETA2}visibilityServer:\n  bindPort: 0\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("visibilityServer.bindPort: Invalid value: 0"),
+        "{e}"
     );
     assert_eq!(
         v1beta2("webhook:\n  host: \"::1\"\n")

@@ -29,6 +29,21 @@ pub struct ListenerFlags {
     pub cert_dir: Option<PathBuf>,
 }
 
+/// Where the visibility API listens: `flag` (`--visibility-listen`, an address or `off`),
+/// else the Configuration's `visibilityServer`, else nowhere.
+pub async fn visibility(
+    flag: Option<Option<SocketAddr>>,
+    file: &Listeners,
+) -> Result<Option<SocketAddr>, ListenError> {
+    match (flag, &file.visibility) {
+        (Some(flag), _) => Ok(flag),
+        (None, Some(addr)) => lookup("visibilityServer.bindAddress/bindPort", addr)
+            .await
+            .map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
 /// Why a listener address is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
@@ -122,6 +137,7 @@ mod tests {
             health: Some(Bind::Addr(":8081".to_string())),
             readiness_endpoint: Some("ready".to_string()),
             liveness_endpoint: None,
+            visibility: Some("127.0.0.1:9082".to_string()),
         };
         let c = resolve(&ListenerFlags::default(), &file, base())
             .await
@@ -190,5 +206,29 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().starts_with("webhook.host/port"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn the_visibility_listener_comes_from_the_flag_then_the_file_and_is_off_without() {
+        let file = Listeners {
+            visibility: Some(":8082".to_string()),
+            ..Listeners::default()
+        };
+        let at = |a: &str| Some(a.parse::<SocketAddr>().expect("addr"));
+        assert_eq!(visibility(None, &file).await.unwrap(), at("0.0.0.0:8082"));
+        let flag = at("127.0.0.1:9");
+        assert_eq!(visibility(Some(flag), &file).await.unwrap(), flag);
+        assert_eq!(
+            visibility(Some(None), &file).await.unwrap(),
+            None,
+            "--visibility-listen=off"
+        );
+        assert_eq!(visibility(None, &Listeners::default()).await.unwrap(), None);
+        let bad = Listeners {
+            visibility: Some("no such host.invalid:1".to_string()),
+            ..Listeners::default()
+        };
+        let e = visibility(None, &bad).await.unwrap_err();
+        assert!(e.to_string().starts_with("visibilityServer."), "{e}");
     }
 }

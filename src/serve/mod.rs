@@ -65,10 +65,10 @@ pub struct ServeArgs {
     pub inject_ca_bundle: bool,
     /// Where Kueue's visibility API (an aggregated API of the API server) is served, with the
     /// webhook's certificate (docs/visibility.md), e.g. `0.0.0.0:8082` (Kueue's port, as the
-    /// install sets it); `off` serves none. Only a replica that runs the queue controller
-    /// has queues to show.
-    #[arg(long, default_value = "off", value_parser = parse_visibility_listen)]
-    pub visibility_listen: VisibilityListen,
+    /// install sets it); `off` serves none [file: visibilityServer.bindAddress/bindPort;
+    /// default off]. Only a replica that runs the queue controller has queues to show.
+    #[arg(long, value_parser = parse_visibility_listen)]
+    pub visibility_listen: Option<VisibilityListen>,
     /// Run outside the cluster: register kuota's webhooks and its CRDs' conversion at
     /// https://HOST:<--listen port> (default host 127.0.0.1) with the CA in --cert-dir
     /// (made there if absent), using your kubeconfig, and remove them again on exit
@@ -193,7 +193,9 @@ pub async fn serve(mut args: ServeArgs) -> Result<(), ServeError> {
     };
     // Kueue's visibility API, where this replica may run the engine whose queues it shows.
     // Not fatal: without it, scheduling goes on and the APIService reports unavailable.
-    let visibility = match (&client, args.no_controller, args.visibility_listen.0) {
+    let visibility_listen =
+        listeners::visibility(args.visibility_listen.map(|v| v.0), &settings.listeners).await?;
+    let visibility = match (&client, args.no_controller, visibility_listen) {
         (Some(client), false, Some(listen)) => {
             let cert_dir = &args.server.cert_dir;
             crate::visibility::VisibilityServer::start(
@@ -427,12 +429,18 @@ mod tests {
         .expect("flags");
         assert_eq!(cli.serve.server.request_timeout, Duration::from_millis(250));
         assert!(cli.serve.ready_without_index);
-        assert_eq!(cli.serve.visibility_listen.0, None);
+        // Unset: the Configuration file decides (off without one).
+        assert_eq!(cli.serve.visibility_listen, None);
         let on = Cli::try_parse_from(["kuota", "--visibility-listen=0.0.0.0:8082"]).expect("on");
         assert_eq!(
-            on.serve.visibility_listen.0,
-            Some(SocketAddr::from(([0, 0, 0, 0], 8082)))
+            on.serve.visibility_listen,
+            Some(VisibilityListen(Some(SocketAddr::from((
+                [0, 0, 0, 0],
+                8082
+            )))))
         );
+        let off = Cli::try_parse_from(["kuota", "--visibility-listen=off"]).expect("off");
+        assert_eq!(off.serve.visibility_listen, Some(VisibilityListen(None)));
         assert!(Cli::try_parse_from(["kuota", "--visibility-listen=8082"]).is_err());
         // Listener flags are kept apart, to override the Configuration file's.
         assert_eq!(cli.serve.listeners.listen, "127.0.0.1:1".parse().ok());

@@ -129,6 +129,8 @@ struct WlRun {
     /// When its job was first unsuspended (its first admission plus the calibrated
     /// write latency).
     first_unsuspended: Option<Millis>,
+    /// When the current run's pods complete, if nothing stops them first.
+    pods_done: Option<Millis>,
 }
 
 /// Time-weighted accumulator of one ClusterQueue resource.
@@ -264,6 +266,7 @@ impl<'p> Simulation<'p> {
                 placed: Vec::new(),
                 held_since: None,
                 first_unsuspended: None,
+                pods_done: None,
             };
             plan.workloads.len()
         ];
@@ -488,7 +491,8 @@ impl<'p> Simulation<'p> {
             }
             SimEvent::Finish { wl, epoch } => {
                 let r = &self.runs[wl];
-                if r.phase != Phase::Running || r.epoch != epoch {
+                // Evicting: its pods completed before the stop reached them (see `stop`).
+                if !matches!(r.phase, Phase::Running | Phase::Evicting) || r.epoch != epoch {
                     return; // preempted since: this completion belongs to an abandoned run
                 }
                 let key = self.plan.workloads[wl].key.clone();
@@ -647,6 +651,7 @@ impl<'p> Simulation<'p> {
         r.holder = cq;
         let epoch = r.epoch;
         self.totals.admissions += 1;
+        self.runs[i].pods_done = None;
         if let Some(c) = cq {
             self.cqs[c].admissions += 1;
             self.touched.insert(c);
@@ -670,6 +675,7 @@ impl<'p> Simulation<'p> {
         let runtime = self.plan.workloads[i].runtime;
         let Some(c) = &self.cfg.calibration else {
             self.runs[i].first_unsuspended.get_or_insert(t);
+            self.runs[i].pods_done = Some(t.saturating_add(runtime));
             self.queue
                 .push(t.saturating_add(runtime), SimEvent::Finish { wl: i, epoch });
             return true;
@@ -684,6 +690,7 @@ impl<'p> Simulation<'p> {
             .saturating_add(runtime);
         let finished = done.saturating_add(workload_finished.sample(rng));
         self.runs[i].first_unsuspended.get_or_insert(unsuspended);
+        self.runs[i].pods_done = Some(done);
         self.queue.push(done, SimEvent::Finishing { wl: i, epoch });
         self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
         true
@@ -870,13 +877,6 @@ impl<'p> Simulation<'p> {
                 return false;
             }
         }
-        // The run so far is wasted: a requeued workload runs its full runtime again.
-        if let Some(start) = self.runs[i].last_admitted {
-            let ran = i128::from((t - start).max(0));
-            for (r, m) in &self.plan.workloads[i].total_requests {
-                *self.lost_work.entry(r.clone()).or_default() += i128::from(*m) * ran;
-            }
-        }
         let r = &mut self.runs[i];
         r.phase = Phase::Evicting;
         r.epoch += 1; // invalidates the pending Finish of this run
@@ -887,6 +887,30 @@ impl<'p> Simulation<'p> {
             }
             _ => self.cfg.eviction_delay_ms.max(0),
         };
+        let stopped = t.saturating_add(delay);
+        if let Some(done) = self.runs[i].pods_done.filter(|&done| done <= stopped) {
+            // Its pods complete before the stop reaches them: the job's outcome is
+            // decided and it finishes rather than running again, as a batch Job that
+            // succeeds while it is being suspended is finished by kuota (its quota then
+            // comes back once the Workload is finished, not once the pods are stopped).
+            let finished = match &self.cfg.calibration {
+                Some(c) => {
+                    let (_, workload_finished) = c.after_unsuspend(self.in_flight);
+                    done.max(t)
+                        .saturating_add(workload_finished.sample(&mut self.latency_rng))
+                }
+                None => done.max(t),
+            };
+            self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
+            return true;
+        }
+        // The run so far is wasted: a requeued workload runs its full runtime again.
+        if let Some(start) = self.runs[i].last_admitted {
+            let ran = i128::from((t - start).max(0));
+            for (r, m) in &self.plan.workloads[i].total_requests {
+                *self.lost_work.entry(r.clone()).or_default() += i128::from(*m) * ran;
+            }
+        }
         self.queue
             .push(t.saturating_add(delay), SimEvent::Stopped { wl: i, epoch });
         true

@@ -399,3 +399,36 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     let l = r.totals.create_to_unsuspend.expect("measured");
     assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 65));
 }
+
+/// As in a cluster, where a Job that succeeds while it is being suspended is finished,
+/// not run again: a victim whose pods complete before the stop reaches them finishes, and
+/// its quota comes back when its Workload is finished.
+#[test]
+fn a_victim_whose_pods_complete_before_the_stop_finishes_instead_of_running_again() {
+    let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
+    let text = format!(
+        r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
+           "latencyQuantilesMs":{{"workloadCreated":{},"unsuspended":{},"podsRunning":{},"workloadFinished":{},"evictionStopped":{}}}}}"#,
+        constant(10.0),
+        constant(5.0),
+        constant(20.0),
+        constant(300.0),
+        constant(2000.0)
+    );
+    let calibration =
+        crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration");
+    let cfg = SimConfig {
+        calibration: Some(calibration),
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // low admitted at 110, its pods run 135..1135; high (submitted at 200) seen at 210
+    // preempts it, but the stop would land at 2210: low finishes, its quota back at 1435.
+    // high admitted at 1435, unsuspended 1440, runs 1460..1960, its quota back at 2260.
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.admissions, 2, "low is not admitted again");
+    assert_eq!(r.totals.finished, 2);
+    assert_eq!(r.totals.makespan_ms, 2260);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 1235);
+}
