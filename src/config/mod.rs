@@ -875,21 +875,26 @@ fn client_limits(c: Option<&kueue::ClientConnection>, errs: &mut Vec<FieldError>
     ClientLimits { qps, burst }
 }
 
-/// The listeners Kueue's `webhook`, `metrics` and `health` sections set.
+/// `port` if it is a TCP port; else `None`, with the error at `section.field`.
+fn valid_port(port: i64, section: &str, field: &str, errs: &mut Vec<FieldError>) -> Option<i64> {
+    if (1..=65535).contains(&port) {
+        return Some(port);
+    }
+    let path = Path::new(section).child(field);
+    errs.push(FieldError::invalid_num(
+        &path,
+        port,
+        "must be between 1 and 65535",
+    ));
+    None
+}
+
+/// The listeners Kueue's `webhook`, `metrics`, `health` and `visibilityServer` sections set.
 fn listeners(cfg: &kueue::Configuration, errs: &mut Vec<FieldError>) -> Listeners {
     let mut out = Listeners::default();
     if let Some(w) = &cfg.webhook {
-        let path = Path::new("webhook").child("port");
         let port = match w.port {
-            Some(p) if !(1..=65535).contains(&p) => {
-                errs.push(FieldError::invalid_num(
-                    &path,
-                    p,
-                    "must be between 1 and 65535",
-                ));
-                None
-            }
-            Some(p) => Some(p),
+            Some(p) => valid_port(p, "webhook", "port", errs),
             // Kueue's default port; a host alone still needs one.
             None => w.host.as_ref().map(|_| 9443),
         };
@@ -926,16 +931,7 @@ fn listeners(cfg: &kueue::Configuration, errs: &mut Vec<FieldError>) -> Listener
     }
     if let Some(v) = &cfg.visibility_server {
         let port = match v.bind_port {
-            Some(p) if !(1..=65535).contains(&p) => {
-                let path = Path::new("visibilityServer").child("bindPort");
-                errs.push(FieldError::invalid_num(
-                    &path,
-                    p,
-                    "must be between 1 and 65535",
-                ));
-                None
-            }
-            Some(p) => Some(p),
+            Some(p) => valid_port(p, "visibilityServer", "bindPort", errs),
             None => Some(i64::from(crate::visibility::DEFAULT_PORT)),
         };
         out.visibility = port.map(|p| host_port(v.bind_address.as_deref().unwrap_or(""), p));

@@ -801,9 +801,9 @@ impl Target<'_> {
                     .await
                 {
                     // Kubernetes may refuse a template change (a Job whose pods it still
-                    // counts active). Nothing waits on the restore (the quota is already back, and a start
-                    // rebuilds the template from the Workload), so it is not retried until
-                    // the job changes again.
+                    // counts active). Nothing waits on the restore (the quota is already
+                    // back, and a start rebuilds the template from the Workload), so it is
+                    // not retried until the job changes again.
                     Err(SyncError::Api { source, .. })
                         if is_invalid(&source) && !is_stale_patch(&source) =>
                     {

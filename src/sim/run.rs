@@ -911,8 +911,7 @@ impl<'p> Simulation<'p> {
                 *self.lost_work.entry(r.clone()).or_default() += i128::from(*m) * ran;
             }
         }
-        self.queue
-            .push(t.saturating_add(delay), SimEvent::Stopped { wl: i, epoch });
+        self.queue.push(stopped, SimEvent::Stopped { wl: i, epoch });
         true
     }
 

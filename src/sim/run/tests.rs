@@ -369,8 +369,11 @@ fn batch_limit_truncates() {
 /// the engine 10 ms after its submission, is unsuspended 5 ms after its admission, runs
 /// from 20 ms after that, and gives its quota back 300 ms after its pods are done; a
 /// preempted one stops 50 ms after its preemption.
-#[test]
-fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
+/// A calibration whose latencies are constants: a workload is seen 10 ms after its
+/// submission, unsuspended 5 ms after its admission, its pods start 20 ms later, its quota
+/// is back 300 ms after they end, and a preemption stops its victim `eviction_stopped` ms
+/// after it is decided.
+fn constant_calibration(eviction_stopped: f64) -> crate::sim::calibration::Calibration {
     let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
     let text = format!(
         r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
@@ -379,12 +382,15 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
         constant(5.0),
         constant(20.0),
         constant(300.0),
-        constant(50.0)
+        constant(eviction_stopped)
     );
-    let calibration =
-        crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration");
+    crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration")
+}
+
+#[test]
+fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     let cfg = SimConfig {
-        calibration: Some(calibration),
+        calibration: Some(constant_calibration(50.0)),
         ..SimConfig::default()
     };
     let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
@@ -405,20 +411,8 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
 /// its quota comes back when its Workload is finished.
 #[test]
 fn a_victim_whose_pods_complete_before_the_stop_finishes_instead_of_running_again() {
-    let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
-    let text = format!(
-        r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
-           "latencyQuantilesMs":{{"workloadCreated":{},"unsuspended":{},"podsRunning":{},"workloadFinished":{},"evictionStopped":{}}}}}"#,
-        constant(10.0),
-        constant(5.0),
-        constant(20.0),
-        constant(300.0),
-        constant(2000.0)
-    );
-    let calibration =
-        crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration");
     let cfg = SimConfig {
-        calibration: Some(calibration),
+        calibration: Some(constant_calibration(2000.0)),
         ..SimConfig::default()
     };
     let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
