@@ -80,7 +80,8 @@ pub const PODSET_GROUP_NAME_ANNOTATION: &str = "kueue.x-k8s.io/podset-group-name
 pub const POD_INDEX_OFFSET_ANNOTATION: &str = "kueue.x-k8s.io/pod-index-offset";
 /// Topology annotation naming the node label used for node avoidance.
 pub const NODE_AVOIDANCE_LABEL_ANNOTATION: &str = "kueue.x-k8s.io/node-avoidance-label";
-/// Prefix of job annotations passed to ProvisioningRequests.
+/// Prefix of job annotations copied to its Workload and passed to ProvisioningRequests
+/// (Kueue's `ProvReqAnnotationPrefix`).
 pub const PROVREQ_ANNOTATION_PREFIX: &str = "provreq.kueue.x-k8s.io/";
 
 // ---- gates and finalizers ----

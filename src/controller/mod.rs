@@ -22,6 +22,8 @@
 //!   lose their finalizer once done;
 //! - `workload_sync`: per-job reconciliation (Workload creation, start, stop, finish),
 //!   deciding in a pure `plan` what one job needs next;
+//! - `provisioning`: Kueue's ProvisioningRequest admission check, run for the checks that
+//!   name its controller;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
 //!
 //! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
@@ -38,6 +40,7 @@ pub mod kind;
 pub mod managed_namespaces;
 pub mod pending;
 pub mod pods_ready;
+pub mod provisioning;
 pub mod translate;
 pub mod ungate;
 pub mod watch;
@@ -224,6 +227,10 @@ pub fn resolve_integrations(names: &[String]) -> (Vec<&'static dyn JobIntegratio
 struct ControllerHooks {
     triggers: workload_sync::Triggers,
     recorder: actuate::events::Recorder,
+    /// The ProvisioningRequest check's controller: Workloads with admission checks.
+    provisioning: futures::channel::mpsc::UnboundedSender<
+        kube::runtime::reflector::ObjectRef<compact::CompactObject>,
+    >,
 }
 
 impl watch::WatchHooks for ControllerHooks {
@@ -233,6 +240,22 @@ impl watch::WatchHooks for ControllerHooks {
 
     fn workload_upserted(&self, workload: &crate::api::Workload) {
         self.triggers.trigger_ungater(workload);
+        let has_checks = workload
+            .status
+            .as_ref()
+            .is_some_and(|s| !s.admission_checks.is_empty());
+        if let (true, Some(ns), Some(name)) = (
+            has_checks,
+            workload.metadata.namespace.as_deref(),
+            workload.metadata.name.as_deref(),
+        ) {
+            let r = kube::runtime::reflector::ObjectRef::new_with(
+                name,
+                watch::Kind::Workload.api_resource(),
+            )
+            .within(ns);
+            let _ = self.provisioning.unbounded_send(r);
+        }
     }
 
     fn unreadable(
@@ -285,11 +308,26 @@ pub async fn run(
         .with_metrics(config.metrics.clone()),
     );
     let (job_triggers, ungate_triggers) = workload_sync::Triggers::new(&enabled).with_ungater();
+    let (provisioning_tx, provisioning_rx) = futures::channel::mpsc::unbounded();
     let hooks = Arc::new(ControllerHooks {
         triggers: job_triggers.clone(),
         recorder: recorder.clone(),
+        provisioning: provisioning_tx,
     });
     let mut tasks = watch::spawn(client.clone(), writers, tx.clone(), hooks);
+    tasks.push((
+        "provisioning-check",
+        tokio::spawn(provisioning::run(
+            client.clone(),
+            provisioning::Shared {
+                workloads: stores.workloads.clone(),
+                flavors: stores.flavors.clone(),
+                writer: writer.clone(),
+                recorder: recorder.clone(),
+            },
+            provisioning_rx,
+        )),
+    ));
     tasks.push((
         "topology-ungater",
         tokio::spawn(ungate::run(

@@ -58,6 +58,7 @@ pub fn bounds(kind: &str) -> &'static [Bound] {
         "ClusterQueue" => CLUSTER_QUEUE,
         "Cohort" => COHORT,
         "LocalQueue" => LOCAL_QUEUE,
+        "ProvisioningRequestConfig" => PROVISIONING_REQUEST_CONFIG,
         "ResourceFlavor" => RESOURCE_FLAVOR,
         "Topology" => TOPOLOGY,
         "WorkloadPriorityClass" => WORKLOAD_PRIORITY_CLASS,
@@ -308,6 +309,28 @@ const WORKLOAD: &[Bound] = &[
     bound("status.unhealthyNodes[].name", MaxLength, 63),
 ];
 
+/// ProvisioningRequestConfig (the same in both versions).
+const PROVISIONING_REQUEST_CONFIG: &[Bound] = &[
+    bound("spec.provisioningClassName", MaxLength, 253),
+    bound("spec.provisioningClassName", MinLength, 1),
+    bound("spec.parameters", MaxProperties, 100),
+    bound("spec.parameters{}", MaxLength, 255),
+    bound("spec.managedResources", MaxItems, 100),
+    bound("spec.podSetUpdates.nodeSelector", MaxItems, 8),
+    bound("spec.podSetUpdates.nodeSelector[].key", MaxLength, 317),
+    bound("spec.podSetUpdates.nodeSelector[].key", MinLength, 1),
+    bound(
+        "spec.podSetUpdates.nodeSelector[].valueFromProvisioningClassDetail",
+        MaxLength,
+        32768,
+    ),
+    bound(
+        "spec.podSetUpdates.nodeSelector[].valueFromProvisioningClassDetail",
+        MinLength,
+        1,
+    ),
+];
+
 /// Kueue's `pattern`s at their schema paths (kinds without a webhook of their own, whose
 /// schema is all the validation the API server does).
 pub fn patterns(kind: &str) -> &'static [(&'static str, &'static str)] {
@@ -319,6 +342,16 @@ pub fn patterns(kind: &str) -> &'static [(&'static str, &'static str)] {
             ),
             ("spec.parameters.kind", "^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$"),
             ("spec.parameters.name", "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        ],
+        "ProvisioningRequestConfig" => &[
+            (
+                "spec.provisioningClassName",
+                "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+            ),
+            (
+                "spec.podSetUpdates.nodeSelector[].key",
+                "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            ),
         ],
         _ => &[],
     }

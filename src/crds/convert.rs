@@ -1,8 +1,8 @@
 //! v1beta1⇄v1beta2 conversion of kueue.x-k8s.io objects, as the API server asks for it in a
 //! ConversionReview (pure: JSON in, JSON out; the HTTP side is `webhook::convert`).
 //!
-//! Kinds whose shape did not change (ResourceFlavor, Cohort, Topology, WorkloadPriorityClass)
-//! only get their `apiVersion` rewritten, after checking that they decode. AdmissionCheck,
+//! Kinds whose shape did not change (ResourceFlavor, Cohort, Topology, WorkloadPriorityClass,
+//! ProvisioningRequestConfig) only get their `apiVersion` rewritten, after checking that they decode. AdmissionCheck,
 //! ClusterQueue, LocalQueue and Workload go through the typed conversions in `api::v1beta1`. `metadata` is
 //! copied verbatim: the API server refuses a conversion that changes anything in it but
 //! labels and annotations.
@@ -94,6 +94,9 @@ pub fn convert(object: &Value, desired: &str, index: usize) -> Result<Value, Con
         ("ResourceFlavor", _, _) => relabel::<api::ResourceFlavor>(map, desired),
         ("Cohort", _, _) => relabel::<api::Cohort>(map, desired),
         ("Topology", _, _) => relabel::<api::Topology>(map, desired),
+        ("ProvisioningRequestConfig", _, _) => {
+            relabel::<api::ProvisioningRequestConfig>(map, desired)
+        }
         ("WorkloadPriorityClass", _, _) => relabel::<api::WorkloadPriorityClass>(map, desired),
         ("ClusterQueue", true, _) => up::<v1beta1::ClusterQueue, api::ClusterQueue>(map),
         ("ClusterQueue", false, _) => down::<api::ClusterQueue, v1beta1::ClusterQueue>(map),

@@ -476,6 +476,11 @@ pub fn rules(kind: &str) -> KindRules {
             columns: BTreeMap::new(),
             cel: both(AC_RULES, AC_RULES),
         },
+        "ProvisioningRequestConfig" => KindRules {
+            short_names: &["prc"],
+            columns: BTreeMap::new(),
+            cel: BTreeMap::new(),
+        },
         "ClusterQueue" => KindRules {
             short_names: &["cq"],
             columns: cols(CQ_COLUMNS_V1BETA2, CQ_COLUMNS_V1BETA1),

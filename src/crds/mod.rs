@@ -137,7 +137,7 @@ pub enum CrdError {
 pub fn all(
     conversion: Option<&ConversionWebhook>,
 ) -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 8] = [
+    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 9] = [
         (
             "ResourceFlavor",
             vec![
@@ -159,6 +159,13 @@ pub fn all(
         (
             "AdmissionCheck",
             vec![api::AdmissionCheck::crd(), v1beta1::AdmissionCheck::crd()],
+        ),
+        (
+            "ProvisioningRequestConfig",
+            vec![
+                api::ProvisioningRequestConfig::crd(),
+                as_version(api::ProvisioningRequestConfig::crd(), "v1beta1"),
+            ],
         ),
         (
             "LocalQueue",

@@ -510,6 +510,7 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
                 name: Some(self.workload_name(&job)),
                 namespace: meta.namespace.as_ref().map(ToString::to_string),
                 labels: (!wl_labels.is_empty()).then_some(wl_labels),
+                annotations: provreq_annotations(meta.annotations.as_ref()),
                 owner_references: owner.map(|o| vec![o]),
                 ..ObjectMeta::default()
             },
@@ -812,4 +813,18 @@ mod tests {
         );
         assert!(max_execution_time(Some("x")).is_err());
     }
+}
+
+/// Kueue's `FilterProvReqAnnotations`: the job's annotations a new Workload carries, for
+/// the ProvisioningRequests made for it.
+fn provreq_annotations(
+    annotations: Option<&object::StrMap<'_>>,
+) -> Option<BTreeMap<String, String>> {
+    let out: BTreeMap<String, String> = annotations
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(crate::api::constants::PROVREQ_ANNOTATION_PREFIX))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (!out.is_empty()).then_some(out)
 }

@@ -475,6 +475,8 @@ impl Objects {
             Manifest::AdmissionCheck(o) => self
                 .admission_checks
                 .push(o.metadata.name.unwrap_or_default()),
+            // A check's parameters: nothing in a simulation reads them.
+            Manifest::ProvisioningRequestConfig(_) => {}
             Manifest::LocalQueue(o) => {
                 if let Some(ns) = &o.metadata.namespace {
                     self.namespaces.entry(ns.clone()).or_default();

@@ -31,6 +31,7 @@ mod metrics;
 mod migration;
 mod pods_ready;
 mod preemption;
+mod provisioning;
 mod rbac;
 mod replicas;
 mod tas;

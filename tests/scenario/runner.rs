@@ -478,6 +478,13 @@ impl<'a> Runner<'a> {
                 self.track(wl)
             }
             Manifest::Topology(t) => Event::TopologyUpserted(t),
+            // A check's parameters: the engine does not read them.
+            Manifest::ProvisioningRequestConfig(o) => {
+                return Err(format!(
+                    "{source}: ProvisioningRequestConfig {}: not a scenario kind",
+                    o.metadata.name.unwrap_or_default()
+                ));
+            }
             // `load_str` keeps no kinds beyond its own.
             Manifest::Foreign(o) => {
                 return Err(format!("{source}: {}: not a scenario kind", o.kind));

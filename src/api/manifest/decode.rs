@@ -9,8 +9,9 @@ use crate::api::validate::FieldError;
 use crate::api::{
     AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, ClusterQueue, ClusterQueueSpec,
     ClusterQueueStatus, Cohort, CohortSpec, CohortStatus, FairSharing, LocalQueue, LocalQueueSpec,
-    LocalQueueStatus, ResourceFlavor, ResourceFlavorSpec, ResourceGroup, Topology, TopologySpec,
-    Workload, WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
+    LocalQueueStatus, ProvisioningRequestConfig, ProvisioningRequestConfigSpec, ResourceFlavor,
+    ResourceFlavorSpec, ResourceGroup, Topology, TopologySpec, Workload, WorkloadPriorityClass,
+    WorkloadSpec, WorkloadStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::IgnoredAny;
@@ -25,6 +26,7 @@ const KINDS: &[(&str, &[&str])] = &[
     ("ResourceFlavor", &[V1BETA2, V1BETA1]),
     ("ClusterQueue", &[V1BETA2, V1BETA1]),
     ("AdmissionCheck", &[V1BETA2, V1BETA1]),
+    ("ProvisioningRequestConfig", &[V1BETA2, V1BETA1]),
     ("Cohort", &[V1BETA2, V1BETA1, V1ALPHA1]),
     ("LocalQueue", &[V1BETA2, V1BETA1]),
     ("Workload", &[V1BETA2, V1BETA1]),
@@ -283,11 +285,7 @@ fn generate_name(m: &mut Manifest, doc: &Doc<'_>, prefix: &[Seg]) {
 }
 
 /// Kueue kinds that kuota does not serve (their CRDs are not installed by kuota).
-const UNSERVED_KUEUE_KINDS: [&str; 3] = [
-    "ProvisioningRequestConfig",
-    "MultiKueueConfig",
-    "MultiKueueCluster",
-];
+const UNSERVED_KUEUE_KINDS: [&str; 2] = ["MultiKueueConfig", "MultiKueueCluster"];
 
 /// Decodes one object into its Manifest; older Kueue apiVersions are converted to v1beta2.
 fn decode(
@@ -315,6 +313,14 @@ fn decode(
         }
         "ClusterQueue" => decode_cluster_queue(v2, value)?,
         "AdmissionCheck" => decode_admission_check(v2, value)?,
+        "ProvisioningRequestConfig" => {
+            // v1beta1 has the same fields.
+            let e: SpecOnly<ProvisioningRequestConfigSpec> = strict::decode(value)?;
+            Manifest::ProvisioningRequestConfig(ProvisioningRequestConfig {
+                metadata: e.metadata,
+                spec: e.spec,
+            })
+        }
         "Cohort" => decode_cohort(api_version, value)?,
         "LocalQueue" => decode_local_queue(v2, value)?,
         "Workload" => decode_workload(v2, value)?,
@@ -394,8 +400,8 @@ fn unsupported_kind(api_version: &str, kind: &str) -> Vec<FieldProblem> {
         // listing what it serves.
         return kind_problem(format!(
             "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
-             ProvisioningRequest admission check or MultiKueue ({}); an AdmissionCheck \
-             run by such a controller stays inactive, and so does a ClusterQueue naming it",
+             MultiKueue ({}); an AdmissionCheck run by its controller stays inactive, and \
+             so does a ClusterQueue naming it",
             UNSERVED_KUEUE_KINDS.join(", ")
         ));
     }

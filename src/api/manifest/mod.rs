@@ -14,8 +14,8 @@ mod yaml11;
 
 use super::validate::{self, FieldError};
 use super::{
-    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
-    WorkloadPriorityClass,
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ProvisioningRequestConfig, ResourceFlavor,
+    Topology, Workload, WorkloadPriorityClass,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -32,6 +32,8 @@ pub enum Manifest {
     ClusterQueue(ClusterQueue),
     /// kueue.x-k8s.io AdmissionCheck.
     AdmissionCheck(AdmissionCheck),
+    /// kueue.x-k8s.io ProvisioningRequestConfig.
+    ProvisioningRequestConfig(ProvisioningRequestConfig),
     /// kueue.x-k8s.io Cohort.
     Cohort(Cohort),
     /// kueue.x-k8s.io LocalQueue.
@@ -101,6 +103,7 @@ impl Manifest {
             Manifest::ResourceFlavor(_) => "ResourceFlavor",
             Manifest::ClusterQueue(_) => "ClusterQueue",
             Manifest::AdmissionCheck(_) => "AdmissionCheck",
+            Manifest::ProvisioningRequestConfig(_) => "ProvisioningRequestConfig",
             Manifest::Cohort(_) => "Cohort",
             Manifest::LocalQueue(_) => "LocalQueue",
             Manifest::Workload(_) => "Workload",
@@ -120,6 +123,7 @@ impl Manifest {
             Manifest::ResourceFlavor(o) => &o.metadata,
             Manifest::ClusterQueue(o) => &o.metadata,
             Manifest::AdmissionCheck(o) => &o.metadata,
+            Manifest::ProvisioningRequestConfig(o) => &o.metadata,
             Manifest::Cohort(o) => &o.metadata,
             Manifest::LocalQueue(o) => &o.metadata,
             Manifest::Workload(o) => &o.metadata,
@@ -138,6 +142,7 @@ impl Manifest {
             Manifest::ResourceFlavor(o) => &mut o.metadata,
             Manifest::ClusterQueue(o) => &mut o.metadata,
             Manifest::AdmissionCheck(o) => &mut o.metadata,
+            Manifest::ProvisioningRequestConfig(o) => &mut o.metadata,
             Manifest::Cohort(o) => &mut o.metadata,
             Manifest::LocalQueue(o) => &mut o.metadata,
             Manifest::Workload(o) => &mut o.metadata,
@@ -178,6 +183,9 @@ impl Manifest {
             Manifest::ResourceFlavor(o) => validate::validate_resource_flavor(o),
             Manifest::ClusterQueue(o) => validate::validate_cluster_queue(o),
             Manifest::AdmissionCheck(o) => validate::validate_admission_check(o),
+            Manifest::ProvisioningRequestConfig(o) => {
+                validate::validate_provisioning_request_config(o)
+            }
             Manifest::Cohort(o) => validate::validate_cohort(o),
             Manifest::LocalQueue(o) => validate::validate_local_queue(o),
             Manifest::Workload(o) => validate::validate_workload(o),

@@ -1,9 +1,10 @@
-//! AdmissionCheck rules. Kueue has no webhook for this kind: its CRD's OpenAPI bounds,
-//! patterns and CEL rule are the whole validation, and these are they, with the API
-//! server's messages.
+//! AdmissionCheck and ProvisioningRequestConfig rules. Kueue has no webhook for these
+//! kinds: their CRDs' OpenAPI bounds, patterns and CEL rule are the whole validation, and
+//! these are they, with the API server's messages.
 
 use super::{ErrorKind, FieldError, Path, validate_object_meta};
 use crate::api::admissioncheck::AdmissionCheck;
+use crate::api::provisioning::ProvisioningRequestConfig;
 
 /// Validates an AdmissionCheck as Kueue's v1beta2 CRD schema does.
 pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
@@ -35,15 +36,113 @@ pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
             }
             too_long(&mut errs, &fp, value, max);
             if !ok(value) {
-                errs.push(FieldError::invalid(
-                    &fp,
-                    value,
-                    format!("{fp} in body should match '{pattern}'"),
-                ));
+                errs.push(pattern_error(&fp, value, pattern));
             }
         }
     }
     errs
+}
+
+/// Validates a ProvisioningRequestConfig as Kueue's v1beta2 CRD schema does.
+pub fn validate_provisioning_request_config(prc: &ProvisioningRequestConfig) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&prc.metadata, false);
+    let spec = Path::new("spec");
+    let class = spec.child("provisioningClassName");
+    let name = &prc.spec.provisioning_class_name;
+    if name.is_empty() {
+        errs.push(FieldError::required(&class, ""));
+    } else {
+        too_long(&mut errs, &class, name, 253);
+        if !is_dns_subdomain(name) {
+            errs.push(pattern_error(&class, name, DNS_SUBDOMAIN));
+        }
+    }
+    let params = spec.child("parameters");
+    if prc.spec.parameters.len() > 100 {
+        errs.push(FieldError::too_many(
+            &params,
+            prc.spec.parameters.len(),
+            100,
+        ));
+    }
+    for (key, value) in &prc.spec.parameters {
+        too_long(&mut errs, &params.key(key), value, 255);
+    }
+    let managed = spec.child("managedResources");
+    if prc.spec.managed_resources.len() > 100 {
+        errs.push(FieldError::too_many(
+            &managed,
+            prc.spec.managed_resources.len(),
+            100,
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, r) in prc.spec.managed_resources.iter().enumerate() {
+        if !seen.insert(r) {
+            errs.push(FieldError::duplicate(&managed.index(i), r));
+        }
+    }
+    let retry = spec.child("retryStrategy");
+    if let Some(r) = &prc.spec.retry_strategy {
+        for (field, v) in [
+            ("backoffLimitCount", r.backoff_limit_count),
+            ("backoffBaseSeconds", r.backoff_base_seconds),
+            ("backoffMaxSeconds", r.backoff_max_seconds),
+        ] {
+            // Kueue's schema leaves these unbounded, but a negative count or delay has
+            // no meaning: kuota reads it as 0, and `kuota check` says so.
+            if let Some(v) = v.filter(|v| *v < 0) {
+                errs.push(FieldError::invalid_num(
+                    &retry.child(field),
+                    v,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+    if let Some(u) = &prc.spec.pod_set_updates {
+        let list = spec.child("podSetUpdates").child("nodeSelector");
+        if u.node_selector.len() > 8 {
+            errs.push(FieldError::too_many(&list, u.node_selector.len(), 8));
+        }
+        let mut keys = std::collections::BTreeSet::new();
+        for (i, ns) in u.node_selector.iter().enumerate() {
+            let at = list.index(i);
+            let key = at.child("key");
+            if ns.key.is_empty() {
+                errs.push(FieldError::required(&key, ""));
+            } else {
+                too_long(&mut errs, &key, &ns.key, 317);
+                if !super::qualified_name_errors(&ns.key).is_empty() {
+                    errs.push(pattern_error(&key, &ns.key, LABEL_KEY));
+                }
+                if !keys.insert(&ns.key) {
+                    errs.push(FieldError::duplicate(&key, &ns.key));
+                }
+            }
+            let detail = at.child("valueFromProvisioningClassDetail");
+            if ns.value_from_provisioning_class_detail.is_empty() {
+                errs.push(FieldError::required(&detail, ""));
+            }
+            too_long(
+                &mut errs,
+                &detail,
+                &ns.value_from_provisioning_class_detail,
+                32768,
+            );
+        }
+    }
+    errs
+}
+
+const LABEL_KEY: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+
+fn pattern_error(path: &Path, value: &str, pattern: &str) -> FieldError {
+    FieldError::invalid(
+        path,
+        value,
+        format!("{path} in body should match '{pattern}'"),
+    )
 }
 
 /// One field of a parameters reference: name, value, maximum length, syntax check and
@@ -128,6 +227,45 @@ mod tests {
         assert_eq!(
             validate_admission_check(&long)[0].to_string(),
             "spec.controllerName: Too long: may not be more than 253 bytes"
+        );
+    }
+
+    fn prc(yaml: &str) -> ProvisioningRequestConfig {
+        serde_norway::from_str(yaml).expect("valid yaml")
+    }
+
+    #[test]
+    fn kueue_provisioning_sample_is_valid() {
+        let ok = prc(
+            "metadata: {name: prov-test-config}\nspec:\n  provisioningClassName: check-capacity.autoscaling.x-k8s.io\n  managedResources: [nvidia.com/gpu]\n  retryStrategy: {backoffLimitCount: 2, backoffBaseSeconds: 0, backoffMaxSeconds: 1800}\n  podSetUpdates:\n    nodeSelector: [{key: cloud.google.com/gke-nodepool, valueFromProvisioningClassDetail: NodePoolName}]\n",
+        );
+        assert_eq!(validate_provisioning_request_config(&ok), []);
+    }
+
+    #[test]
+    fn provisioning_config_errors_name_the_field_as_the_api_server_does() {
+        let bad = prc(
+            "metadata: {name: bad}\nspec:\n  provisioningClassName: Check_Capacity\n  managedResources: [nvidia.com/gpu, nvidia.com/gpu]\n  retryStrategy: {backoffLimitCount: -1}\n  podSetUpdates:\n    nodeSelector: [{key: 'bad key', valueFromProvisioningClassDetail: ''}, {key: pool, valueFromProvisioningClassDetail: a}, {key: pool, valueFromProvisioningClassDetail: b}]\n",
+        );
+        let msgs: Vec<String> = validate_provisioning_request_config(&bad)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "spec.provisioningClassName: Invalid value: \"Check_Capacity\": spec.provisioningClassName in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'",
+                "spec.managedResources[1]: Duplicate value: \"nvidia.com/gpu\"",
+                "spec.retryStrategy.backoffLimitCount: Invalid value: -1: must be greater than or equal to 0",
+                "spec.podSetUpdates.nodeSelector[0].key: Invalid value: \"bad key\": spec.podSetUpdates.nodeSelector[0].key in body should match '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$'",
+                "spec.podSetUpdates.nodeSelector[0].valueFromProvisioningClassDetail: Required value",
+                "spec.podSetUpdates.nodeSelector[2].key: Duplicate value: \"pool\"",
+            ]
+        );
+        let missing = prc("metadata: {name: empty}\nspec: {provisioningClassName: ''}\n");
+        assert_eq!(
+            validate_provisioning_request_config(&missing)[0].to_string(),
+            "spec.provisioningClassName: Required value"
         );
     }
 }

@@ -514,7 +514,7 @@ fn remove_template_member(job: &mut Value, pointer: &PointerBuf, path: &[&str]) 
     }
 }
 
-fn add_flavor(spec: &mut serde_json::Map<String, Value>, rf: &ResourceFlavor) {
+pub(crate) fn add_flavor(spec: &mut serde_json::Map<String, Value>, rf: &ResourceFlavor) {
     if let Some(labels) = rf.spec.node_labels.as_ref().filter(|l| !l.is_empty()) {
         let sel = spec
             .entry("nodeSelector")
