@@ -50,6 +50,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
             "Cohort",
             "ClusterQueue",
             "AdmissionCheck",
+            "ProvisioningRequestConfig",
             "LocalQueue",
             "Workload",
             "WorkloadPriorityClass",
@@ -70,6 +71,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
     );
     assert_eq!(short("ResourceFlavor"), ["flavor", "flavors", "rf"]);
     assert_eq!(short("AdmissionCheck"), ["ac"]);
+    assert_eq!(short("ProvisioningRequestConfig"), ["prc"]);
     for crd in &all {
         let kind = &crd.spec.names.kind;
         assert_eq!(crd.spec.group, "kueue.x-k8s.io");
@@ -103,11 +105,7 @@ fn every_served_kind_has_kueue_versions_and_names() {
 #[test]
 fn kinds_kuota_does_not_implement_are_not_served() {
     let all = crds::all(None).expect("generate");
-    for kind in [
-        "MultiKueueCluster",
-        "MultiKueueConfig",
-        "ProvisioningRequestConfig",
-    ] {
+    for kind in ["MultiKueueCluster", "MultiKueueConfig"] {
         assert!(
             all.iter().all(|c| c.spec.names.kind != kind),
             "{kind} must not be served"
