@@ -753,6 +753,20 @@ pub(crate) fn spec_suspend_patch(suspend: bool) -> serde_json::Value {
     serde_json::json!({ "spec": { "suspend": suspend } })
 }
 
+/// Kueue's `FilterProvReqAnnotations`: the job's annotations a new Workload carries, for
+/// the ProvisioningRequests made for it.
+fn provreq_annotations(
+    annotations: Option<&object::StrMap<'_>>,
+) -> Option<BTreeMap<String, String>> {
+    let out: BTreeMap<String, String> = annotations
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(crate::api::constants::PROVREQ_ANNOTATION_PREFIX))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (!out.is_empty()).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,18 +827,4 @@ mod tests {
         );
         assert!(max_execution_time(Some("x")).is_err());
     }
-}
-
-/// Kueue's `FilterProvReqAnnotations`: the job's annotations a new Workload carries, for
-/// the ProvisioningRequests made for it.
-fn provreq_annotations(
-    annotations: Option<&object::StrMap<'_>>,
-) -> Option<BTreeMap<String, String>> {
-    let out: BTreeMap<String, String> = annotations
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| k.starts_with(crate::api::constants::PROVREQ_ANNOTATION_PREFIX))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (!out.is_empty()).then_some(out)
 }
