@@ -125,6 +125,7 @@ struct SimulateArgs {
     /// Run a second configuration over the same workload and print both side by side:
     /// placement=STRATEGY, fair-sharing=true|false, eviction-delay-ms=MS,
     /// gang-reservation-horizon-ms=MS, admission-fair-sharing-half-life-ms=MS|off, pods-ready-timeout-ms=MS|off,
+    /// provisioning=true|false (run the scenario's ProvisioningRequest checks, or an always-up pool),
     /// pods-ready-backoff-limit=N, scenario=NAME or scenario-dir=DIR (repeatable: all apply to run B).
     #[arg(long, value_name = "KEY=VALUE")]
     compare: Vec<String>,
@@ -541,6 +542,9 @@ fn compare_config(
             "fair-sharing" => {
                 let on: bool = v.parse().map_err(|e| bad(SimulateError::NotABool(e)))?;
                 cfg.engine.fair_sharing = fair_sharing(on);
+            }
+            "provisioning" => {
+                cfg.provisioning = v.parse().map_err(|e| bad(SimulateError::NotABool(e)))?;
             }
             "preemption-min-runtime-ms" => {
                 cfg.engine.preemption_min_runtime = v

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod eta;
 pub mod generator;
 pub mod nodes;
+pub mod provisioning;
 pub mod report;
 mod rng;
 pub mod run;

@@ -93,6 +93,26 @@ pub struct Totals {
     /// wait for admission plus the latencies around it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub create_to_unsuspend: Option<Latency>,
+    /// What the ProvisioningRequest checks the simulator plays cost (or, with them off,
+    /// the always-up pool that replaces them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<ProvisioningStats>,
+}
+
+/// The cost of capacity that comes and goes (see `sim::provisioning`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisioningStats {
+    /// `provisioned` (nodes per admission, from zero) or `static` (an always-up pool).
+    pub mode: String,
+    /// Admissions that waited for their nodes.
+    pub waits: u64,
+    /// Their mean wait from quota reservation to start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_wait_ms: Option<Millis>,
+    /// GPU-hours of nodes up and unused: before their gang could start (provisioned), or
+    /// not used by any workload over the makespan (static).
+    pub idle_gpu_hours: f64,
 }
 
 /// The median and the 99th percentile (nearest rank) of a latency, in ms.
@@ -348,6 +368,17 @@ impl Report {
                 out,
                 "never ready {}  GPU-hours they held {:.1}",
                 t.never_ready, t.never_ready_gpu_hours
+            );
+        }
+        if let Some(p) = &t.provisioning {
+            let wait = p
+                .mean_wait_ms
+                .map(|w| format!("  mean wait for nodes {}", duration(w)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "provisioning: {}  admissions that waited {}{wait}  idle GPU-hours {:.1}",
+                p.mode, p.waits, p.idle_gpu_hours
             );
         }
         match (&t.calibration, &t.create_to_unsuspend) {
@@ -840,6 +871,27 @@ fn outcome_rows(a: &Report, b: &Report) -> Vec<ComparisonRow> {
         ),
         num_row("never admitted", never(a), never(b), &int),
     ];
+    if a.totals.provisioning.is_some() || b.totals.provisioning.is_some() {
+        let wait = |r: &Report| {
+            let p = r.totals.provisioning.as_ref();
+            p.and_then(|p| p.mean_wait_ms).unwrap_or(0) as f64 / 60_000.0
+        };
+        let idle = |r: &Report| {
+            r.totals
+                .provisioning
+                .as_ref()
+                .map_or(0.0, |p| p.idle_gpu_hours)
+        };
+        rows.push(num_row(
+            "mean wait for nodes (min)",
+            wait(a),
+            wait(b),
+            &|v| format!("{v:.1}"),
+        ));
+        rows.push(num_row("idle GPU-hours", idle(a), idle(b), &|v| {
+            format!("{v:.1}")
+        }));
+    }
     if a.totals.never_ready + b.totals.never_ready > 0 {
         rows.push(num_row(
             "evictions",

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 mod gpu;
+mod provision;
 mod tally;
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,9 @@ pub struct SimConfig {
     /// A real cluster's actuation latencies around each decision (`--calibration`);
     /// `None`: none, decisions take effect at once.
     pub calibration: Option<super::calibration::Calibration>,
+    /// Whether the scenario's ProvisioningRequest checks run (see `sim::provisioning`);
+    /// false: their ClusterQueues admit without them, from an always-up pool.
+    pub provisioning: bool,
 }
 
 impl Default for SimConfig {
@@ -75,6 +79,7 @@ impl Default for SimConfig {
             metrics: None,
             realtime_factor: None,
             calibration: None,
+            provisioning: true,
         }
     }
 }
@@ -210,6 +215,8 @@ pub struct Simulation<'p> {
     /// Workloads admitted and not yet finished or stopped (the load the calibrated
     /// latencies depend on).
     in_flight: usize,
+    /// The simulated autoscaler behind ProvisioningRequest checks.
+    provisioning: provision::Provisioning,
 }
 
 /// Usage and queue depth over time, per ClusterQueue (or per cohort when
@@ -307,6 +314,10 @@ impl<'p> Simulation<'p> {
             paced_from: None,
             latency_rng: super::rng::SplitMix64::new(cfg.seed ^ 0x6c61_7465_6e63_7921),
             in_flight: 0,
+            provisioning: provision::Provisioning::new(
+                cfg.seed,
+                plan.workloads.iter().map(|w| &w.object),
+            ),
             cfg,
         }
         .with_series()
@@ -325,6 +336,7 @@ impl<'p> Simulation<'p> {
         let mut sim = Self::new(plan, cfg);
         if objects.len() == plan.workloads.len() {
             sim.pod_gpu = objects.iter().map(min_pod_gpu).collect();
+            sim.provisioning.count_pods(&objects);
             sim.objects = objects.into_iter().map(Some).collect();
         }
         sim
@@ -381,7 +393,8 @@ impl<'p> Simulation<'p> {
     /// Runs to completion (or to the batch limit) and returns the report.
     pub fn run(mut self) -> Result<Report, SimError> {
         for (what, ev) in &self.plan.setup {
-            self.apply(ev.clone()).map_err(|e| SimError::Engine {
+            let ev = self.without_provisioning(ev);
+            self.apply(ev).map_err(|e| SimError::Engine {
                 what: what.clone(),
                 source: Box::new(e),
             })?;
@@ -500,6 +513,7 @@ impl<'p> Simulation<'p> {
                     self.anomaly(format!("t={t}ms: WorkloadFinished({key}) failed: {e}"));
                 }
                 self.unplace(wl);
+                self.used_static_pool(wl);
                 let r = &mut self.runs[wl];
                 r.phase = Phase::Finished;
                 self.in_flight = self.in_flight.saturating_sub(1);
@@ -594,8 +608,8 @@ impl<'p> Simulation<'p> {
             Decision::Admit {
                 workload,
                 admission,
-                ..
-            } => self.admit(t, &workload, &admission),
+                checks,
+            } => self.admit(t, &workload, &admission, &checks),
             Decision::Preempt {
                 victim, preemptor, ..
             } => self.preempt(t, &victim, &preemptor),
@@ -621,6 +635,7 @@ impl<'p> Simulation<'p> {
         t: Millis,
         workload: &crate::engine::WorkloadKey,
         admission: &crate::api::Admission,
+        checks: &[String],
     ) -> bool {
         let Some(&i) = self.index.get(workload) else {
             self.anomaly(format!("t={t}ms: admitted unknown workload {workload}"));
@@ -673,6 +688,8 @@ impl<'p> Simulation<'p> {
             }
         }
         let runtime = self.plan.workloads[i].runtime;
+        // Its check is Ready, and the job starts, once its nodes are up.
+        let t = t.saturating_add(self.provisioning_wait(i, checks));
         let Some(c) = &self.cfg.calibration else {
             self.runs[i].first_unsuspended.get_or_insert(t);
             self.runs[i].pods_done = Some(t.saturating_add(runtime));

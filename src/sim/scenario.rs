@@ -178,6 +178,8 @@ pub struct Plan {
     pub cluster_queues: BTreeMap<String, CqInfo>,
     /// Total nominal quota per resource (ClusterQueues and Cohorts), in the engine's unit.
     pub capacity: BTreeMap<String, i64>,
+    /// The ProvisioningRequest checks the simulator plays, with their node delays.
+    pub provisioning: BTreeMap<String, super::provisioning::Delay>,
 }
 
 impl Scenario {
@@ -290,12 +292,14 @@ impl Scenario {
         workloads.sort_by_key(|w| w.arrival);
         self.add_workload_namespaces(&mut objs, &workloads)?;
         let (cluster_queues, capacity) = objs.nominal_capacity()?;
+        let provisioning = objs.provisioning()?;
         Ok(Plan {
             name: self.name.clone(),
             setup: objs.into_events(),
             workloads,
             cluster_queues,
             capacity,
+            provisioning,
         })
     }
 
@@ -444,8 +448,11 @@ struct Objects {
     local_queues: Vec<(String, api::LocalQueue)>,
     workloads: Vec<(String, api::Workload)>,
     topologies: Vec<(String, api::Topology)>,
-    /// AdmissionCheck names (read for `kuota check`; the simulator runs no check).
+    /// AdmissionCheck names (read for `kuota check`).
     admission_checks: Vec<String>,
+    /// The AdmissionChecks the simulator plays (the ProvisioningRequest check's), with
+    /// their files.
+    played_checks: Vec<(String, api::AdmissionCheck)>,
     nodes: Vec<(String, Box<k8s_openapi::api::core::v1::Node>)>,
     /// scheduling.k8s.io PriorityClasses: (file, name, value, globalDefault).
     pod_priority_classes: Vec<(String, String, i32, bool)>,
@@ -470,11 +477,16 @@ impl Objects {
             Manifest::WorkloadPriorityClass(o) => self.priority_classes.push((s, o)),
             Manifest::Cohort(o) => self.cohorts.push((s, o)),
             Manifest::ClusterQueue(o) => self.cluster_queues.push((s, o)),
-            // Nothing in a simulation plays a check's controller: the engine never learns
-            // of the check, so a ClusterQueue naming it stays inactive (`kuota check` warns).
-            Manifest::AdmissionCheck(o) => self
-                .admission_checks
-                .push(o.metadata.name.unwrap_or_default()),
+            // The simulator plays the ProvisioningRequest check's controller; no other
+            // check's: the engine never learns of those, so a ClusterQueue naming one stays
+            // inactive (`kuota check` warns).
+            Manifest::AdmissionCheck(o) => {
+                self.admission_checks
+                    .push(o.metadata.name.clone().unwrap_or_default());
+                if super::provisioning::Delay::of_check(&o).is_some() {
+                    self.played_checks.push((s, o));
+                }
+            }
             // A check's parameters: nothing in a simulation reads them.
             Manifest::ProvisioningRequestConfig(_) => {}
             Manifest::LocalQueue(o) => {
@@ -717,6 +729,23 @@ impl Objects {
         Ok(out)
     }
 
+    /// The played checks' delays; a bad delay annotation is an error naming the file and
+    /// the check.
+    fn provisioning(&self) -> Result<BTreeMap<String, super::provisioning::Delay>, SimError> {
+        let mut out = BTreeMap::new();
+        for (src, ac) in &self.played_checks {
+            let name = ac.metadata.name.clone().unwrap_or_default();
+            if let Some(delay) = super::provisioning::Delay::of_check(ac) {
+                let delay = delay.map_err(|message| SimError::Scenario {
+                    source_name: src.clone(),
+                    message: format!("AdmissionCheck {name}: {message}"),
+                })?;
+                out.insert(name, delay);
+            }
+        }
+        Ok(out)
+    }
+
     fn into_events(self) -> Vec<(String, Event)> {
         let mut ev = Vec::new();
         let label = |src: &str, kind: &str, name: &Option<String>| {
@@ -765,6 +794,25 @@ impl Objects {
             ev.push((
                 label(&s, "Cohort", &o.metadata.name),
                 Event::CohortUpserted(o),
+            ));
+        }
+        // Active, as the check's controller reports it once its config is there.
+        for (s, mut o) in self.played_checks {
+            o.status = Some(api::AdmissionCheckStatus {
+                conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                    type_: crate::api::constants::ADMISSION_CHECK_ACTIVE.into(),
+                    status: "True".into(),
+                    reason: "Active".into(),
+                    message: "The admission check is active".into(),
+                    observed_generation: None,
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                }],
+            });
+            ev.push((
+                label(&s, "AdmissionCheck", &o.metadata.name),
+                Event::AdmissionCheckUpserted(o),
             ));
         }
         for (s, o) in self.cluster_queues {

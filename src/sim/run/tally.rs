@@ -48,6 +48,7 @@ impl<'p> Simulation<'p> {
             self.totals.create_to_unsuspend =
                 Some(crate::sim::report::Latency::from_values(latencies));
         }
+        self.totals.provisioning = self.provisioning_stats(makespan);
         let work = self.work();
         self.bound_and_utilization(&work, makespan);
         for (r, lost) in &self.lost_work {

@@ -204,6 +204,13 @@ fn cluster_queue_warnings(objs: &Objects) -> Vec<Diagnostic> {
             .iter()
             .flat_map(|s| &s.admission_checks)
             .map(|r| r.name.as_str())
+            // The simulator plays the ProvisioningRequest check's controller.
+            .filter(|c| {
+                !objs
+                    .played_checks
+                    .iter()
+                    .any(|(_, ac)| ac.metadata.name.as_deref() == Some(*c))
+            })
             .collect();
         if !checks.is_empty() {
             let undefined: Vec<&str> = checks
@@ -216,7 +223,7 @@ fn cluster_queue_warnings(objs: &Objects) -> Vec<Diagnostic> {
             } else {
                 format!(" ({} not defined in these files)", undefined.join(", "))
             };
-            out.push(warning(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {};{missing} the queue stays inactive until each exists and its controller marks it Active, and a simulation, which runs no check controller, admits nothing from it", checks.join(", "))));
+            out.push(warning(src, format!("ClusterQueue {name}: spec.admissionChecksStrategy names AdmissionCheck(s) {};{missing} the queue stays inactive until each exists and its controller marks it Active, and a simulation, which runs no controller for them (it plays only the ProvisioningRequest check's), admits nothing from it", checks.join(", "))));
         }
         if let Some(c) = cq.spec.cohort()
             && !cohorts.contains(c)
