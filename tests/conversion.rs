@@ -144,13 +144,13 @@ fn unserved_version_and_kind_and_garbage_are_refused() {
         msg.contains("apiVersion: \"kueue.x-k8s.io/v1alpha1\" is not served"),
         "{msg}"
     );
-    let mk = json!({"apiVersion": V1BETA1, "kind": "MultiKueueConfig", "metadata": {"name": "mk"}});
-    let msg = convert::convert(&mk, V1BETA2, 0)
-        .expect_err("MultiKueueConfig")
+    let other = json!({"apiVersion": V1BETA1, "kind": "ClusterProfile", "metadata": {"name": "p"}});
+    let msg = convert::convert(&other, V1BETA2, 0)
+        .expect_err("ClusterProfile")
         .to_string();
     assert_eq!(
         msg,
-        "MultiKueueConfig \"mk\": kind: \"MultiKueueConfig\" is not served by kuota"
+        "ClusterProfile \"p\": kind: \"ClusterProfile\" is not served by kuota"
     );
     // An AdmissionCheck without its required controllerName names the field.
     let ac = json!({"apiVersion": V1BETA1, "kind": "AdmissionCheck", "metadata": {"name": "prov"}});
@@ -562,4 +562,24 @@ fn admission_checks_convert_both_ways() {
         old["spec"]["controllerName"]
     );
     assert_eq!(down["status"], old["status"]);
+}
+
+#[test]
+fn multikueue_clusters_move_their_connection_between_versions_and_configs_keep_v1beta2_fields() {
+    let old = json!({"apiVersion": V1BETA1, "kind": "MultiKueueCluster", "metadata": {"name": "w1"},
+        "spec": {"kubeConfig": {"location": "w1-secret", "locationType": "Secret"}}});
+    let new = convert::convert(&old, V1BETA2, 0).expect("up");
+    assert_eq!(
+        new["spec"],
+        json!({"clusterSource": {"kubeConfig": {"location": "w1-secret", "locationType": "Secret"}}})
+    );
+    let back = convert::convert(&new, V1BETA1, 0).expect("down");
+    assert_eq!(back["spec"], old["spec"]);
+    // quotaManagement has no v1beta1 field: it survives a round trip through v1beta1.
+    let cfg = json!({"apiVersion": V1BETA2, "kind": "MultiKueueConfig", "metadata": {"name": "c"},
+        "spec": {"clusters": ["w1", "w2"], "quotaManagement": "Manual"}});
+    let down = convert::convert(&cfg, V1BETA1, 0).expect("down");
+    assert_eq!(down["spec"], json!({"clusters": ["w1", "w2"]}));
+    let up = convert::convert(&down, V1BETA2, 0).expect("up");
+    assert_eq!(up["spec"], cfg["spec"]);
 }

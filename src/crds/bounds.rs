@@ -17,6 +17,8 @@ pub enum Limit {
     MaxLength,
     /// `maxProperties` of a map.
     MaxProperties,
+    /// `minItems` of a list.
+    MinItems,
     /// `minLength` of a string.
     MinLength,
 }
@@ -39,13 +41,14 @@ impl Bound {
             Limit::MaxItems => &mut node.max_items,
             Limit::MaxLength => &mut node.max_length,
             Limit::MaxProperties => &mut node.max_properties,
+            Limit::MinItems => &mut node.min_items,
             Limit::MinLength => &mut node.min_length,
         };
         *slot = Some(self.value);
     }
 }
 
-use Limit::{MaxItems, MaxLength, MaxProperties, MinLength};
+use Limit::{MaxItems, MaxLength, MaxProperties, MinItems, MinLength};
 
 const fn bound(path: &'static str, limit: Limit, value: i64) -> Bound {
     Bound { path, limit, value }
@@ -58,6 +61,8 @@ pub fn bounds(kind: &str) -> &'static [Bound] {
         "ClusterQueue" => CLUSTER_QUEUE,
         "Cohort" => COHORT,
         "LocalQueue" => LOCAL_QUEUE,
+        "MultiKueueCluster" => MULTIKUEUE_CLUSTER,
+        "MultiKueueConfig" => MULTIKUEUE_CONFIG,
         "ProvisioningRequestConfig" => PROVISIONING_REQUEST_CONFIG,
         "ResourceFlavor" => RESOURCE_FLAVOR,
         "Topology" => TOPOLOGY,
@@ -307,6 +312,27 @@ const WORKLOAD: &[Bound] = &[
     ),
     bound("status.unhealthyNodes", MaxItems, 8),
     bound("status.unhealthyNodes[].name", MaxLength, 63),
+];
+
+/// MultiKueueConfig (v1beta1 has no item length bound).
+const MULTIKUEUE_CONFIG: &[Bound] = &[
+    bound("spec.clusters", MaxItems, 20),
+    bound("spec.clusters", MinItems, 1),
+    bound("spec.clusters[]", MaxLength, 256),
+];
+
+/// MultiKueueCluster (v1beta2 paths under `clusterSource`, v1beta1's at the spec root).
+const MULTIKUEUE_CLUSTER: &[Bound] = &[
+    bound("spec.clusterSource.kubeConfig.location", MaxLength, 256),
+    bound("spec.clusterSource.kubeConfig.location", MinLength, 1),
+    bound("spec.clusterSource.clusterProfileRef.name", MaxLength, 256),
+    bound("spec.clusterSource.clusterProfileRef.name", MinLength, 1),
+    bound("spec.kubeConfig.location", MaxLength, 256),
+    bound("spec.kubeConfig.location", MinLength, 1),
+    bound("spec.clusterProfileRef.name", MaxLength, 256),
+    bound("spec.clusterProfileRef.name", MinLength, 1),
+    bound("status.conditions", MaxItems, 16),
+    bound("status.conditions[].message", MaxLength, 32768),
 ];
 
 /// ProvisioningRequestConfig (the same in both versions).

@@ -3,6 +3,7 @@
 //!
 //! Kinds whose shape did not change (ResourceFlavor, Cohort, Topology, WorkloadPriorityClass,
 //! ProvisioningRequestConfig) only get their `apiVersion` rewritten, after checking that they decode. AdmissionCheck,
+//! MultiKueueConfig, MultiKueueCluster,
 //! ClusterQueue, LocalQueue and Workload go through the typed conversions in `api::v1beta1`. `metadata` is
 //! copied verbatim: the API server refuses a conversion that changes anything in it but
 //! labels and annotations.
@@ -102,6 +103,18 @@ pub fn convert(object: &Value, desired: &str, index: usize) -> Result<Value, Con
         ("ClusterQueue", false, _) => down::<api::ClusterQueue, v1beta1::ClusterQueue>(map),
         ("AdmissionCheck", true, _) => up::<v1beta1::AdmissionCheck, api::AdmissionCheck>(map),
         ("AdmissionCheck", false, _) => down::<api::AdmissionCheck, v1beta1::AdmissionCheck>(map),
+        ("MultiKueueConfig", true, _) => {
+            up::<v1beta1::MultiKueueConfig, api::MultiKueueConfig>(map)
+        }
+        ("MultiKueueConfig", false, _) => {
+            down::<api::MultiKueueConfig, v1beta1::MultiKueueConfig>(map)
+        }
+        ("MultiKueueCluster", true, _) => {
+            up::<v1beta1::MultiKueueCluster, api::MultiKueueCluster>(map)
+        }
+        ("MultiKueueCluster", false, _) => {
+            down::<api::MultiKueueCluster, v1beta1::MultiKueueCluster>(map)
+        }
         ("LocalQueue", true, _) => up::<v1beta1::LocalQueue, api::LocalQueue>(map),
         ("LocalQueue", false, _) => down::<api::LocalQueue, v1beta1::LocalQueue>(map),
         ("Workload", true, _) => up::<v1beta1::Workload, api::Workload>(map),

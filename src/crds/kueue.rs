@@ -462,6 +462,37 @@ const AC_RULES: &[Rule] = &[rule(
     "field is immutable",
 )];
 
+/// MultiKueueConfig: its clusters are unique (v1beta2).
+const MKCONF_RULES: &[Rule] = &[rule(
+    "spec.clusters",
+    "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0",
+    "must be unique",
+)];
+
+/// MultiKueueCluster: one connection source (v1beta2).
+const MKC_RULES: &[Rule] = &[rule(
+    "spec.clusterSource",
+    "[has(self.kubeConfig),has(self.clusterProfileRef)].filter(x,x==true).size() == 1",
+    "exactly one of the fields in [kubeConfig clusterProfileRef] must be set",
+)];
+
+const MKC_COLUMNS: &[Column] = &[
+    col(
+        "Connected",
+        "string",
+        ".status.conditions[?(@.type=='Active')].status",
+        "MultiKueueCluster is connected",
+        0,
+    ),
+    col(
+        "Age",
+        "date",
+        ".metadata.creationTimestamp",
+        "Time this workload was created",
+        0,
+    ),
+];
+
 /// Kueue's additions for `kind`.
 pub fn rules(kind: &str) -> KindRules {
     let both = |v2: &'static [Rule], v1: &'static [Rule]| {
@@ -475,6 +506,16 @@ pub fn rules(kind: &str) -> KindRules {
             short_names: &["ac"],
             columns: BTreeMap::new(),
             cel: both(AC_RULES, AC_RULES),
+        },
+        "MultiKueueConfig" => KindRules {
+            short_names: &["mkconf"],
+            columns: BTreeMap::new(),
+            cel: BTreeMap::from([("v1beta2", MKCONF_RULES)]),
+        },
+        "MultiKueueCluster" => KindRules {
+            short_names: &["mkc"],
+            columns: cols(MKC_COLUMNS, MKC_COLUMNS),
+            cel: BTreeMap::from([("v1beta2", MKC_RULES)]),
         },
         "ProvisioningRequestConfig" => KindRules {
             short_names: &["prc"],

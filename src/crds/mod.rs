@@ -1,7 +1,7 @@
 //! The CustomResourceDefinitions kuota serves, generated from the Rust API types.
 //!
 //! Every `kueue.x-k8s.io` kind kuota implements (ResourceFlavor, Cohort, ClusterQueue,
-//! AdmissionCheck, LocalQueue, Workload, WorkloadPriorityClass, Topology) gets one CRD with v1beta2 as the
+//! AdmissionCheck, ProvisioningRequestConfig, MultiKueueConfig, MultiKueueCluster, LocalQueue, Workload, WorkloadPriorityClass, Topology) gets one CRD with v1beta2 as the
 //! storage version and v1beta1 also served, Kueue's short names and printer columns, and
 //! Kueue's CEL rules placed at the same schema paths (see [`kueue`]). Kinds kuota does not
 //! implement (MultiKueue*, ProvisioningRequestConfig) are not generated, so
@@ -137,7 +137,7 @@ pub enum CrdError {
 pub fn all(
     conversion: Option<&ConversionWebhook>,
 ) -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 9] = [
+    let per_kind: [(&'static str, Vec<CustomResourceDefinition>); 11] = [
         (
             "ResourceFlavor",
             vec![
@@ -165,6 +165,20 @@ pub fn all(
             vec![
                 api::ProvisioningRequestConfig::crd(),
                 as_version(api::ProvisioningRequestConfig::crd(), "v1beta1"),
+            ],
+        ),
+        (
+            "MultiKueueConfig",
+            vec![
+                api::MultiKueueConfig::crd(),
+                v1beta1::MultiKueueConfig::crd(),
+            ],
+        ),
+        (
+            "MultiKueueCluster",
+            vec![
+                api::MultiKueueCluster::crd(),
+                v1beta1::MultiKueueCluster::crd(),
             ],
         ),
         (

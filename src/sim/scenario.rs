@@ -488,7 +488,9 @@ impl Objects {
                 }
             }
             // A check's parameters: nothing in a simulation reads them.
-            Manifest::ProvisioningRequestConfig(_) => {}
+            Manifest::ProvisioningRequestConfig(_)
+            | Manifest::MultiKueueConfig(_)
+            | Manifest::MultiKueueCluster(_) => {}
             Manifest::LocalQueue(o) => {
                 if let Some(ns) = &o.metadata.namespace {
                     self.namespaces.entry(ns.clone()).or_default();

@@ -479,11 +479,10 @@ impl<'a> Runner<'a> {
             }
             Manifest::Topology(t) => Event::TopologyUpserted(t),
             // A check's parameters: the engine does not read them.
-            Manifest::ProvisioningRequestConfig(o) => {
-                return Err(format!(
-                    "{source}: ProvisioningRequestConfig {}: not a scenario kind",
-                    o.metadata.name.unwrap_or_default()
-                ));
+            Manifest::ProvisioningRequestConfig(_)
+            | Manifest::MultiKueueConfig(_)
+            | Manifest::MultiKueueCluster(_) => {
+                return Err(format!("{source}: {}: not a scenario kind", m.kind()));
             }
             // `load_str` keeps no kinds beyond its own.
             Manifest::Foreign(o) => {

@@ -9,9 +9,10 @@ use crate::api::validate::FieldError;
 use crate::api::{
     AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, ClusterQueue, ClusterQueueSpec,
     ClusterQueueStatus, Cohort, CohortSpec, CohortStatus, FairSharing, LocalQueue, LocalQueueSpec,
-    LocalQueueStatus, ProvisioningRequestConfig, ProvisioningRequestConfigSpec, ResourceFlavor,
-    ResourceFlavorSpec, ResourceGroup, Topology, TopologySpec, Workload, WorkloadPriorityClass,
-    WorkloadSpec, WorkloadStatus,
+    LocalQueueStatus, MultiKueueCluster, MultiKueueClusterSpec, MultiKueueClusterStatus,
+    MultiKueueConfig, MultiKueueConfigSpec, ProvisioningRequestConfig,
+    ProvisioningRequestConfigSpec, ResourceFlavor, ResourceFlavorSpec, ResourceGroup, Topology,
+    TopologySpec, Workload, WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::IgnoredAny;
@@ -27,6 +28,8 @@ const KINDS: &[(&str, &[&str])] = &[
     ("ClusterQueue", &[V1BETA2, V1BETA1]),
     ("AdmissionCheck", &[V1BETA2, V1BETA1]),
     ("ProvisioningRequestConfig", &[V1BETA2, V1BETA1]),
+    ("MultiKueueConfig", &[V1BETA2, V1BETA1]),
+    ("MultiKueueCluster", &[V1BETA2, V1BETA1]),
     ("Cohort", &[V1BETA2, V1BETA1, V1ALPHA1]),
     ("LocalQueue", &[V1BETA2, V1BETA1]),
     ("Workload", &[V1BETA2, V1BETA1]),
@@ -284,9 +287,6 @@ fn generate_name(m: &mut Manifest, doc: &Doc<'_>, prefix: &[Seg]) {
     meta.name = Some(format!("{base}{suffix}"));
 }
 
-/// Kueue kinds that kuota does not serve (their CRDs are not installed by kuota).
-const UNSERVED_KUEUE_KINDS: [&str; 2] = ["MultiKueueConfig", "MultiKueueCluster"];
-
 /// Decodes one object into its Manifest; older Kueue apiVersions are converted to v1beta2.
 fn decode(
     api_version: &str,
@@ -313,6 +313,7 @@ fn decode(
         }
         "ClusterQueue" => decode_cluster_queue(v2, value)?,
         "AdmissionCheck" => decode_admission_check(v2, value)?,
+        "MultiKueueConfig" | "MultiKueueCluster" => decode_multikueue(kind, v2, value)?,
         "ProvisioningRequestConfig" => {
             // v1beta1 has the same fields.
             let e: SpecOnly<ProvisioningRequestConfigSpec> = strict::decode(value)?;
@@ -395,16 +396,6 @@ fn check_served(api_version: &str, kind: &str) -> Result<(), Vec<FieldProblem>> 
 
 /// The problem with a kind kuota does not serve.
 fn unsupported_kind(api_version: &str, kind: &str) -> Vec<FieldProblem> {
-    if api_version.starts_with("kueue.x-k8s.io/") && UNSERVED_KUEUE_KINDS.contains(&kind) {
-        // A Kueue user's manifests carry these; say what kuota does instead of only
-        // listing what it serves.
-        return kind_problem(format!(
-            "kind: Unsupported value: \"{kind}\": kuota does not implement Kueue's \
-             MultiKueue ({}); an AdmissionCheck run by its controller stays inactive, and \
-             so does a ClusterQueue naming it",
-            UNSERVED_KUEUE_KINDS.join(", ")
-        ));
-    }
     let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
     kind_problem(format!(
         "kind: Unsupported value: \"{kind}\" (apiVersion {api_version}): supported kinds: {}",
@@ -455,6 +446,50 @@ fn decode_admission_check(
         status: e.status,
     };
     Ok(Manifest::AdmissionCheck(old.into()))
+}
+
+/// A MultiKueueConfig or MultiKueueCluster, converted from v1beta1 unless `v2`.
+fn decode_multikueue(
+    kind: &str,
+    v2: bool,
+    value: &serde_norway::Value,
+) -> Result<Manifest, Vec<FieldProblem>> {
+    Ok(match (kind, v2) {
+        ("MultiKueueConfig", true) => {
+            let e: SpecOnly<MultiKueueConfigSpec> = strict::decode(value)?;
+            Manifest::MultiKueueConfig(MultiKueueConfig {
+                metadata: e.metadata,
+                spec: e.spec,
+            })
+        }
+        ("MultiKueueConfig", false) => {
+            let e: SpecOnly<v1beta1::MultiKueueConfigSpec> = strict::decode(value)?;
+            let old = v1beta1::MultiKueueConfig {
+                metadata: e.metadata,
+                spec: e.spec,
+            };
+            Manifest::MultiKueueConfig(old.into())
+        }
+        (_, true) => {
+            let e: Envelope<MultiKueueClusterSpec, MultiKueueClusterStatus> =
+                strict::decode(value)?;
+            Manifest::MultiKueueCluster(MultiKueueCluster {
+                metadata: e.metadata,
+                spec: e.spec,
+                status: e.status,
+            })
+        }
+        (_, false) => {
+            let e: Envelope<v1beta1::MultiKueueClusterSpec, MultiKueueClusterStatus> =
+                strict::decode(value)?;
+            let old = v1beta1::MultiKueueCluster {
+                metadata: e.metadata,
+                spec: e.spec,
+                status: e.status,
+            };
+            Manifest::MultiKueueCluster(old.into())
+        }
+    })
 }
 
 /// A Cohort; v1alpha1's spec is converted, v1beta1's and v1beta2's are the same.

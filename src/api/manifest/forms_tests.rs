@@ -189,20 +189,32 @@ fn an_unsupported_kind_is_one_error_and_the_rest_still_loads() {
     assert_eq!(loaded[0].manifest.name(), Some("a"));
 }
 
-/// A Kueue user's MultiKueueConfig is not a typo: the error says kuota runs no
-/// MultiKueue, rather than only listing the kinds it serves.
+/// Kueue's MultiKueue sample loads in both served versions (v1beta1's connection at the
+/// spec root moves under `clusterSource`) and is validated.
 #[test]
-fn a_kueue_kind_kuota_does_not_serve_says_so() {
-    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\nspec: {clusters: [w1]}\n";
+fn kueue_multikueue_objects_load_in_both_versions() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\nspec: {clusters: [w1]}\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: MultiKueueCluster\nmetadata: {name: w1}\nspec:\n  kubeConfig: {locationType: Secret, location: w1-secret}\n";
     let (loaded, problems) = load_partial("mk.yaml", yaml);
-    assert!(loaded.is_empty());
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    let message = problems[0].to_string();
+    assert!(problems.is_empty(), "{problems:?}");
+    let kinds: Vec<&str> = loaded.iter().map(|l| l.manifest.kind()).collect();
+    assert_eq!(kinds, ["MultiKueueConfig", "MultiKueueCluster"]);
+    let Manifest::MultiKueueCluster(c) = &loaded[1].manifest else {
+        panic!("a MultiKueueCluster")
+    };
+    let kc = c
+        .spec
+        .cluster_source
+        .kube_config
+        .as_ref()
+        .expect("moved under clusterSource");
+    assert_eq!(kc.location, "w1-secret");
+    let bad = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\nspec: {clusters: [w1, w1]}\n";
+    let (_, problems) = load_partial("mk.yaml", bad);
     assert!(
-        message.contains("kind: Unsupported value: \"MultiKueueConfig\"")
-            && message.contains("kuota does not implement Kueue's")
-            && message.contains("stays inactive"),
-        "{message}"
+        problems.iter().any(|p| p
+            .to_string()
+            .contains("spec.clusters: Invalid value: must be unique")),
+        "{problems:?}"
     );
 }
 

@@ -14,8 +14,8 @@ mod yaml11;
 
 use super::validate::{self, FieldError};
 use super::{
-    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ProvisioningRequestConfig, ResourceFlavor,
-    Topology, Workload, WorkloadPriorityClass,
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, MultiKueueCluster, MultiKueueConfig,
+    ProvisioningRequestConfig, ResourceFlavor, Topology, Workload, WorkloadPriorityClass,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -34,6 +34,10 @@ pub enum Manifest {
     AdmissionCheck(AdmissionCheck),
     /// kueue.x-k8s.io ProvisioningRequestConfig.
     ProvisioningRequestConfig(ProvisioningRequestConfig),
+    /// kueue.x-k8s.io MultiKueueConfig.
+    MultiKueueConfig(MultiKueueConfig),
+    /// kueue.x-k8s.io MultiKueueCluster.
+    MultiKueueCluster(MultiKueueCluster),
     /// kueue.x-k8s.io Cohort.
     Cohort(Cohort),
     /// kueue.x-k8s.io LocalQueue.
@@ -104,6 +108,8 @@ impl Manifest {
             Manifest::ClusterQueue(_) => "ClusterQueue",
             Manifest::AdmissionCheck(_) => "AdmissionCheck",
             Manifest::ProvisioningRequestConfig(_) => "ProvisioningRequestConfig",
+            Manifest::MultiKueueConfig(_) => "MultiKueueConfig",
+            Manifest::MultiKueueCluster(_) => "MultiKueueCluster",
             Manifest::Cohort(_) => "Cohort",
             Manifest::LocalQueue(_) => "LocalQueue",
             Manifest::Workload(_) => "Workload",
@@ -124,6 +130,8 @@ impl Manifest {
             Manifest::ClusterQueue(o) => &o.metadata,
             Manifest::AdmissionCheck(o) => &o.metadata,
             Manifest::ProvisioningRequestConfig(o) => &o.metadata,
+            Manifest::MultiKueueConfig(o) => &o.metadata,
+            Manifest::MultiKueueCluster(o) => &o.metadata,
             Manifest::Cohort(o) => &o.metadata,
             Manifest::LocalQueue(o) => &o.metadata,
             Manifest::Workload(o) => &o.metadata,
@@ -143,6 +151,8 @@ impl Manifest {
             Manifest::ClusterQueue(o) => &mut o.metadata,
             Manifest::AdmissionCheck(o) => &mut o.metadata,
             Manifest::ProvisioningRequestConfig(o) => &mut o.metadata,
+            Manifest::MultiKueueConfig(o) => &mut o.metadata,
+            Manifest::MultiKueueCluster(o) => &mut o.metadata,
             Manifest::Cohort(o) => &mut o.metadata,
             Manifest::LocalQueue(o) => &mut o.metadata,
             Manifest::Workload(o) => &mut o.metadata,
@@ -186,6 +196,8 @@ impl Manifest {
             Manifest::ProvisioningRequestConfig(o) => {
                 validate::validate_provisioning_request_config(o)
             }
+            Manifest::MultiKueueConfig(o) => validate::validate_multikueue_config(o),
+            Manifest::MultiKueueCluster(o) => validate::validate_multikueue_cluster(o),
             Manifest::Cohort(o) => validate::validate_cohort(o),
             Manifest::LocalQueue(o) => validate::validate_local_queue(o),
             Manifest::Workload(o) => validate::validate_workload(o),

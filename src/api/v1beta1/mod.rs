@@ -7,15 +7,19 @@
 //!   `admissionChecksStrategy`); fungibility `Borrow`/`Preempt` (v1beta2 `MayStopSearch`);
 //!   status `pendingWorkloadsStatus` (dropped in v1beta2).
 //! - AdmissionCheck: the deprecated `spec.retryDelayMinutes` (dropped in v1beta2).
+//! - MultiKueueCluster: `spec.kubeConfig` and `spec.clusterProfileRef` (v1beta2
+//!   `spec.clusterSource`); MultiKueueConfig: no `quotaManagement`.
 //! - LocalQueue: status `flavorUsage` (v1beta2 `flavorsUsage`) and deprecated `flavors`.
 //! - Workload: `priorityClassName` + `priorityClassSource` (v1beta2 `priorityClassRef`);
 //!   status `accumulatedPastExexcutionTimeSeconds` (sic); topology assignment as a flat
 //!   `domains` list (v1beta2 compressed `slices`).
 
 mod admissioncheck;
+mod multikueue;
 mod workload;
 
 pub use admissioncheck::*;
+pub use multikueue::*;
 pub use workload::*;
 
 use super::clusterqueue::{

@@ -1,9 +1,10 @@
-//! AdmissionCheck and ProvisioningRequestConfig rules. Kueue has no webhook for these
-//! kinds: their CRDs' OpenAPI bounds, patterns and CEL rule are the whole validation, and
+//! AdmissionCheck, ProvisioningRequestConfig, MultiKueueConfig and MultiKueueCluster rules.
+//! Kueue has no webhook for these kinds: their CRDs' OpenAPI bounds, patterns and CEL rule are the whole validation, and
 //! these are they, with the API server's messages.
 
 use super::{ErrorKind, FieldError, Path, validate_object_meta};
 use crate::api::admissioncheck::AdmissionCheck;
+use crate::api::multikueue::{MultiKueueCluster, MultiKueueConfig};
 use crate::api::provisioning::ProvisioningRequestConfig;
 
 /// Validates an AdmissionCheck as Kueue's v1beta2 CRD schema does.
@@ -131,6 +132,59 @@ pub fn validate_provisioning_request_config(prc: &ProvisioningRequestConfig) -> 
                 32768,
             );
         }
+    }
+    errs
+}
+
+/// Validates a MultiKueueConfig as Kueue's v1beta2 CRD schema does.
+pub fn validate_multikueue_config(c: &MultiKueueConfig) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&c.metadata, false);
+    let clusters = Path::new("spec").child("clusters");
+    let n = c.spec.clusters.len();
+    if n == 0 {
+        errs.push(FieldError::invalid_num(
+            &clusters,
+            n,
+            "spec.clusters in body should have at least 1 items",
+        ));
+    }
+    if n > 20 {
+        errs.push(FieldError::too_many(&clusters, n, 20));
+    }
+    for (i, name) in c.spec.clusters.iter().enumerate() {
+        too_long(&mut errs, &clusters.index(i), name, 256);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if !c.spec.clusters.iter().all(|name| seen.insert(name)) {
+        errs.push(FieldError::invalid_omit(&clusters, "must be unique"));
+    }
+    errs
+}
+
+/// Validates a MultiKueueCluster as Kueue's v1beta2 CRD schema does.
+pub fn validate_multikueue_cluster(c: &MultiKueueCluster) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&c.metadata, false);
+    let source = Path::new("spec").child("clusterSource");
+    let s = &c.spec.cluster_source;
+    if s.kube_config.is_some() == s.cluster_profile_ref.is_some() {
+        errs.push(FieldError::invalid_omit(
+            &source,
+            "exactly one of the fields in [kubeConfig clusterProfileRef] must be set",
+        ));
+    }
+    if let Some(k) = &s.kube_config {
+        let at = source.child("kubeConfig").child("location");
+        if k.location.is_empty() {
+            errs.push(FieldError::required(&at, ""));
+        }
+        too_long(&mut errs, &at, &k.location, 256);
+    }
+    if let Some(p) = &s.cluster_profile_ref {
+        let at = source.child("clusterProfileRef").child("name");
+        if p.name.is_empty() {
+            errs.push(FieldError::required(&at, ""));
+        }
+        too_long(&mut errs, &at, &p.name, 256);
     }
     errs
 }
@@ -266,6 +320,42 @@ mod tests {
         assert_eq!(
             validate_provisioning_request_config(&missing)[0].to_string(),
             "spec.provisioningClassName: Required value"
+        );
+    }
+
+    #[test]
+    fn multikueue_objects_are_checked_as_kueues_schema_does() {
+        let ok: MultiKueueConfig =
+            serde_norway::from_str("metadata: {name: c}\nspec: {clusters: [w1, w2]}\n")
+                .expect("yaml");
+        assert_eq!(validate_multikueue_config(&ok), []);
+        let dup: MultiKueueConfig =
+            serde_norway::from_str("metadata: {name: c}\nspec: {clusters: [w1, w1]}\n")
+                .expect("yaml");
+        assert_eq!(
+            validate_multikueue_config(&dup)[0].to_string(),
+            "spec.clusters: Invalid value: must be unique"
+        );
+        let empty: MultiKueueConfig =
+            serde_norway::from_str("metadata: {name: c}\nspec: {clusters: []}\n").expect("yaml");
+        assert_eq!(
+            validate_multikueue_config(&empty)[0].to_string(),
+            "spec.clusters: Invalid value: 0: spec.clusters in body should have at least 1 items"
+        );
+        let both: MultiKueueCluster = serde_norway::from_str(
+            "metadata: {name: w1}\nspec:\n  clusterSource:\n    kubeConfig: {location: ''}\n    clusterProfileRef: {name: p}\n",
+        )
+        .expect("yaml");
+        let msgs: Vec<String> = validate_multikueue_cluster(&both)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "spec.clusterSource: Invalid value: exactly one of the fields in [kubeConfig clusterProfileRef] must be set",
+                "spec.clusterSource.kubeConfig.location: Required value",
+            ]
         );
     }
 }

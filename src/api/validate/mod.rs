@@ -14,7 +14,10 @@ mod update;
 mod weight;
 mod workload;
 
-pub use admission_check::{validate_admission_check, validate_provisioning_request_config};
+pub use admission_check::{
+    validate_admission_check, validate_multikueue_cluster, validate_multikueue_config,
+    validate_provisioning_request_config,
+};
 pub use defaults::{cluster_queue_with_defaults, fair_sharing_with_defaults};
 pub use flavor::{validate_resource_flavor, validate_topology, validate_workload_priority_class};
 pub use job::{

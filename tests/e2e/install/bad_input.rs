@@ -84,10 +84,31 @@ async fn an_unserved_version_or_kind_is_refused() {
     // A version kuota does not serve (Kueue's long-gone v1alpha1 ClusterQueue).
     let alpha = cq("kueue.x-k8s.io/v1alpha1", &name, json!({}));
     rejected(&client, &alpha, &["404"]).await;
-    // A kind kuota does not implement.
-    let multikueue = json!({"apiVersion": V2, "kind": "MultiKueueConfig", "metadata": {"name": name},
-                       "spec": {"clusters": ["worker"]}});
-    rejected(&client, &multikueue, &["404"]).await;
+    // A kind Kueue never had in this group.
+    let other = json!({"apiVersion": V2, "kind": "ClusterProfile", "metadata": {"name": name},
+                       "spec": {}});
+    rejected(&client, &other, &["404"]).await;
+    // A MultiKueueConfig without clusters, or with one twice: Kueue's schema refuses it.
+    let none = json!({"apiVersion": V2, "kind": "MultiKueueConfig", "metadata": {"name": name},
+                       "spec": {"clusters": []}});
+    rejected(
+        &client,
+        &none,
+        &["spec.clusters", "should have at least 1 items"],
+    )
+    .await;
+    let twice = json!({"apiVersion": V2, "kind": "MultiKueueConfig", "metadata": {"name": name},
+                       "spec": {"clusters": ["w1", "w1"]}});
+    rejected(&client, &twice, &["spec.clusters", "must be unique"]).await;
+    let both = json!({"apiVersion": V2, "kind": "MultiKueueCluster", "metadata": {"name": name},
+                       "spec": {"clusterSource": {"kubeConfig": {"location": "s"},
+                                "clusterProfileRef": {"name": "p"}}}});
+    rejected(
+        &client,
+        &both,
+        &["exactly one of the fields in [kubeConfig clusterProfileRef] must be set"],
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -157,7 +157,7 @@ async fn the_kustomize_base_passes_server_side_validation() {
     }
     assert_eq!(
         lines.len(),
-        33,
+        35,
         "every object of the base:\n{}",
         lines.join("\n")
     );
@@ -186,7 +186,7 @@ async fn the_overlays_pass_server_side_validation() {
         ),
         "{monitoring:?}"
     );
-    assert_eq!(monitoring.len(), 34);
+    assert_eq!(monitoring.len(), 36);
     let cert_manager = dry_run("manifests/overlays/cert-manager");
     assert!(
         has(&cert_manager, "certificate.cert-manager.io/kuota-webhook"),
@@ -203,7 +203,7 @@ async fn the_overlays_pass_server_side_validation() {
         rendered
             .matches("cert-manager.io/inject-ca-from: kuota-system/kuota-webhook")
             .count(),
-        14
+        16
     );
     assert!(!rendered.contains("--inject-ca-bundle"));
 }
