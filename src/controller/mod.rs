@@ -24,6 +24,7 @@
 //!   deciding in a pure `plan` what one job needs next;
 //! - `provisioning`: Kueue's ProvisioningRequest admission check, run for the checks that
 //!   name its controller;
+//! - `multikueue`: the connections to MultiKueue's worker clusters;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
 //!
 //! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
@@ -38,6 +39,7 @@ pub mod group_sync;
 pub mod invalid_admission;
 pub mod kind;
 pub mod managed_namespaces;
+pub mod multikueue;
 pub mod pending;
 pub mod pods_ready;
 pub mod provisioning;
@@ -91,6 +93,8 @@ pub struct ControllerConfig {
     pub pending_queries: pending::PendingQueries,
     /// Start-time estimates: whether, how often, at what cost.
     pub estimates: estimates::EstimateConfig,
+    /// kuota's own namespace (Kueue's `namespace`): where MultiKueue's kubeconfig Secrets are.
+    pub namespace: String,
 }
 
 /// A failure the process must not outlive: the engine task panicked. `kuota serve` waits on
@@ -160,6 +164,7 @@ impl Default for ControllerConfig {
             fatal: Fatal::default(),
             pending_queries: pending::PendingQueries::default(),
             estimates: estimates::EstimateConfig::default(),
+            namespace: crate::config::DEFAULT_NAMESPACE.to_string(),
         }
     }
 }
@@ -315,6 +320,14 @@ pub async fn run(
         provisioning: provisioning_tx,
     });
     let mut tasks = watch::spawn(client.clone(), writers, tx.clone(), hooks);
+    tasks.push((
+        "multikueue-clusters",
+        tokio::spawn(multikueue::run(
+            client.clone(),
+            config.namespace.clone(),
+            writer.clone(),
+        )),
+    ));
     tasks.push((
         "provisioning-check",
         tokio::spawn(provisioning::run(

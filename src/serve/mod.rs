@@ -355,6 +355,7 @@ async fn start_scheduling(
         leader_elected,
         fatal: fatal.clone(),
         pending_queries: queries.clone(),
+        namespace: settings.namespace.clone(),
         ..crate::controller::ControllerConfig::default()
     };
     let controller_client = client.clone();

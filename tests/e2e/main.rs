@@ -29,6 +29,7 @@ mod local_webhooks;
 mod managed_namespaces;
 mod metrics;
 mod migration;
+mod multikueue;
 mod pods_ready;
 mod preemption;
 mod provisioning;

@@ -364,7 +364,7 @@ async fn the_rendered_chart_passes_server_side_validation() {
     let lines = dry_run(&render(&[]));
     assert_eq!(
         lines.len(),
-        35,
+        37,
         "every object of the chart:\n{}",
         lines.join("\n")
     );
@@ -389,5 +389,5 @@ async fn the_rendered_chart_passes_server_side_validation() {
             lines.join("\n")
         );
     }
-    assert_eq!(lines.len(), 38, "{}", lines.join("\n"));
+    assert_eq!(lines.len(), 40, "{}", lines.join("\n"));
 }

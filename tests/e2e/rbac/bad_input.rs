@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -146,6 +146,28 @@ async fn a_kuota_without_a_permission_says_which_is_not_ready_and_recovers_when_
         .create(&PostParams::default(), &binding)
         .await
         .expect("create ClusterRoleBinding");
+    // The install's namespaced grant, untrimmed: MultiKueue's kubeconfig Secrets.
+    let secrets_role: Role = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "kuota-system"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    }))
+    .expect("secrets role");
+    let ns_roles = Api::<Role>::namespaced(client.clone(), "kuota-system");
+    ns_roles
+        .create(&PostParams::default(), &secrets_role)
+        .await
+        .expect("create Role");
+    let secrets_binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "kuota-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+    }))
+    .expect("secrets binding");
+    let ns_bindings = Api::<RoleBinding>::namespaced(client.clone(), "kuota-system");
+    ns_bindings
+        .create(&PostParams::default(), &secrets_binding)
+        .await
+        .expect("create RoleBinding");
 
     let dir = std::env::temp_dir().join(unique_name("kuota-trimmed"));
     crate::support::write_serving_certs(&dir, "127.0.0.1");
@@ -253,6 +275,8 @@ async fn a_kuota_without_a_permission_says_which_is_not_ready_and_recovers_when_
     drop(kuota);
     let _ = bindings.delete(&name, &DeleteParams::default()).await;
     let _ = roles.delete(&name, &DeleteParams::default()).await;
+    let _ = ns_bindings.delete(&name, &DeleteParams::default()).await;
+    let _ = ns_roles.delete(&name, &DeleteParams::default()).await;
     fx.teardown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
