@@ -172,14 +172,23 @@ pub fn spawn(
 pub async fn integration_installed(client: &Client, integration: &dyn JobIntegration) -> bool {
     let ar = job_api_resource(&integration.gvk());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    served(&api).await.unwrap_or_else(|e| {
+        // Not a clear "not found": keep the integration; its watch retries with backoff.
+        warn!(kind = %ar.kind, error = %e, "could not check whether the CRD is installed");
+        true
+    })
+}
+
+/// Whether the API server serves `api`'s kind: `Ok(false)` when it answers 404 (its CRD
+/// is not installed), `Err` when it gives no clear answer.
+pub async fn served<K>(api: &Api<K>) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
     match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => {
-            // Not a clear "not found": keep the integration; its watch retries with backoff.
-            warn!(kind = %ar.kind, error = %e, "could not check whether the CRD is installed");
-            true
-        }
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

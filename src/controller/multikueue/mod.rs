@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::KubeConfigOptions;
 use kube::runtime::controller::{Action, Controller};
@@ -26,6 +25,7 @@ use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::actuate::Writer;
+use super::conditions::set_condition;
 use super::watch::Kind;
 use crate::api::{LocationType, MultiKueueCluster};
 
@@ -76,11 +76,10 @@ impl Connection {
 /// Runs the MultiKueueCluster reconciler until aborted.
 pub async fn run(client: Client, namespace: String, writer: Arc<Writer>) {
     let clusters: Api<MultiKueueCluster> = Api::all(client.clone());
-    if let Err(e) = clusters
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-    {
-        info!(error = %e, "MultiKueueClusters are not served: their connections are not kept");
+    let served = super::watch::served(&clusters).await;
+    if !matches!(served, Ok(true)) {
+        let why = served.err().map(|e| e.to_string()).unwrap_or_default();
+        info!(error = %why, "MultiKueueClusters are not served: their connections are not kept");
         return;
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
@@ -199,34 +198,26 @@ async fn write_condition(
     state: &Connection,
 ) -> Result<(), MultiKueueError> {
     let status = if state.active { "True" } else { "False" };
-    let current = c
-        .status
-        .iter()
-        .flat_map(|s| &s.conditions)
-        .find(|x| x.type_ == ACTIVE);
-    if current.is_some_and(|x| {
-        x.status == status && x.reason == state.reason && x.message == state.message
+    let mut conditions = c.status.clone().unwrap_or_default().conditions;
+    if conditions.iter().any(|x| {
+        x.type_ == ACTIVE
+            && x.status == status
+            && x.reason == state.reason
+            && x.message == state.message
     }) {
         return Ok(());
     }
-    let mut conditions: Vec<Condition> = c
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.clone())
-        .filter(|x| x.type_ != ACTIVE)
-        .collect();
-    let transition = match current {
-        Some(x) if x.status == status => x.last_transition_time.clone(),
-        _ => (ctx.writer.clock)(),
-    };
-    conditions.push(Condition {
-        type_: ACTIVE.into(),
-        status: status.into(),
-        reason: state.reason.into(),
-        message: state.message.clone(),
-        observed_generation: c.metadata.generation,
-        last_transition_time: transition,
-    });
+    let now = (ctx.writer.clock)();
+    let (reason, message) = (state.reason, state.message.as_str());
+    set_condition(
+        &mut conditions,
+        ACTIVE,
+        state.active,
+        reason,
+        message,
+        c.metadata.generation,
+        &now,
+    );
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": c.resource_version()},
         "status": {"conditions": conditions}

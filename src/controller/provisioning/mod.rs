@@ -25,8 +25,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplate, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -40,6 +40,7 @@ use self::request::{MANAGED_LABEL, ProvisioningRequest};
 use super::actuate::events::Recorder;
 use super::actuate::{Writer, is_not_found};
 use super::compact::CompactObject;
+use super::conditions::set_condition;
 use super::translate::{TranslateError, decode};
 use super::watch::Kind;
 use crate::api::constants::{ADMISSION_CHECK_ACTIVE, API_VERSION_V1BETA2};
@@ -90,14 +91,10 @@ pub struct Ctx {
 /// Whether the API server serves ProvisioningRequests (the CRD is installed).
 pub async fn served(client: &Client) -> bool {
     let api: Api<ProvisioningRequest> = Api::all(client.clone());
-    match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => {
-            warn!(error = %e, "could not check whether ProvisioningRequests are served");
-            true
-        }
-    }
+    super::watch::served(&api).await.unwrap_or_else(|e| {
+        warn!(error = %e, "could not check whether ProvisioningRequests are served");
+        true
+    })
 }
 
 /// The stores a run shares with the rest of the controller.
@@ -289,37 +286,30 @@ async fn activity(ctx: Arc<Ctx>, mut changed: futures::channel::mpsc::UnboundedR
 }
 
 async fn set_active(ctx: &Ctx, ac: &AdmissionCheck) -> Result<(), kube::Error> {
-    let (status, reason, message) = match config_of(ctx, ac.spec.parameters.as_ref()) {
-        Ok(_) => (
-            "True",
-            "Active",
-            "The admission check is active".to_string(),
-        ),
-        Err(why) => ("False", "BadParametersRef", why),
+    let (active, reason, message) = match config_of(ctx, ac.spec.parameters.as_ref()) {
+        Ok(_) => (true, "Active", "The admission check is active".to_string()),
+        Err(why) => (false, "BadParametersRef", why),
     };
-    let current = ac
-        .status
-        .iter()
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == ADMISSION_CHECK_ACTIVE);
+    let mut conditions = ac.status.clone().unwrap_or_default().conditions;
+    let status = if active { "True" } else { "False" };
     // Kueue writes only when the status flips.
-    if current.is_some_and(|c| c.status == status) {
+    if conditions
+        .iter()
+        .any(|c| c.type_ == ADMISSION_CHECK_ACTIVE && c.status == status)
+    {
         return Ok(());
     }
-    let mut conditions: Vec<Condition> = ac
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.clone())
-        .filter(|c| c.type_ != ADMISSION_CHECK_ACTIVE)
-        .collect();
-    conditions.push(Condition {
-        type_: ADMISSION_CHECK_ACTIVE.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        observed_generation: ac.metadata.generation,
-        last_transition_time: (ctx.writer.clock)(),
-    });
+    let now = (ctx.writer.clock)();
+    let generation = ac.metadata.generation;
+    set_condition(
+        &mut conditions,
+        ADMISSION_CHECK_ACTIVE,
+        active,
+        reason,
+        &message,
+        generation,
+        &now,
+    );
     let patch = json!({
         "metadata": {"resourceVersion": ac.resource_version()},
         "status": {"conditions": conditions}
@@ -452,15 +442,8 @@ async fn carry_out(ctx: &Ctx, wl: &Workload, p: Plan) -> Result<(), Provisioning
 }
 
 fn reference(wl: &Workload) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(API_VERSION_V1BETA2.to_string()),
-        kind: Some("Workload".into()),
-        name: wl.metadata.name.clone(),
-        namespace: wl.metadata.namespace.clone(),
-        uid: wl.metadata.uid.clone(),
-        resource_version: wl.metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
+    let key = crate::engine::WorkloadKey::new(wl.namespace().unwrap_or_default(), wl.name_any());
+    super::actuate::events::workload_ref(&key, Some(&wl.metadata))
 }
 
 fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> OwnerReference {
@@ -483,15 +466,9 @@ async fn write_states(
 ) -> Result<(), ProvisioningError> {
     let ns = wl.namespace().unwrap_or_default();
     let name = wl.name_any();
-    let before = wl
-        .status
-        .as_ref()
-        .map(|s| serde_json::to_value(&s.admission_checks))
-        .transpose()
-        .ok()
-        .flatten()
-        .unwrap_or(Value::Array(Vec::new()));
-    let after = serde_json::to_value(states).unwrap_or(Value::Null);
+    let current = wl.status.as_ref().map(|s| s.admission_checks.as_slice());
+    let before = serde_json::to_value(current.unwrap_or_default())?;
+    let after = serde_json::to_value(states)?;
     let patch: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/uid", "value": wl.metadata.uid},
         {"op": "test", "path": "/status/admissionChecks", "value": before},

@@ -94,12 +94,21 @@ pub fn plan(
     if !is(WORKLOAD_QUOTA_RESERVED) {
         return Ok(plan);
     }
+    // The checks whose config is readable and whose pod sets ask the autoscaler for
+    // something (Kueue's `reqIsNeeded`), decided once.
+    let mut needing = BTreeSet::new();
+    for check in checks {
+        if let Some(config) = check.config
+            && needed(wl, config)?
+        {
+            needing.insert(check.name);
+        }
+    }
     let mut latest: BTreeMap<&str, &ProvisioningRequest> = BTreeMap::new();
     for check in checks {
-        let Some(config) = check.config else { continue };
-        if !needed(wl, config)? {
+        let Some(config) = check.config.filter(|_| needing.contains(check.name)) else {
             continue;
-        }
+        };
         for r in owned.iter().filter(|r| in_sync(r, config)) {
             let Some(attempt) = request_attempt(r, name, check.name) else {
                 continue;
@@ -122,7 +131,14 @@ pub fn plan(
             continue;
         };
         let before = state.clone();
-        sync_state(wl, state, check, latest.get(check.name).copied())?;
+        let needs_request = needing.contains(check.name);
+        sync_state(
+            wl,
+            state,
+            check,
+            needs_request,
+            latest.get(check.name).copied(),
+        );
         if state.state != before.state {
             state.last_transition_time = now.clone();
             let mut msg = format!(
@@ -148,10 +164,9 @@ pub fn plan(
         .filter(|n| !keep.contains(n.as_str()))
         .collect();
     for check in checks {
-        let Some(config) = check.config else { continue };
-        if !needed(wl, config)? {
+        let Some(config) = check.config.filter(|_| needing.contains(check.name)) else {
             continue;
-        }
+        };
         let state = states.iter().find(|s| s.name == check.name);
         if state.is_some_and(|s| s.state == CheckState::Ready.as_str()) {
             continue;
@@ -247,22 +262,23 @@ fn sync_state(
     wl: &Workload,
     state: &mut AdmissionCheckState,
     check: &Check<'_>,
+    needs_request: bool,
     request: Option<&ProvisioningRequest>,
-) -> Result<(), PlanError> {
+) {
     let Some(config) = check.config else {
         state.state = CheckState::Pending.as_str().into();
         state.message = CHECK_INACTIVE.into();
-        return Ok(());
+        return;
     };
-    if !needed(wl, config)? {
+    if !needs_request {
         if state.state != CheckState::Ready.as_str() {
             state.state = CheckState::Ready.as_str().into();
             state.message = NO_REQUEST_NEEDED.into();
             state.pod_set_updates.clear();
         }
-        return Ok(());
+        return;
     }
-    let Some(r) = request else { return Ok(()) };
+    let Some(r) = request else { return };
     let name = wl.metadata.name.as_deref().unwrap_or_default();
     let attempt = request_attempt(r, name, check.name).unwrap_or(1);
     let retry = config.retry();
@@ -309,7 +325,6 @@ fn sync_state(
         state.message.clear();
         state.state = CheckState::Pending.as_str().into();
     }
-    Ok(())
 }
 
 /// Kueue's `podSetUpdates`: the pods consume the request, and get the node selector
