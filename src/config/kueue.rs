@@ -86,7 +86,7 @@ pub struct Configuration {
     pub client_connection: Option<ClientConnection>,
     pub integrations: Option<Integrations>,
     pub queue_visibility: Option<Ignored>,
-    pub multi_kueue: Option<Ignored>,
+    pub multi_kueue: Option<super::multikueue::MultiKueueSection>,
     pub fair_sharing: Option<FairSharing>,
     pub admission_fair_sharing: Option<AdmissionFairSharing>,
     pub resources: Option<Ignored>,
@@ -157,7 +157,6 @@ impl Configuration {
             "internalCertManagement",
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
-        note(self.multi_kueue.is_some(), "multiKueue");
         note(self.resources.is_some(), "resources");
         note(self.feature_gates.is_some(), "featureGates");
         note(

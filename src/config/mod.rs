@@ -15,6 +15,7 @@
 pub mod client;
 pub mod kueue;
 pub mod kuota;
+pub mod multikueue;
 #[cfg(test)]
 mod tests;
 
@@ -293,6 +294,8 @@ pub struct Settings {
     pub api_writes: ApiWrites,
     /// Start-time estimates: whether, how often, at what cost.
     pub start_estimates: StartEstimates,
+    /// MultiKueue: the origin, the lost-worker timeout, the dispatcher.
+    pub multikueue: multikueue::MultiKueue,
     /// Field paths present in the file that kuota accepts and does not act on.
     pub ignored: Vec<String>,
 }
@@ -381,6 +384,7 @@ impl Settings {
             listeners: listeners(cfg, &mut errs),
             api_writes: api_writes(own.api_writes.as_ref(), &mut errs),
             start_estimates: start_estimates(own.start_estimates.as_ref(), &mut errs),
+            multikueue: multikueue::settings(cfg.multi_kueue.as_ref(), duration, &mut errs),
             ignored: cfg.ignored_fields().into_iter().map(String::from).collect(),
         };
         if errs.is_empty() {

@@ -95,6 +95,8 @@ pub struct ControllerConfig {
     pub estimates: estimates::EstimateConfig,
     /// kuota's own namespace (Kueue's `namespace`): where MultiKueue's kubeconfig Secrets are.
     pub namespace: String,
+    /// MultiKueue: the origin, the lost-worker timeout, the dispatcher.
+    pub multikueue: crate::config::multikueue::MultiKueue,
 }
 
 /// A failure the process must not outlive: the engine task panicked. `kuota serve` waits on
@@ -165,6 +167,7 @@ impl Default for ControllerConfig {
             pending_queries: pending::PendingQueries::default(),
             estimates: estimates::EstimateConfig::default(),
             namespace: crate::config::DEFAULT_NAMESPACE.to_string(),
+            multikueue: crate::config::multikueue::MultiKueue::default(),
         }
     }
 }

@@ -30,7 +30,7 @@ use super::translate::{TranslateError, decode};
 use super::watch::Input;
 use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::constants::{
-    QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
+    PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
 };
 use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
@@ -44,6 +44,9 @@ const REASON_ERR_WORKLOAD_COMPOSE: &str = "ErrWorkloadCompose";
 /// How soon a job whose Workload cannot be built for want of another object (a
 /// TrainJob's runtime) is looked at again.
 const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
+
+/// How soon a job whose prebuilt Workload does not exist yet is looked at again.
+const PREBUILT_RECHECK: Duration = Duration::from_secs(5);
 
 /// How soon a job held back by an invalid admission is looked at again.
 const INVALID_ADMISSION_RECHECK: Duration = Duration::from_secs(5);
@@ -233,12 +236,17 @@ pub fn job_state(integration: &dyn JobIntegration, job: &JobObject<'_>) -> JobSt
     if suspended && finished.is_none() {
         finished = decided;
     }
+    // A job MultiKueue dispatched runs its pods in a worker cluster; its status is the
+    // worker's copy's, mirrored. Once suspended here it is stopped there by the
+    // dispatcher, and its quota may go back even while the mirrored status (or a lost
+    // worker's last word) still counts pods.
+    let dispatched = job.spec().managed_by.as_deref() == Some(crate::api::MULTIKUEUE_CONTROLLER);
     JobState {
         suspended,
         finished,
         finishing,
         decided_while_suspended,
-        active: integration.is_active(job),
+        active: integration.is_active(job) && !(suspended && dispatched),
         status_reset: integration.stop_status_patch(job),
         needs_restore: false,
         templates_locked: integration.templates_locked(job),
@@ -573,12 +581,31 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
             return Ok(Action::await_change());
         }
     }
-    let key = WorkloadKey::new(ns.as_str(), integration.workload_name(&view));
+    // A job naming a prebuilt Workload (a MultiKueue worker's copy of a manager's job) is
+    // admitted as that Workload, never as one of its own (Kueue's `PrebuiltWorkloadFor`).
+    let prebuilt = view.metadata.label(PREBUILT_WORKLOAD_LABEL).map(str::to_string);
+    let wl_name = prebuilt
+        .clone()
+        .unwrap_or_else(|| integration.workload_name(&view));
+    let key = WorkloadKey::new(ns.as_str(), wl_name);
     let r = ObjectRef::new_with(&key.name, Kind::Workload.api_resource()).within(&ns);
     let wl: Option<Workload> = match ctx.stores.workloads.get(&r) {
         Some(o) => Some(decode(Kind::Workload, &*o)?),
         None => None,
     };
+    if prebuilt.is_some() {
+        let uid = view.metadata.uid.as_deref().unwrap_or_default();
+        match &wl {
+            // Kueue waits for it: the job stays suspended, and nothing is created.
+            None => return Ok(Action::requeue(PREBUILT_RECHECK)),
+            Some(wl) if !prebuilt::owned_by(wl, uid) => {
+                let gvk = integration.gvk();
+                prebuilt::adopt(ctx, wl, &gvk, &name, uid).await?;
+                return Ok(Action::await_change());
+            }
+            Some(_) => {}
+        }
+    }
     let mut state = job_state(integration, &view);
     if let Some(wl) = &wl {
         state.needs_restore = job::restore_patch(integration, &value, wl)?.is_some();
@@ -946,6 +973,7 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 
 mod dependencies;
 pub mod orphans;
+mod prebuilt;
 mod own_writes;
 
 #[cfg(test)]

@@ -34,6 +34,25 @@ impl JobIntegration for BatchJob {
         super::outcome_from_conditions(job, "Complete", "Failed")
     }
 
+    /// Kueue's batch Job adapter: the spec without `managedBy` and without the selector and
+    /// pod labels the manager's Job controller generated for the manager's copy (the
+    /// worker's API server generates its own; `batch.kubernetes.io/job-name` is kept).
+    fn multikueue_spec(&self, spec: &serde_json::Value) -> Option<serde_json::Value> {
+        let mut spec = super::spec_without_managed_by(spec);
+        if let Some(m) = spec.as_object_mut() {
+            m.remove("selector");
+        }
+        if let Some(labels) = spec
+            .pointer_mut("/template/metadata/labels")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for generated in ["job-name", "controller-uid", "batch.kubernetes.io/controller-uid"] {
+                labels.remove(generated);
+            }
+        }
+        Some(spec)
+    }
+
     /// Kubernetes sets `SuccessCriteriaMet` / `FailureTarget` before `Complete` / `Failed`,
     /// while the pods still terminate.
     fn outcome_decided(&self, job: &JobObject<'_>) -> Option<Outcome> {
@@ -451,6 +470,30 @@ spec:
             errs[0]
                 .to_string()
                 .starts_with("spec.template.spec.restartPolicy: Required value")
+        );
+    }
+
+    #[test]
+    fn multikueue_copy_drops_what_the_managers_job_controller_generated() {
+        let spec = serde_json::json!({
+            "managedBy": "kueue.x-k8s.io/multikueue",
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "suspend": true,
+            "template": {"metadata": {"labels": {
+                "controller-uid": "u", "job-name": "j",
+                "batch.kubernetes.io/controller-uid": "u", "batch.kubernetes.io/job-name": "j",
+                "app": "x"}},
+                "spec": {"containers": [{"name": "c"}]}}
+        });
+        let copy = BatchJob.multikueue_spec(&spec).expect("batch Jobs are dispatched");
+        assert_eq!(
+            copy,
+            serde_json::json!({
+                "suspend": true,
+                "template": {"metadata": {"labels": {
+                    "batch.kubernetes.io/job-name": "j", "app": "x"}},
+                    "spec": {"containers": [{"name": "c"}]}}
+            })
         );
     }
 }

@@ -29,6 +29,11 @@ impl JobIntegration for JobSet {
         super::outcome_from_conditions(job, "Completed", "Failed")
     }
 
+    /// Kueue's JobSet adapter copies the spec as it is, without `managedBy`.
+    fn multikueue_spec(&self, spec: &serde_json::Value) -> Option<serde_json::Value> {
+        Some(super::spec_without_managed_by(spec))
+    }
+
     /// Kueue's: some replicated job still has an active Job.
     fn is_active(&self, job: &JobObject<'_>) -> bool {
         job.status()

@@ -351,6 +351,14 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         false
     }
 
+    /// MultiKueue (Kueue's `MultiKueueAdapter`): the spec of the copy of this job to create
+    /// in a worker cluster, from the manager's spec; `None` for a kind MultiKueue does not
+    /// dispatch (its Workloads are rejected by the check). The copy is run by the worker's
+    /// own operator, so the manager's `managedBy` is never carried over.
+    fn multikueue_spec(&self, _spec: &serde_json::Value) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Kind name, e.g. `Job`.
     fn kind(&self) -> String {
         self.gvk().kind
@@ -744,6 +752,15 @@ pub(crate) fn outcome_from_conditions(
 }
 
 /// `is_suspended` for kinds switched by `spec.suspend`.
+/// A spec without `managedBy`: the base of every kind's MultiKueue copy.
+pub(crate) fn spec_without_managed_by(spec: &serde_json::Value) -> serde_json::Value {
+    let mut spec = spec.clone();
+    if let Some(m) = spec.as_object_mut() {
+        m.remove("managedBy");
+    }
+    spec
+}
+
 pub(crate) fn spec_suspended(job: &JobObject<'_>) -> bool {
     job.spec().suspend.unwrap_or(false)
 }

@@ -356,6 +356,7 @@ async fn start_scheduling(
         fatal: fatal.clone(),
         pending_queries: queries.clone(),
         namespace: settings.namespace.clone(),
+        multikueue: settings.multikueue.clone(),
         ..crate::controller::ControllerConfig::default()
     };
     let controller_client = client.clone();

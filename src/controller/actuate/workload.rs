@@ -306,6 +306,14 @@ pub fn evict_patch(
     {
         status["admissionChecks"] = json!(reset);
     }
+    // ... and forgets the MultiKueue worker it was nominated to or admitted on
+    // (`resetClusterNomination`), so that the requeued Workload is dispatched afresh.
+    if wl.status.as_ref().is_some_and(|s| {
+        s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()
+    }) {
+        status["clusterName"] = Value::Null;
+        status["nominatedClusterNames"] = Value::Null;
+    }
     if is_deactivation(evicted_reason)
         && wl
             .status
