@@ -10,6 +10,7 @@
 //!   condition only when it changes.
 
 pub mod kubeconfig;
+pub mod plan;
 
 use std::sync::Arc;
 use std::time::Duration;
