@@ -102,7 +102,10 @@ pub fn settings(
     out.dispatcher = match s.dispatcher_name.as_deref() {
         None | Some("") | Some(ALL_AT_ONCE) => Dispatcher::AllAtOnce,
         Some(INCREMENTAL) => Dispatcher::Incremental {
-            step: step.and_then(|s| usize::try_from(s).ok()).unwrap_or(3).max(1),
+            step: step
+                .and_then(|s| usize::try_from(s).ok())
+                .unwrap_or(3)
+                .max(1),
         },
         Some(other) => Dispatcher::External(other.to_string()),
     };

@@ -24,7 +24,7 @@
 //!   deciding in a pure `plan` what one job needs next;
 //! - `provisioning`: Kueue's ProvisioningRequest admission check, run for the checks that
 //!   name its controller;
-//! - `multikueue`: the connections to MultiKueue's worker clusters;
+//! - `multikueue`: MultiKueue's manager: worker connections, checks, dispatch;
 //! - `actuate`: the writers (Workload status, jobs, queue status, Kubernetes Events).
 //!
 //! See docs/controller.md for the flows, the writes per admission and the RBAC it needs.
@@ -239,6 +239,10 @@ struct ControllerHooks {
     provisioning: futures::channel::mpsc::UnboundedSender<
         kube::runtime::reflector::ObjectRef<compact::CompactObject>,
     >,
+    /// MultiKueue's dispatcher: the same Workloads.
+    multikueue: futures::channel::mpsc::UnboundedSender<
+        kube::runtime::reflector::ObjectRef<compact::CompactObject>,
+    >,
 }
 
 impl watch::WatchHooks for ControllerHooks {
@@ -262,7 +266,8 @@ impl watch::WatchHooks for ControllerHooks {
                 watch::Kind::Workload.api_resource(),
             )
             .within(ns);
-            let _ = self.provisioning.unbounded_send(r);
+            let _ = self.provisioning.unbounded_send(r.clone());
+            let _ = self.multikueue.unbounded_send(r);
         }
     }
 
@@ -317,18 +322,27 @@ pub async fn run(
     );
     let (job_triggers, ungate_triggers) = workload_sync::Triggers::new(&enabled).with_ungater();
     let (provisioning_tx, provisioning_rx) = futures::channel::mpsc::unbounded();
+    let (multikueue_tx, multikueue_rx) = futures::channel::mpsc::unbounded();
     let hooks = Arc::new(ControllerHooks {
         triggers: job_triggers.clone(),
         recorder: recorder.clone(),
         provisioning: provisioning_tx,
+        multikueue: multikueue_tx,
     });
     let mut tasks = watch::spawn(client.clone(), writers, tx.clone(), hooks);
     tasks.push((
-        "multikueue-clusters",
+        "multikueue",
         tokio::spawn(multikueue::run(
             client.clone(),
-            config.namespace.clone(),
-            writer.clone(),
+            multikueue::Shared {
+                stores: stores.clone(),
+                writer: writer.clone(),
+                recorder: recorder.clone(),
+                kinds: enabled.clone(),
+                settings: config.multikueue.clone(),
+                namespace: config.namespace.clone(),
+            },
+            multikueue_rx,
         )),
     ));
     tasks.push((

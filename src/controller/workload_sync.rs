@@ -30,7 +30,8 @@ use super::translate::{TranslateError, decode};
 use super::watch::Input;
 use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::constants::{
-    PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED, WORKLOAD_FINISHED,
+    PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL, REASON_FAILED, REASON_SUCCEEDED, WORKLOAD_EVICTED,
+    WORKLOAD_FINISHED,
 };
 use crate::api::{WORKLOAD_PRIORITY_CLASS_KIND, Workload, WorkloadPriorityClass};
 use crate::engine::{Event, WorkloadKey};
@@ -583,7 +584,10 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
     }
     // A job naming a prebuilt Workload (a MultiKueue worker's copy of a manager's job) is
     // admitted as that Workload, never as one of its own (Kueue's `PrebuiltWorkloadFor`).
-    let prebuilt = view.metadata.label(PREBUILT_WORKLOAD_LABEL).map(str::to_string);
+    let prebuilt = view
+        .metadata
+        .label(PREBUILT_WORKLOAD_LABEL)
+        .map(str::to_string);
     let wl_name = prebuilt
         .clone()
         .unwrap_or_else(|| integration.workload_name(&view));
@@ -973,8 +977,8 @@ async fn class_priority(ctx: &Ctx, wl: &Workload, job: &str) -> Result<Option<i3
 
 mod dependencies;
 pub mod orphans;
-mod prebuilt;
 mod own_writes;
+mod prebuilt;
 
 #[cfg(test)]
 mod tests;

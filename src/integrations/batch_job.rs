@@ -46,7 +46,11 @@ impl JobIntegration for BatchJob {
             .pointer_mut("/template/metadata/labels")
             .and_then(serde_json::Value::as_object_mut)
         {
-            for generated in ["job-name", "controller-uid", "batch.kubernetes.io/controller-uid"] {
+            for generated in [
+                "job-name",
+                "controller-uid",
+                "batch.kubernetes.io/controller-uid",
+            ] {
                 labels.remove(generated);
             }
         }
@@ -485,7 +489,9 @@ spec:
                 "app": "x"}},
                 "spec": {"containers": [{"name": "c"}]}}
         });
-        let copy = BatchJob.multikueue_spec(&spec).expect("batch Jobs are dispatched");
+        let copy = BatchJob
+            .multikueue_spec(&spec)
+            .expect("batch Jobs are dispatched");
         assert_eq!(
             copy,
             serde_json::json!({

@@ -70,7 +70,7 @@ fn has_admission(wl: &Workload) -> bool {
     wl.status.as_ref().is_some_and(|s| s.admission.is_some())
 }
 
-fn patch_body(wl: &Workload, status: Value) -> Value {
+pub(crate) fn patch_body(wl: &Workload, status: Value) -> Value {
     json!({
         "metadata": {"resourceVersion": wl.metadata.resource_version},
         "status": status,
@@ -308,9 +308,11 @@ pub fn evict_patch(
     }
     // ... and forgets the MultiKueue worker it was nominated to or admitted on
     // (`resetClusterNomination`), so that the requeued Workload is dispatched afresh.
-    if wl.status.as_ref().is_some_and(|s| {
-        s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()
-    }) {
+    if wl
+        .status
+        .as_ref()
+        .is_some_and(|s| s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty())
+    {
         status["clusterName"] = Value::Null;
         status["nominatedClusterNames"] = Value::Null;
     }

@@ -1,34 +1,52 @@
-//! Kueue's MultiKueue, as far as kuota runs it: each MultiKueueCluster's connection, kept
-//! in its `Active` condition with Kueue's reasons (`BadKubeConfig`, `InsecureKubeConfig`,
+//! Kueue's MultiKueue on the manager: each MultiKueueCluster's connection, kept in its
+//! `Active` condition with Kueue's reasons (`BadKubeConfig`, `InsecureKubeConfig`,
 //! `ClientConnectionFailed`, or `Active`/"Connected"), from a kubeconfig in a Secret of
-//! kuota's namespace (key `kubeconfig`) or a file. Dispatching Workloads to the workers is
-//! not implemented: a MultiKueue AdmissionCheck is never made Active, so its ClusterQueues
-//! stay inactive.
+//! kuota's namespace (key `kubeconfig`) or a file; each MultiKueue AdmissionCheck's
+//! `Active` condition; and the Workloads under such a check, dispatched to the workers.
 //!
 //! - `kubeconfig`: Kueue's rules for a worker's kubeconfig, pure;
-//! - this module: the reconciler, which reads the kubeconfig, connects, and writes the
-//!   condition only when it changes.
+//! - `workers`: the connected workers' clients and watches;
+//! - `plan`: what one Workload needs next, pure;
+//! - `remote`: the writes in a worker and the mirror back;
+//! - `dispatch`: the Workload reconciler;
+//! - `activity`: the checks' `Active` condition;
+//! - this module: the connection reconciler, which reads the kubeconfig, connects, and
+//!   writes the condition only when it changes, and the wiring of the rest.
 
+pub mod activity;
+pub mod dispatch;
 pub mod kubeconfig;
 pub mod plan;
+pub mod remote;
+pub mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::KubeConfigOptions;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::actuate::Writer;
+use super::actuate::events::Recorder;
+use super::compact::CompactObject;
 use super::conditions::set_condition;
-use super::watch::Kind;
-use crate::api::{LocationType, MultiKueueCluster};
+use super::translate::decode;
+use super::watch::{Kind, Stores};
+use crate::api::{
+    AdmissionCheck, LocationType, MULTIKUEUE_CONTROLLER, MultiKueueCluster, MultiKueueConfig,
+    Workload,
+};
+use crate::config::multikueue::MultiKueue;
+use crate::integrations::JobIntegration;
 
 /// Kueue's `Active` condition of a MultiKueueCluster.
 const ACTIVE: &str = "Active";
@@ -48,12 +66,18 @@ pub enum MultiKueueError {
     },
 }
 
-/// What the reconciler reads and writes with.
+/// What the connection reconciler reads and writes with.
 pub struct Ctx {
     client: Client,
     /// Where the kubeconfig Secrets are: kuota's own namespace (Kueue's `namespace`).
     namespace: String,
     writer: Arc<Writer>,
+    workers: workers::Workers,
+    wakers: workers::Wakers,
+    origin: String,
+    kinds: Vec<&'static dyn JobIntegration>,
+    /// Told when a connection's state changed (the checks' `Active` follows).
+    changed: UnboundedSender<()>,
 }
 
 /// A worker connection's state: whether it is up, Kueue's reason and message.
@@ -74,24 +98,64 @@ impl Connection {
     }
 }
 
-/// Runs the MultiKueueCluster reconciler until aborted.
-pub async fn run(client: Client, namespace: String, writer: Arc<Writer>) {
+/// What MultiKueue shares with the rest of the controller.
+pub struct Shared {
+    pub stores: Stores,
+    pub writer: Arc<Writer>,
+    pub recorder: Recorder,
+    /// The enabled job kinds; those with a MultiKueue copy are dispatched.
+    pub kinds: Vec<&'static dyn JobIntegration>,
+    pub settings: MultiKueue,
+    /// kuota's namespace, where the kubeconfig Secrets are.
+    pub namespace: String,
+}
+
+/// Runs MultiKueue until aborted: the connections, the checks' `Active` condition and the
+/// dispatch of the Workloads `triggers` names (those with admission checks that changed).
+pub async fn run(
+    client: Client,
+    shared: Shared,
+    triggers: UnboundedReceiver<ObjectRef<CompactObject>>,
+) {
     let clusters: Api<MultiKueueCluster> = Api::all(client.clone());
     let served = super::watch::served(&clusters).await;
     if !matches!(served, Ok(true)) {
         let why = served.err().map(|e| e.to_string()).unwrap_or_default();
-        info!(error = %why, "MultiKueueClusters are not served: their connections are not kept");
+        info!(error = %why, "MultiKueueClusters are not served: MultiKueue does not run");
         return;
     }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let kinds: Vec<_> = shared
+        .kinds
+        .iter()
+        .copied()
+        .filter(|k| k.multikueue_spec(&serde_json::json!({})).is_some())
+        .collect();
+    let (to_workloads, from_workers) = unbounded();
+    // Any change a check's `Active` condition may follow: checks, configs, connections.
+    let (changed, changes) = unbounded::<()>();
+    let activity_writer = shared.writer.clone();
+    let (to_clusters, cluster_wakes) = unbounded();
+    let wakers = workers::Wakers {
+        workloads: to_workloads,
+        clusters: to_clusters,
+    };
+    let workers = workers::Workers::default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &shared.namespace);
     let ctx = Arc::new(Ctx {
-        client,
-        namespace,
-        writer,
+        client: client.clone(),
+        namespace: shared.namespace.clone(),
+        writer: shared.writer.clone(),
+        workers: workers.clone(),
+        wakers,
+        origin: shared.settings.origin.clone(),
+        kinds: kinds.clone(),
+        changed: changed.clone(),
     });
     let controller = Controller::new(clusters, watcher::Config::default());
-    let by_secret = controller.store();
-    controller
+    let cluster_store = controller.store();
+    let by_secret = cluster_store.clone();
+    let connections = controller
+        .reconcile_on(cluster_wakes)
         .watches(secrets, watcher::Config::default(), move |s: Secret| {
             // A Secret changed: the clusters whose kubeconfig it holds.
             let name = s.name_any();
@@ -107,8 +171,101 @@ pub async fn run(client: Client, namespace: String, writer: Arc<Writer>) {
             if let Err(e) = r {
                 debug!(error = %e, "multikueue cluster reconcile");
             }
+        });
+    let (checks, check_writer) = reflector::store::<AdmissionCheck>();
+    let (configs, config_writer) = reflector::store::<MultiKueueConfig>();
+    let dispatch_ctx = Arc::new(dispatch::Ctx {
+        client: client.clone(),
+        stores: shared.stores.clone(),
+        writer: shared.writer,
+        recorder: shared.recorder,
+        checks: checks.clone(),
+        configs: configs.clone(),
+        workers,
+        settings: shared.settings,
+        kinds,
+        rounds: Default::default(),
+    });
+    let check_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(check_writer)
+        .touched_objects();
+    let config_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(config_writer)
+        .touched_objects();
+    let ar = Kind::Workload.api_resource();
+    let (on_check, on_config) = (changed.clone(), changed.clone());
+    let (by_check, by_config) = (dispatch_ctx.clone(), dispatch_ctx.clone());
+    let workloads = Controller::for_stream_with(
+        futures::stream::pending(),
+        shared.stores.workloads.clone(),
+        ar,
+    )
+    .reconcile_on(triggers)
+    .reconcile_on(from_workers)
+    .watches_stream_with(
+        check_stream,
+        move |ac: AdmissionCheck| {
+            if ac.spec.controller_name != MULTIKUEUE_CONTROLLER {
+                return Vec::new();
+            }
+            let _ = on_check.unbounded_send(());
+            under_checks(&by_check)
+        },
+        (),
+    )
+    .watches_stream_with(
+        config_stream,
+        move |_: MultiKueueConfig| {
+            let _ = on_config.unbounded_send(());
+            under_checks(&by_config)
+        },
+        (),
+    )
+    .run(dispatch::reconcile, dispatch::error_policy, dispatch_ctx)
+    .for_each(|r| async move {
+        if let Err(e) = r {
+            debug!(error = %e, "multikueue dispatch");
+        }
+    });
+    let checks_active = activity::run(
+        activity::Ctx {
+            client,
+            writer: activity_writer,
+            checks,
+            configs,
+            clusters: cluster_store,
+        },
+        changes,
+    );
+    info!("MultiKueue started");
+    tokio::join!(connections, workloads, checks_active);
+}
+
+/// Every Workload with a state for a MultiKueue check.
+fn under_checks(ctx: &dispatch::Ctx) -> Vec<ObjectRef<CompactObject>> {
+    let ours: Vec<String> = ctx
+        .checks
+        .state()
+        .iter()
+        .filter(|ac| ac.spec.controller_name == MULTIKUEUE_CONTROLLER)
+        .map(|ac| ac.name_any())
+        .collect();
+    let ar = Kind::Workload.api_resource();
+    ctx.stores
+        .workloads
+        .state()
+        .iter()
+        .filter_map(|w| {
+            let wl: Workload = decode(Kind::Workload, &**w).ok()?;
+            let states = &wl.status.as_ref()?.admission_checks;
+            states.iter().any(|s| ours.contains(&s.name)).then(|| {
+                ObjectRef::new_with(&wl.name_any(), ar.clone())
+                    .within(&wl.namespace().unwrap_or_default())
+            })
         })
-        .await;
+        .collect()
 }
 
 /// The Secret a cluster's kubeconfig is in, if it is one.
@@ -119,20 +276,32 @@ fn secret_of(c: &MultiKueueCluster) -> Option<String> {
 }
 
 async fn reconcile(c: Arc<MultiKueueCluster>, ctx: Arc<Ctx>) -> Result<Action, MultiKueueError> {
-    let state = connect(&ctx, &c).await;
+    let name = c.name_any();
+    let (state, reached) = connect(&ctx, &c).await;
+    match reached {
+        Some((kubeconfig, client)) => {
+            let (origin, wakers) = (&ctx.origin, &ctx.wakers);
+            ctx.workers
+                .up(&name, &kubeconfig, client, origin, &ctx.kinds, wakers);
+        }
+        None => ctx.workers.down(&name),
+    }
     let again = if state.active { RECHECK } else { RECHECK / 2 };
-    write_condition(&ctx, &c, &state).await?;
+    if write_condition(&ctx, &c, &state).await? {
+        let _ = ctx.changed.unbounded_send(());
+    }
     Ok(Action::requeue(again))
 }
 
 /// Kueue's `loadClientConfig` and connection: the kubeconfig, its validation, and a read
 /// of the worker's Workloads (what the manager needs to be allowed there).
-async fn connect(ctx: &Ctx, c: &MultiKueueCluster) -> Connection {
+async fn connect(ctx: &Ctx, c: &MultiKueueCluster) -> (Connection, Option<(String, Client)>) {
     let failed = |e: String| format!("load client config failed: {e}");
     let Some(kc) = &c.spec.cluster_source.kube_config else {
-        return Connection::down(
-            "MultiKueueClusterProfileFeatureDisabled",
-            failed("MultiKueueClusterProfile feature gate is disabled".into()),
+        let why = failed("MultiKueueClusterProfile feature gate is disabled".into());
+        return (
+            Connection::down("MultiKueueClusterProfileFeatureDisabled", why),
+            None,
         );
     };
     let text = match kc.location_type.unwrap_or(LocationType::Secret) {
@@ -143,23 +312,26 @@ async fn connect(ctx: &Ctx, c: &MultiKueueCluster) -> Connection {
     };
     let text = match text {
         Ok(t) => t,
-        Err(e) => return Connection::down("BadKubeConfig", failed(e)),
+        Err(e) => return (Connection::down("BadKubeConfig", failed(e)), None),
     };
     let config = match kubeconfig::validate(&text) {
         Ok(c) => c,
-        Err(e) => return Connection::down("InsecureKubeConfig", failed(e)),
+        Err(e) => return (Connection::down("InsecureKubeConfig", failed(e)), None),
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, probe(config)).await {
-        Ok(Ok(())) => Connection {
-            active: true,
-            reason: "Active",
-            message: "Connected".into(),
-        },
-        Ok(Err(e)) => Connection::down("ClientConnectionFailed", e),
-        Err(_) => Connection::down(
-            "ClientConnectionFailed",
-            format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
-        ),
+        Ok(Ok(client)) => {
+            let up = Connection {
+                active: true,
+                reason: "Active",
+                message: "Connected".into(),
+            };
+            (up, Some((text, client)))
+        }
+        Ok(Err(e)) => (Connection::down("ClientConnectionFailed", e), None),
+        Err(_) => {
+            let why = format!("no answer within {}s", CONNECT_TIMEOUT.as_secs());
+            (Connection::down("ClientConnectionFailed", why), None)
+        }
     }
 }
 
@@ -177,27 +349,28 @@ async fn read_secret(ctx: &Ctx, name: &str) -> Result<String, String> {
     String::from_utf8(data.0).map_err(|_| format!("secret \"{name}\": kubeconfig is not UTF-8"))
 }
 
-/// Connects with `config` and lists one Workload of the worker.
-async fn probe(config: kube::config::Kubeconfig) -> Result<(), String> {
+/// Connects with `config` and lists one Workload of the worker: the client, once it works.
+async fn probe(config: kube::config::Kubeconfig) -> Result<Client, String> {
     let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
         .await
         .map_err(|e| e.to_string())?;
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
-    let workloads: Api<DynamicObject> = Api::all_with(client, &Kind::Workload.api_resource());
+    let workloads: Api<DynamicObject> =
+        Api::all_with(client.clone(), &Kind::Workload.api_resource());
     workloads
         .list_metadata(&ListParams::default().limit(1))
         .await
-        .map(|_| ())
+        .map(|_| client)
         .map_err(|e| e.to_string())
 }
 
 /// Writes the `Active` condition when its status, reason or message changed (Kueue's
-/// `cmpConditionState`).
+/// `cmpConditionState`); whether it wrote.
 async fn write_condition(
     ctx: &Ctx,
     c: &MultiKueueCluster,
     state: &Connection,
-) -> Result<(), MultiKueueError> {
+) -> Result<bool, MultiKueueError> {
     let status = if state.active { "True" } else { "False" };
     let mut conditions = c.status.clone().unwrap_or_default().conditions;
     if conditions.iter().any(|x| {
@@ -206,7 +379,7 @@ async fn write_condition(
             && x.reason == state.reason
             && x.message == state.message
     }) {
-        return Ok(());
+        return Ok(false);
     }
     let now = (ctx.writer.clock)();
     let (reason, message) = (state.reason, state.message.as_str());
@@ -232,7 +405,7 @@ async fn write_condition(
             source,
         })?;
     ctx.writer.wrote("MultiKueueCluster status");
-    Ok(())
+    Ok(true)
 }
 
 fn error_policy(c: Arc<MultiKueueCluster>, e: &MultiKueueError, _: Arc<Ctx>) -> Action {

@@ -98,7 +98,10 @@ fn first_with<'a>(
             continue;
         };
         let earlier = |b: &Time| c.last_transition_time.0 < b.0;
-        if best.as_ref().is_none_or(|(_, b)| earlier(&b.last_transition_time)) {
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| earlier(&b.last_transition_time))
+        {
             best = Some((name.clone(), c));
         }
     }

@@ -62,7 +62,12 @@ fn order(names: &[&str]) -> Vec<String> {
 fn a_reserved_workload_is_copied_to_every_connected_worker() {
     let local = workload(true, "Pending", &[]);
     let o = order(&["w1", "w2"]);
-    let p = plan(&group(&local, vec![("w1", None), ("w2", None)], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &local,
+        vec![("w1", None), ("w2", None)],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert_eq!(p.create, ["w1", "w2"]);
     assert_eq!(p.nominate, Some(o.clone()));
     assert!(p.check.is_none() && p.remove.is_empty());
@@ -71,13 +76,25 @@ fn a_reserved_workload_is_copied_to_every_connected_worker() {
 #[test]
 fn the_first_worker_to_admit_wins_and_the_other_copies_go() {
     let local = workload(true, "Pending", &[]);
-    let early = workload(true, "Pending", &[("QuotaReserved", 3, "r"), ("Admitted", 4, "Admitted")]);
-    let late = workload(true, "Pending", &[("QuotaReserved", 5, "r"), ("Admitted", 6, "Admitted")]);
+    let early = workload(
+        true,
+        "Pending",
+        &[("QuotaReserved", 3, "r"), ("Admitted", 4, "Admitted")],
+    );
+    let late = workload(
+        true,
+        "Pending",
+        &[("QuotaReserved", 5, "r"), ("Admitted", 6, "Admitted")],
+    );
     let queued = workload(false, "Pending", &[]);
     let o = order(&["w1", "w2", "w3"]);
     let g = group(
         &local,
-        vec![("w1", Some(&late)), ("w2", Some(&early)), ("w3", Some(&queued))],
+        vec![
+            ("w1", Some(&late)),
+            ("w2", Some(&early)),
+            ("w3", Some(&queued)),
+        ],
         &Dispatcher::AllAtOnce,
         &o,
     );
@@ -87,7 +104,10 @@ fn the_first_worker_to_admit_wins_and_the_other_copies_go() {
     assert_eq!(p.cluster_name.as_deref(), Some("w2"));
     assert_eq!(
         p.check,
-        Some((CheckState::Ready, "The workload was admitted on \"w2\"".into()))
+        Some((
+            CheckState::Ready,
+            "The workload was admitted on \"w2\"".into()
+        ))
     );
     assert!(p.create.is_empty());
 }
@@ -95,9 +115,18 @@ fn the_first_worker_to_admit_wins_and_the_other_copies_go() {
 #[test]
 fn a_finished_copy_finishes_the_manager_workload_after_the_job_is_mirrored() {
     let local = workload(true, "Ready", &[("Admitted", 1, "Admitted")]);
-    let done = workload(true, "Ready", &[("Admitted", 2, "Admitted"), ("Finished", 9, "Succeeded")]);
+    let done = workload(
+        true,
+        "Ready",
+        &[("Admitted", 2, "Admitted"), ("Finished", 9, "Succeeded")],
+    );
     let o = order(&["w1"]);
-    let p = plan(&group(&local, vec![("w1", Some(&done))], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &local,
+        vec![("w1", Some(&done))],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert_eq!(p.sync_job.as_deref(), Some("w1"));
     assert_eq!(p.finish, Some(("Succeeded".into(), "Finished msg".into())));
 }
@@ -107,13 +136,23 @@ fn without_quota_or_once_finished_every_copy_goes() {
     let local = workload(false, "Pending", &[]);
     let copy = workload(false, "Pending", &[]);
     let o = order(&["w1", "w2"]);
-    let mut g = group(&local, vec![("w1", Some(&copy)), ("w2", None)], &Dispatcher::AllAtOnce, &o);
+    let mut g = group(
+        &local,
+        vec![("w1", Some(&copy)), ("w2", None)],
+        &Dispatcher::AllAtOnce,
+        &o,
+    );
     g.unavailable = vec!["w3".into()];
     let p = plan(&g);
     assert_eq!(p.remove, ["w1"]);
     assert_eq!(p.requeue, Some(Duration::from_secs(900)));
     let finished = workload(true, "Ready", &[("Finished", 1, "Succeeded")]);
-    let p = plan(&group(&finished, vec![("w1", Some(&copy))], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &finished,
+        vec![("w1", Some(&copy))],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert_eq!(p.remove, ["w1"]);
 }
 
@@ -131,14 +170,20 @@ fn a_lost_admitting_worker_is_waited_for_then_the_check_retries() {
     g.admitting_lost_for = Some(Duration::from_secs(901));
     assert_eq!(
         plan(&g).check,
-        Some((CheckState::Retry, "Admitting remote lost, Previously: \"Ready\"".into()))
+        Some((
+            CheckState::Retry,
+            "Admitting remote lost, Previously: \"Ready\"".into()
+        ))
     );
     // Reachable, yet its copy is gone.
     g.unavailable.clear();
     g.remotes = vec![("w1".into(), None), ("w2".into(), None)];
     assert_eq!(
         plan(&g).check,
-        Some((CheckState::Retry, "Admitting remote no longer exists, Previously: \"Ready\"".into()))
+        Some((
+            CheckState::Retry,
+            "Admitting remote no longer exists, Previously: \"Ready\"".into()
+        ))
     );
 }
 
@@ -148,7 +193,12 @@ fn an_eviction_in_the_worker_resets_the_check_for_readmission() {
     local.status.as_mut().unwrap().cluster_name = Some("w1".into());
     let evicted = workload(true, "Ready", &[("Evicted", 5, "Preempted")]);
     let o = order(&["w1"]);
-    let p = plan(&group(&local, vec![("w1", Some(&evicted))], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &local,
+        vec![("w1", Some(&evicted))],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert_eq!(
         p.check,
         Some((
@@ -166,7 +216,12 @@ fn a_copy_whose_spec_drifted_is_removed_and_made_again() {
     let mut drifted = workload(false, "Pending", &[]);
     drifted.spec.queue_name = Some("other".into());
     let o = order(&["w1"]);
-    let p = plan(&group(&local, vec![("w1", Some(&drifted))], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &local,
+        vec![("w1", Some(&drifted))],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert_eq!(p.remove, ["w1"]);
     assert_eq!(p.create, ["w1"]);
 }
@@ -179,7 +234,10 @@ fn a_job_that_cannot_be_dispatched_is_rejected_with_kueues_message() {
     g.dispatchable = Err("No multikueue adapter found".into());
     assert_eq!(
         plan(&g).check,
-        Some((CheckState::Rejected, "No multikueue adapter found, Previously: \"Pending\"".into()))
+        Some((
+            CheckState::Rejected,
+            "No multikueue adapter found, Previously: \"Pending\"".into()
+        ))
     );
 }
 
@@ -192,7 +250,12 @@ fn nomination_waits_for_the_other_checks() {
         .unwrap(),
     );
     let o = order(&["w1"]);
-    let p = plan(&group(&local, vec![("w1", None)], &Dispatcher::AllAtOnce, &o));
+    let p = plan(&group(
+        &local,
+        vec![("w1", None)],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
     assert!(p.create.is_empty() && p.nominate.is_none());
 }
 

@@ -24,7 +24,12 @@ pub fn owned_by(wl: &Workload, uid: &str) -> bool {
 
 /// `wl`'s owner references with the job's added as the controller (an existing
 /// controller reference is kept: Kubernetes allows one, and the job is then a plain owner).
-pub fn with_owner(wl: &Workload, gvk: &GroupVersionKind, job: &str, uid: &str) -> Vec<OwnerReference> {
+pub fn with_owner(
+    wl: &Workload,
+    gvk: &GroupVersionKind,
+    job: &str,
+    uid: &str,
+) -> Vec<OwnerReference> {
     let mut owners = wl.metadata.owner_references.clone().unwrap_or_default();
     let controlled = owners.iter().any(|o| o.controller == Some(true));
     owners.push(OwnerReference {
@@ -54,13 +59,17 @@ pub async fn adopt(
             "ownerReferences": with_owner(wl, gvk, job, uid),
         }
     });
-    Api::<DynamicObject>::namespaced_with(ctx.writer.client.clone(), &ns, &Kind::Workload.api_resource())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(|source| SyncError::Api {
-            name: job.to_string(),
-            source,
-        })?;
+    Api::<DynamicObject>::namespaced_with(
+        ctx.writer.client.clone(),
+        &ns,
+        &Kind::Workload.api_resource(),
+    )
+    .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+    .await
+    .map_err(|source| SyncError::Api {
+        name: job.to_string(),
+        source,
+    })?;
     ctx.writer.wrote("Workload");
     info!(job = %job, namespace = %ns, workload = %name, "prebuilt Workload adopted");
     Ok(())
