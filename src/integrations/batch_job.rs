@@ -34,6 +34,16 @@ impl JobIntegration for BatchJob {
         super::outcome_from_conditions(job, "Complete", "Failed")
     }
 
+    /// The Job controller's (Kueue's `managedLabels` but `batch.kubernetes.io/job-name`,
+    /// which the Workload keeps).
+    fn generated_template_labels(&self) -> &'static [&'static str] {
+        &[
+            "job-name",
+            "controller-uid",
+            "batch.kubernetes.io/controller-uid",
+        ]
+    }
+
     /// Kueue's batch Job adapter: the spec without `managedBy` and without the selector and
     /// pod labels the manager's Job controller generated for the manager's copy (the
     /// worker's API server generates its own; `batch.kubernetes.io/job-name` is kept).
@@ -46,12 +56,8 @@ impl JobIntegration for BatchJob {
             .pointer_mut("/template/metadata/labels")
             .and_then(serde_json::Value::as_object_mut)
         {
-            for generated in [
-                "job-name",
-                "controller-uid",
-                "batch.kubernetes.io/controller-uid",
-            ] {
-                labels.remove(generated);
+            for generated in self.generated_template_labels() {
+                labels.remove(*generated);
             }
         }
         Some(spec)

@@ -351,6 +351,13 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Pod template labels the kind's own controller generates from the job's uid (Kueue's
+    /// `cleanLabels`): left out of the Workload's pod sets, which mean the same in any
+    /// cluster, and kept on the job when its templates are restored.
+    fn generated_template_labels(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// MultiKueue (Kueue's `MultiKueueAdapter`): the spec of the copy of this job to create
     /// in a worker cluster, from the manager's spec; `None` for a kind MultiKueue does not
     /// dispatch (its Workloads are rejected by the check). The copy is run by the worker's
@@ -466,12 +473,17 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         let refs = self.pod_sets(&job);
         let mut pod_sets = Vec::with_capacity(refs.len());
         for ps in &refs {
-            let template =
-                full_template(obj, &ps.pointer, ps.default_template.as_ref()).map_err(|e| {
+            let mut template = full_template(obj, &ps.pointer, ps.default_template.as_ref())
+                .map_err(|e| {
                     let p = ps.meta_path.to_string();
                     let path = Path::new(p.strip_suffix(".metadata").unwrap_or(&p));
                     IntegrationError::from(FieldError::invalid_omit(&path, e.to_string()))
                 })?;
+            if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+                for generated in self.generated_template_labels() {
+                    labels.remove(*generated);
+                }
+            }
             let topology_request = ps
                 .meta
                 .and_then(|m| m.annotations.as_ref())

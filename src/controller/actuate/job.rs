@@ -441,7 +441,24 @@ fn apply_check_updates(job: &mut Value, pointer: &PointerBuf, wl: &Workload, pod
 
 /// Puts back what [`stamp_template`] added: each stamped label and annotation as the
 /// Workload recorded it (or gone), and the topology gate unless it was there before.
-fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplateSpec) {
+fn unstamp_template(
+    job: &mut Value,
+    pointer: &PointerBuf,
+    original: &PodTemplateSpec,
+    generated: &[&str],
+) {
+    // The labels the kind's controller generated stay (Kueue's batch Job restore keeps its
+    // `managedLabels`): the Job's selector matches them.
+    let kept: Vec<(String, Value)> = template_at(job, pointer)
+        .and_then(|t| t.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .map(|l| {
+            generated
+                .iter()
+                .filter_map(|k| Some((k.to_string(), l.get(*k)?.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
     let meta = original.metadata.as_ref();
     // Kueue's `RestorePodSpec`: the labels and annotations as the Workload recorded them,
     // whole, which takes off Kueue's stamps and what admission checks' pod set updates
@@ -463,6 +480,11 @@ fn unstamp_template(job: &mut Value, pointer: &PointerBuf, original: &PodTemplat
             // byte (a custom resource keeps an empty map where a typed Job would drop it).
             None => remove_template_member(job, pointer, &["metadata", field]),
         }
+    }
+    if !kept.is_empty()
+        && let Some(labels) = template_map_mut(job, pointer, "labels", true)
+    {
+        labels.extend(kept);
     }
     if meta.is_none() {
         let empty = template_at(job, pointer)
@@ -584,7 +606,8 @@ fn restore_templates(
         let Some(ps) = wl.spec.pod_sets.iter().find(|p| p.name == name) else {
             continue;
         };
-        unstamp_template(job, &pointer, &ps.template);
+        let generated = integration.generated_template_labels();
+        unstamp_template(job, &pointer, &ps.template, generated);
         let Some(spec) = pod_spec_mut(job, &pointer) else {
             continue;
         };

@@ -189,6 +189,48 @@ pub async fn service_account_client(ns: &str, name: &str) -> (Client, Forbidden)
     (client, record)
 }
 
+/// A fresh token of ServiceAccount `ns/name`, requested by `admin` (any cluster's).
+pub async fn token_from(admin: &Client, ns: &str, name: &str) -> String {
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": 4 * 3600}
+    }))
+    .expect("token request");
+    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("TokenRequest for ServiceAccount {ns}/{name}: {e}"))
+        .status
+        .expect("TokenRequest status")
+        .token
+}
+
+/// The admin kubeconfig at `kubeconfig` with its user replaced by `token`: another
+/// identity on the same server, trusting the same CA.
+pub fn kubeconfig_with_token(kubeconfig: &str, user: &str, token: &str) -> String {
+    let text = std::fs::read_to_string(kubeconfig).unwrap_or_else(|e| panic!("{kubeconfig}: {e}"));
+    let mut config: Value =
+        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{kubeconfig}: {e}"));
+    config["users"] = serde_json::json!([{"name": user, "user": {"token": token}}]);
+    for context in config["contexts"].as_array_mut().into_iter().flatten() {
+        context["context"]["user"] = Value::from(user);
+    }
+    serde_norway::to_string(&config).expect("kubeconfig YAML")
+}
+
+/// A client from kubeconfig text, recording the refusals it gets.
+pub async fn recording_client(kubeconfig: &str) -> (Client, Forbidden) {
+    let parsed = Kubeconfig::from_yaml(kubeconfig).expect("a kubeconfig");
+    let config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        .await
+        .expect("a client config");
+    let record = Forbidden::default();
+    let client = ClientBuilder::try_from(config)
+        .expect("client from the config")
+        .with_layer(&record.layer())
+        .build();
+    (client, record)
+}
+
 /// Writes a kubeconfig for ServiceAccount `ns/name` to `file` (for `kuota serve`).
 pub async fn write_kubeconfig(ns: &str, name: &str, file: &Path) {
     let token = token(ns, name).await;

@@ -1,0 +1,474 @@
+//! MultiKueue between real control planes: the e2e cluster is the manager, and two more
+//! control planes (`worker_clusters`) are its workers, each running its own kuota. Every
+//! kuota runs as its install's ServiceAccount; the manager reaches each worker as the
+//! ServiceAccount `manifests/multikueue` makes there.
+//!
+//! One story, in order: a job is dispatched to the only worker and its completion is
+//! mirrored back; a second worker joins and takes the job the first has no room for; that
+//! worker is stopped mid-run, and after `workerLostTimeout` the workload is requeued and
+//! runs on the first; when the stopped worker comes back, its stale copies are removed.
+
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use kuota::api::{AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload};
+use kuota::config::multikueue::MultiKueue;
+use kuota::controller::ControllerConfig;
+use serde_json::json;
+
+use crate::controller::{finish_pods, start_controller_with, workload_of};
+use crate::rbac::{self, KUOTA_NAMESPACE};
+use crate::support::{
+    QueueFixture, controller_lock, create_cluster_queue, create_flavor, create_local_queue,
+    ensure_crds, unique_name, wait_until,
+};
+use crate::worker_clusters::WorkerCluster;
+
+const ORIGIN: &str = "e2e-manager";
+const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+/// How long a lost worker is waited for here (Kueue's default is 15 minutes).
+const LOST_AFTER: Duration = Duration::from_secs(10);
+
+/// A worker: its control plane, an admin client, its own kuota, and the kubeconfig the
+/// manager reaches it with.
+struct Worker {
+    cluster: WorkerCluster,
+    admin: Client,
+    kuota: Option<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
+    access: String,
+}
+
+impl Worker {
+    /// Starts control plane `n`, installs kuota's CRDs and RBAC, the worker role, the
+    /// test's namespace with a ClusterQueue of `cpu`, and runs kuota there.
+    async fn start(n: u16, ns: &str, cpu: &str) -> Self {
+        let cluster = WorkerCluster { n };
+        let path = cluster.up().await;
+        let admin = cluster.admin().await;
+        ensure_crds(&admin).await;
+        rbac::apply(&admin, &rbac::kustomize_rbac()).await;
+        let role = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("manifests/multikueue/worker.yaml"),
+        )
+        .expect("manifests/multikueue/worker.yaml");
+        rbac::apply(&admin, &rbac::objects(&role)).await;
+        crate::webhook::create_namespace(&admin, ns, &[]).await;
+        let (rf, cq) = (unique_name("rf"), unique_name("cq"));
+        create_flavor(&admin, &rf).await;
+        create_cluster_queue(&admin, ns, &cq, &rf, cpu, json!({})).await;
+        create_local_queue(&admin, ns, "lq", &cq).await;
+        let token = rbac::token_from(&admin, KUOTA_NAMESPACE, "kuota-multikueue").await;
+        let access = rbac::kubeconfig_with_token(&path, "kuota-multikueue", &token);
+        let mut w = Worker {
+            cluster,
+            admin,
+            kuota: None,
+            access,
+        };
+        w.run_kuota().await;
+        w
+    }
+
+    /// Runs the worker's kuota, as its install's controller ServiceAccount.
+    async fn run_kuota(&mut self) {
+        let token = rbac::token_from(&self.admin, KUOTA_NAMESPACE, "kuota-controller").await;
+        let text = rbac::kubeconfig_with_token(&self.cluster.kubeconfig(), "kuota", &token);
+        let (client, record) = rbac::recording_client(&text).await;
+        crate::rbac::watch_controller(record);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = kuota::controller::run(client, ControllerConfig::default(), async {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        self.kuota = Some((stop, task));
+    }
+
+    async fn stop_kuota(&mut self) {
+        if let Some((stop, task)) = self.kuota.take() {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+
+    async fn workload(&self, ns: &str, name: &str) -> Option<Workload> {
+        Api::<Workload>::namespaced(self.admin.clone(), ns)
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn job(&self, ns: &str, name: &str) -> Option<Job> {
+        Api::<Job>::namespaced(self.admin.clone(), ns)
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+/// A manager job: suspended, in queue `lq`, dispatched by MultiKueue.
+fn dispatched_job(ns: &str, name: &str, cpu: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"namespace": ns, "name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "suspend": true,
+            "managedBy": MULTIKUEUE,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu}}}]}}
+        }
+    }))
+    .expect("a Job")
+}
+
+/// The manager's MultiKueueCluster `name`, reaching its worker with `kubeconfig`.
+async fn add_cluster(client: &Client, name: &str, kubeconfig: &str) {
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(KUOTA_NAMESPACE.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), KUOTA_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the kubeconfig Secret");
+    let c: MultiKueueCluster = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+        "metadata": {"name": name},
+        "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": name}}}
+    }))
+    .expect("a cluster");
+    Api::<MultiKueueCluster>::all(client.clone())
+        .create(&PostParams::default(), &c)
+        .await
+        .expect("create MultiKueueCluster");
+}
+
+/// Waits up to `secs` for `check` on the manager's Workload of Job `job`.
+async fn wait_manager(
+    client: &Client,
+    ns: &str,
+    job: &str,
+    secs: u64,
+    what: &str,
+    check: impl Fn(&Workload) -> bool,
+) -> Workload {
+    let seen = wait_until(Duration::from_secs(secs), || async {
+        workload_of(client, ns, job)
+            .await
+            .is_some_and(|w| check(&w))
+    })
+    .await;
+    let last = workload_of(client, ns, job).await;
+    assert!(
+        seen.is_some(),
+        "the manager's Workload of Job {ns}/{job} never became {what}; last seen: {:#?}",
+        last.as_ref().map(|w| &w.status)
+    );
+    last.expect("seen")
+}
+
+fn check_state(wl: &Workload, check: &str) -> Option<(String, String)> {
+    let s = wl.status.as_ref()?;
+    let c = s.admission_checks.iter().find(|c| c.name == check)?;
+    Some((c.state.clone(), c.message.clone()))
+}
+
+fn cluster_name(wl: &Workload) -> Option<&str> {
+    wl.status.as_ref()?.cluster_name.as_deref()
+}
+
+fn is_true(wl: &Workload, type_: &str) -> bool {
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.is_condition_true(type_))
+}
+
+/// Waits for Job `job`'s copy in `w`, then plays the kubelet: its pods succeed.
+async fn run_to_completion(w: &Worker, ns: &str, job: &str) {
+    let started = wait_until(Duration::from_secs(60), || async {
+        let pods = finish_pods(&w.admin, ns, job).await;
+        pods > 0
+    })
+    .await;
+    assert!(
+        started.is_some(),
+        "Job {ns}/{job} never got a pod in worker {}: {:#?}",
+        w.cluster.n,
+        w.job(ns, job)
+            .await
+            .map(|j| (j.spec.and_then(|s| s.suspend), j.status))
+    );
+}
+
+#[tokio::test]
+async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twice() {
+    let _only = controller_lock().await;
+    let check = unique_name("mk");
+    let fx = QueueFixture::with_queue_spec(
+        "mk",
+        "8",
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+    )
+    .await;
+    let (client, ns) = (fx.client.clone(), fx.ns.clone());
+    rbac::installed().await;
+    let (mut w1, mut w2) = tokio::join!(Worker::start(1, &ns, "1"), Worker::start(2, &ns, "1"));
+    let (c1, c2, config) = (unique_name("w1"), unique_name("w2"), unique_name("mkconf"));
+    add_cluster(&client, &c1, &w1.access).await;
+    let conf: MultiKueueConfig = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
+        "metadata": {"name": config}, "spec": {"clusters": [c1]}
+    }))
+    .expect("a config");
+    let configs = Api::<MultiKueueConfig>::all(client.clone());
+    configs
+        .create(&PostParams::default(), &conf)
+        .await
+        .expect("create MultiKueueConfig");
+    let ac: AdmissionCheck = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+        "spec": {"controllerName": MULTIKUEUE,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}
+    }))
+    .expect("a check");
+    Api::<AdmissionCheck>::all(client.clone())
+        .create(&PostParams::default(), &ac)
+        .await
+        .expect("create AdmissionCheck");
+    let settings = MultiKueue {
+        origin: ORIGIN.into(),
+        worker_lost_timeout: LOST_AFTER,
+        ..MultiKueue::default()
+    };
+    let config_for_manager = ControllerConfig {
+        multikueue: settings,
+        namespace: KUOTA_NAMESPACE.into(),
+        ..ControllerConfig::default()
+    };
+    let (stop, task) = start_controller_with(&client, config_for_manager);
+    let checks = Api::<AdmissionCheck>::all(client.clone());
+    let active = wait_until(Duration::from_secs(60), || async {
+        checks.get(&check).await.ok().is_some_and(|ac| {
+            ac.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "Active")
+            })
+        })
+    })
+    .await;
+    assert!(
+        active.is_some(),
+        "the MultiKueue check never became Active: {:#?}",
+        checks.get(&check).await.map(|a| a.status)
+    );
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+
+    // 1. Dispatched to the only worker, run there, its completion mirrored back.
+    jobs.create(
+        &PostParams::default(),
+        &dispatched_job(&ns, "first", "600m"),
+    )
+    .await
+    .expect("create Job first");
+    let wl = wait_manager(&client, &ns, "first", 60, "admitted on worker 1", |wl| {
+        cluster_name(wl) == Some(c1.as_str()) && is_true(wl, "Admitted")
+    })
+    .await;
+    assert_eq!(
+        check_state(&wl, &check),
+        Some((
+            "Ready".into(),
+            format!("The workload was admitted on {c1:?}")
+        ))
+    );
+    let copy = w1
+        .workload(&ns, &wl.name_any())
+        .await
+        .expect("a copy in worker 1");
+    assert_eq!(
+        copy.labels()
+            .get("kueue.x-k8s.io/multikueue-origin")
+            .map(String::as_str),
+        Some(ORIGIN)
+    );
+    assert_eq!(copy.spec, wl.spec, "the copy's spec is the manager's");
+    run_to_completion(&w1, &ns, "first").await;
+    let wl = wait_manager(&client, &ns, "first", 60, "finished", |wl| {
+        is_true(wl, "Finished")
+    })
+    .await;
+    assert_eq!(
+        wl.status
+            .as_ref()
+            .and_then(|s| s.condition("Finished"))
+            .map(|c| c.reason.as_str()),
+        Some("Succeeded")
+    );
+    let mirrored = wait_until(Duration::from_secs(30), || async {
+        jobs.get("first")
+            .await
+            .ok()
+            .and_then(|j| j.status)
+            .is_some_and(|s| s.succeeded == Some(1))
+    })
+    .await;
+    assert!(
+        mirrored.is_some(),
+        "the manager's Job never showed the worker's success: {:#?}",
+        jobs.get("first").await.map(|j| j.status)
+    );
+    let gone = wait_until(Duration::from_secs(30), || async {
+        w1.workload(&ns, &wl.name_any()).await.is_none() && w1.job(&ns, "first").await.is_none()
+    })
+    .await;
+    assert!(gone.is_some(), "the finished copies stayed in worker 1");
+    let local_pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list pods");
+    assert!(
+        local_pods.items.is_empty(),
+        "a dispatched job made pods in the manager"
+    );
+
+    // 2. A second worker joins and takes what the first has no room for.
+    jobs.create(
+        &PostParams::default(),
+        &dispatched_job(&ns, "blocker", "600m"),
+    )
+    .await
+    .expect("create Job blocker");
+    wait_manager(&client, &ns, "blocker", 60, "admitted on worker 1", |wl| {
+        cluster_name(wl) == Some(c1.as_str()) && is_true(wl, "Admitted")
+    })
+    .await;
+    add_cluster(&client, &c2, &w2.access).await;
+    configs
+        .patch(
+            &config,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusters": [c1, c2]}})),
+        )
+        .await
+        .expect("add worker 2 to the config");
+    jobs.create(
+        &PostParams::default(),
+        &dispatched_job(&ns, "second", "600m"),
+    )
+    .await
+    .expect("create Job second");
+    let second = wait_manager(&client, &ns, "second", 90, "admitted on worker 2", |wl| {
+        cluster_name(wl) == Some(c2.as_str()) && is_true(wl, "Admitted")
+    })
+    .await;
+    let second_name = second.name_any();
+    let only_w2 = wait_until(Duration::from_secs(30), || async {
+        w1.workload(&ns, &second_name).await.is_none()
+    })
+    .await;
+    assert!(
+        only_w2.is_some(),
+        "the copy worker 1 could not admit was not removed"
+    );
+    let started = wait_until(Duration::from_secs(60), || async {
+        w2.job(&ns, "second")
+            .await
+            .and_then(|j| j.spec)
+            .is_some_and(|s| s.suspend == Some(false))
+    })
+    .await;
+    assert!(started.is_some(), "Job second never started in worker 2");
+    run_to_completion(&w1, &ns, "blocker").await;
+    wait_manager(&client, &ns, "blocker", 60, "finished", |wl| {
+        is_true(wl, "Finished")
+    })
+    .await;
+
+    // 3. Worker 2 stops mid-run: after workerLostTimeout the workload is requeued and
+    // runs on worker 1.
+    w2.stop_kuota().await;
+    w2.cluster.down().await;
+    let moved = wait_manager(&client, &ns, "second", 120, "admitted on worker 1", |wl| {
+        cluster_name(wl) == Some(c1.as_str()) && is_true(wl, "Admitted")
+    })
+    .await;
+    let requeued = moved
+        .status
+        .as_ref()
+        .and_then(|s| s.condition("Requeued"))
+        .map(|c| c.reason.clone());
+    assert_eq!(
+        requeued.as_deref(),
+        Some("AdmissionCheck"),
+        "{:#?}",
+        moved.status
+    );
+    run_to_completion(&w1, &ns, "second").await;
+    wait_manager(&client, &ns, "second", 60, "finished", |wl| {
+        is_true(wl, "Finished")
+    })
+    .await;
+
+    // 4. Worker 2 comes back: its stale copies go, so the job never runs twice.
+    w2.cluster.up().await;
+    w2.run_kuota().await;
+    let cleaned = wait_until(Duration::from_secs(120), || async {
+        w2.workload(&ns, &second_name).await.is_none() && w2.job(&ns, "second").await.is_none()
+    })
+    .await;
+    assert!(
+        cleaned.is_some(),
+        "worker 2 kept its stale copies after it came back: {:#?}",
+        w2.workload(&ns, &second_name).await.map(|w| w.status)
+    );
+
+    let _ = stop.send(());
+    let _ = task.await;
+    w1.stop_kuota().await;
+    w2.stop_kuota().await;
+    Api::<AdmissionCheck>::all(client.clone())
+        .delete(&check, &Default::default())
+        .await
+        .expect("delete the check");
+    configs
+        .delete(&config, &Default::default())
+        .await
+        .expect("delete the config");
+    for c in [&c1, &c2] {
+        let clusters = Api::<MultiKueueCluster>::all(client.clone());
+        clusters
+            .delete(c, &Default::default())
+            .await
+            .expect("delete a cluster");
+        let secrets = Api::<Secret>::namespaced(client.clone(), KUOTA_NAMESPACE);
+        secrets
+            .delete(c, &Default::default())
+            .await
+            .expect("delete a Secret");
+    }
+    fx.teardown().await;
+}
