@@ -13,14 +13,15 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kuota::api::{AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload};
 use kuota::config::multikueue::MultiKueue;
 use kuota::controller::ControllerConfig;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::controller::{finish_pods, start_controller_with, workload_of};
+use crate::kinds::install_crd;
 use crate::rbac::{self, KUOTA_NAMESPACE};
 use crate::support::{
     QueueFixture, controller_lock, create_cluster_queue, create_flavor, create_local_queue,
@@ -29,6 +30,7 @@ use crate::support::{
 use crate::worker_clusters::WorkerCluster;
 
 const ORIGIN: &str = "e2e-manager";
+const JOBSET_CRD: &str = "jobset.x-k8s.io_jobsets.yaml";
 const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
 /// How long a lost worker is waited for here (Kueue's default is 15 minutes).
 const LOST_AFTER: Duration = Duration::from_secs(10);
@@ -46,13 +48,33 @@ struct Worker {
 }
 
 impl Worker {
-    /// Starts control plane `n`, installs kuota's CRDs and RBAC, the worker role, the
-    /// test's namespace with a ClusterQueue of `cpu`, and runs kuota there.
-    async fn start(n: u16, ns: &str, cpu: &str) -> Self {
+    /// Starts control plane `n`, installs kuota's CRDs and RBAC (and JobSet's CRD with
+    /// `jobsets`), the worker role, the test's namespace with a ClusterQueue of `cpu`, and
+    /// runs kuota there.
+    async fn start(n: u16, ns: &str, cpu: &str, jobsets: bool) -> Self {
         let cluster = WorkerCluster { n };
         let path = cluster.up().await;
         let admin = cluster.admin().await;
         ensure_crds(&admin).await;
+        if jobsets {
+            install_crd(&admin, JOBSET_CRD).await;
+        } else {
+            // A worker kept from an earlier run may have it.
+            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+            let crds = Api::<CustomResourceDefinition>::all(admin.clone());
+            let _ = crds
+                .delete("jobsets.jobset.x-k8s.io", &Default::default())
+                .await;
+            let gone = wait_until(Duration::from_secs(30), || async {
+                crds.get_opt("jobsets.jobset.x-k8s.io")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+            })
+            .await;
+            assert!(gone.is_some(), "worker {n} keeps JobSet's CRD");
+        }
         rbac::apply(&admin, &rbac::kustomize_rbac()).await;
         let role = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -85,10 +107,11 @@ impl Worker {
         crate::rbac::watch_controller(record);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = kuota::controller::run(client, ControllerConfig::default(), async {
-                let _ = stopped.await;
-            })
-            .await;
+            let _ =
+                kuota::controller::run(client, with_jobsets(ControllerConfig::default()), async {
+                    let _ = stopped.await;
+                })
+                .await;
         });
         self.kuota = Some((stop, task));
     }
@@ -115,6 +138,45 @@ impl Worker {
             .ok()
             .flatten()
     }
+}
+
+/// `config` running batch Jobs and JobSets.
+fn with_jobsets(config: ControllerConfig) -> ControllerConfig {
+    ControllerConfig {
+        integrations: vec!["batch/job".into(), "jobset.x-k8s.io/jobset".into()],
+        ..config
+    }
+}
+
+/// A manager JobSet of one pod: suspended, in queue `lq`, dispatched by MultiKueue.
+fn dispatched_jobset(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"namespace": ns, "name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"suspend": true, "managedBy": MULTIKUEUE, "replicatedJobs": [{"name": "main",
+            "replicas": 1, "template": {"spec": {"parallelism": 1, "completions": 1,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main",
+                    "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}}}}]}
+    })
+}
+
+fn jobsets(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
+    Api::namespaced_with(client.clone(), ns, &kube::api::ApiResource::from_gvk(&gvk))
+}
+
+/// The `Active` condition of MultiKueueCluster `name`: status, reason, message.
+async fn connection(client: &Client, name: &str) -> Option<(String, String, String)> {
+    let c = Api::<MultiKueueCluster>::all(client.clone())
+        .get(name)
+        .await
+        .ok()?;
+    let a = c
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Active")?;
+    Some((a.status, a.reason, a.message))
 }
 
 /// A manager job: suspended, in queue `lq`, dispatched by MultiKueue.
@@ -190,6 +252,40 @@ async fn wait_manager(
     last.expect("seen")
 }
 
+/// As [`wait_manager`], for a job of another kind.
+async fn wait_manager_kind(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    job: &str,
+    secs: u64,
+    what: &str,
+    check: impl Fn(&Workload) -> bool,
+) -> Workload {
+    let find = || async {
+        let list = Api::<Workload>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        list.items.into_iter().find(|wl| {
+            wl.owner_references()
+                .iter()
+                .any(|o| o.kind == kind && o.name == job)
+        })
+    };
+    let seen = wait_until(Duration::from_secs(secs), || async {
+        find().await.is_some_and(|w| check(&w))
+    })
+    .await;
+    let last = find().await;
+    assert!(
+        seen.is_some(),
+        "the manager's Workload of {kind} {ns}/{job} never became {what}; last seen: {:#?}",
+        last.as_ref().map(|w| &w.status)
+    );
+    last.expect("seen")
+}
+
 fn check_state(wl: &Workload, check: &str) -> Option<(String, String)> {
     let s = wl.status.as_ref()?;
     let c = s.admission_checks.iter().find(|c| c.name == check)?;
@@ -235,7 +331,12 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     .await;
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
     rbac::installed().await;
-    let (mut w1, mut w2) = tokio::join!(Worker::start(1, &ns, "1"), Worker::start(2, &ns, "1"));
+    install_crd(&client, JOBSET_CRD).await;
+    // Worker 2 starts without JobSet's CRD: it cannot take this manager's JobSets.
+    let (mut w1, mut w2) = tokio::join!(
+        Worker::start(1, &ns, "1", true),
+        Worker::start(2, &ns, "1", false)
+    );
     let (c1, c2, config) = (unique_name("w1"), unique_name("w2"), unique_name("mkconf"));
     add_cluster(&client, &c1, &w1.access).await;
     let conf: MultiKueueConfig = serde_json::from_value(json!({
@@ -263,11 +364,11 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
         worker_lost_timeout: LOST_AFTER,
         ..MultiKueue::default()
     };
-    let config_for_manager = ControllerConfig {
+    let config_for_manager = with_jobsets(ControllerConfig {
         multikueue: settings,
         namespace: KUOTA_NAMESPACE.into(),
         ..ControllerConfig::default()
-    };
+    });
     let (stop, task) = start_controller_with(&client, config_for_manager);
     let checks = Api::<AdmissionCheck>::all(client.clone());
     let active = wait_until(Duration::from_secs(60), || async {
@@ -355,7 +456,54 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
         "a dispatched job made pods in the manager"
     );
 
-    // 2. A second worker joins and takes what the first has no room for.
+    // A JobSet goes the same way; the test plays JobSet's operator in the worker.
+    jobsets(&client, &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(dispatched_jobset(&ns, "js")).expect("a JobSet"),
+        )
+        .await
+        .expect("create JobSet js");
+    let js_wl = wait_manager_kind(
+        &client,
+        &ns,
+        "JobSet",
+        "js",
+        60,
+        "admitted on worker 1",
+        |wl| cluster_name(wl) == Some(c1.as_str()) && is_true(wl, "Admitted"),
+    )
+    .await;
+    let remote_js = jobsets(&w1.admin, &ns);
+    let started = wait_until(Duration::from_secs(60), || async {
+        remote_js
+            .get("js")
+            .await
+            .ok()
+            .is_some_and(|j| j.data["spec"]["suspend"] == json!(false))
+    })
+    .await;
+    assert!(started.is_some(), "JobSet js never started in worker 1");
+    let done = json!({"status": {"terminalState": "Completed", "conditions": [{
+        "type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+        "message": "jobset completed successfully", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    remote_js
+        .patch_status("js", &PatchParams::default(), &Patch::Merge(&done))
+        .await
+        .expect("complete JobSet js in worker 1");
+    let wl = wait_manager_kind(&client, &ns, "JobSet", "js", 60, "finished", |wl| {
+        is_true(wl, "Finished")
+    })
+    .await;
+    assert_eq!(wl.name_any(), js_wl.name_any());
+    let local_js = jobsets(&client, &ns).get("js").await.expect("JobSet js");
+    assert_eq!(
+        local_js.data["status"]["terminalState"], "Completed",
+        "the JobSet's status is mirrored"
+    );
+
+    // 2. A second worker joins and takes what the first has no room for. It lacks
+    // JobSet's CRD at first: not connected, with Kueue's reason, until it has it.
     jobs.create(
         &PostParams::default(),
         &dispatched_job(&ns, "blocker", "600m"),
@@ -367,6 +515,31 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     })
     .await;
     add_cluster(&client, &c2, &w2.access).await;
+    let lacking = wait_until(Duration::from_secs(60), || async {
+        connection(&client, &c2).await.is_some_and(|(s, r, m)| {
+            s == "False"
+                && r == "ClientConnectionFailed"
+                && m == "no matches for kind \"JobSet\" in version \"jobset.x-k8s.io/v1alpha2\""
+        })
+    })
+    .await;
+    assert!(
+        lacking.is_some(),
+        "worker 2 without JobSet's CRD: {:?}",
+        connection(&client, &c2).await
+    );
+    install_crd(&w2.admin, JOBSET_CRD).await;
+    let connected = wait_until(Duration::from_secs(60), || async {
+        connection(&client, &c2)
+            .await
+            .is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert!(
+        connected.is_some(),
+        "worker 2 never connected: {:?}",
+        connection(&client, &c2).await
+    );
     configs
         .patch(
             &config,

@@ -40,7 +40,7 @@ use super::actuate::events::Recorder;
 use super::compact::CompactObject;
 use super::conditions::set_condition;
 use super::translate::decode;
-use super::watch::{Kind, Stores};
+use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::{
     AdmissionCheck, LocationType, MULTIKUEUE_CONTROLLER, MultiKueueCluster, MultiKueueConfig,
     Workload,
@@ -52,8 +52,10 @@ use crate::integrations::JobIntegration;
 const ACTIVE: &str = "Active";
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a connected worker is checked again (Kueue keeps a watch open instead).
+/// How often a connected worker is checked again (its watches notice a loss sooner).
 const RECHECK: Duration = Duration::from_secs(60);
+/// How often an unusable worker is tried again.
+const RECHECK_DOWN: Duration = Duration::from_secs(10);
 
 /// Why one reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -286,7 +288,7 @@ async fn reconcile(c: Arc<MultiKueueCluster>, ctx: Arc<Ctx>) -> Result<Action, M
         }
         None => ctx.workers.down(&name),
     }
-    let again = if state.active { RECHECK } else { RECHECK / 2 };
+    let again = if state.active { RECHECK } else { RECHECK_DOWN };
     if write_condition(&ctx, &c, &state).await? {
         let _ = ctx.changed.unbounded_send(());
     }
@@ -318,7 +320,7 @@ async fn connect(ctx: &Ctx, c: &MultiKueueCluster) -> (Connection, Option<(Strin
         Ok(c) => c,
         Err(e) => return (Connection::down("InsecureKubeConfig", failed(e)), None),
     };
-    match tokio::time::timeout(CONNECT_TIMEOUT, probe(config)).await {
+    match tokio::time::timeout(CONNECT_TIMEOUT, probe(config, &ctx.kinds)).await {
         Ok(Ok(client)) => {
             let up = Connection {
                 active: true,
@@ -349,19 +351,40 @@ async fn read_secret(ctx: &Ctx, name: &str) -> Result<String, String> {
     String::from_utf8(data.0).map_err(|_| format!("secret \"{name}\": kubeconfig is not UTF-8"))
 }
 
-/// Connects with `config` and lists one Workload of the worker: the client, once it works.
-async fn probe(config: kube::config::Kubeconfig) -> Result<Client, String> {
+/// Connects with `config`, lists one Workload of the worker and one object of each kind
+/// this manager dispatches: the client, once it works. A worker without a kind's CRD is not
+/// connected, as Kueue cannot watch the kind there (its message: `no matches for kind`).
+async fn probe(
+    config: kube::config::Kubeconfig,
+    kinds: &[&'static dyn JobIntegration],
+) -> Result<Client, String> {
     let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
         .await
         .map_err(|e| e.to_string())?;
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
+    let one = ListParams::default().limit(1);
     let workloads: Api<DynamicObject> =
         Api::all_with(client.clone(), &Kind::Workload.api_resource());
     workloads
-        .list_metadata(&ListParams::default().limit(1))
+        .list_metadata(&one)
         .await
-        .map(|_| client)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    for kind in kinds {
+        let gvk = kind.gvk();
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &job_api_resource(&gvk));
+        match api.list_metadata(&one).await {
+            Ok(_) => {}
+            Err(e) if super::actuate::is_not_found(&e) => return Err(no_matches(&gvk)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(client)
+}
+
+/// client-go's message for a kind the API server does not serve.
+fn no_matches(gvk: &kube::core::GroupVersionKind) -> String {
+    let version = gvk.api_version();
+    format!("no matches for kind {:?} in version {version:?}", gvk.kind)
 }
 
 /// Writes the `Active` condition when its status, reason or message changed (Kueue's
