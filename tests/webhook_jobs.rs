@@ -610,3 +610,45 @@ async fn v1beta1_reviews_are_answered_in_v1beta1_and_unknown_paths_404() {
     let (status, _) = post_raw(&state, "/mutate-batch-v2-job", b"{}".to_vec()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_job_whose_queue_dispatches_through_multikueue_is_managed_by_multikueue() {
+    use kuota::api::{AdmissionCheck, ClusterQueue};
+    use kuota::webhook::index::IndexEvent;
+    let state = synced_state();
+    let apply = |e| state.index.apply(e);
+    let cq: ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "mk"}]}}
+    }))
+    .expect("a ClusterQueue");
+    apply(IndexEvent::ClusterQueueApplied(Box::new(cq)));
+    let obj = job();
+    // The check exists but is not MultiKueue's yet: nothing set.
+    let other: AdmissionCheck = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": "mk"}, "spec": {"controllerName": "example.com/other"}
+    }))
+    .expect("a check");
+    apply(IndexEvent::AdmissionCheckApplied(Box::new(other)));
+    let (_, mutated) = mutate_twice(&state, MUTATE_JOB, JOB, &obj).await;
+    assert!(mutated["spec"].get("managedBy").is_none(), "{mutated}");
+    let mk: AdmissionCheck = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": "mk"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}
+    }))
+    .expect("a check");
+    apply(IndexEvent::AdmissionCheckApplied(Box::new(mk)));
+    let (_, mutated) = mutate_twice(&state, MUTATE_JOB, JOB, &obj).await;
+    assert_eq!(mutated["spec"]["managedBy"], "kueue.x-k8s.io/multikueue");
+    // A job that names another controller keeps it.
+    let mut other_controller = obj.clone();
+    other_controller["spec"]["managedBy"] = json!("example.com/mine");
+    let (_, mutated) = mutate_twice(&state, MUTATE_JOB, JOB, &other_controller).await;
+    assert_eq!(mutated["spec"]["managedBy"], "example.com/mine");
+    // The check gone: nothing set.
+    apply(IndexEvent::AdmissionCheckDeleted { name: "mk".into() });
+    let (_, mutated) = mutate_twice(&state, MUTATE_JOB, JOB, &obj).await;
+    assert!(mutated["spec"].get("managedBy").is_none(), "{mutated}");
+}

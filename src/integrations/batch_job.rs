@@ -34,6 +34,14 @@ impl JobIntegration for BatchJob {
         super::outcome_from_conditions(job, "Complete", "Failed")
     }
 
+    /// Kueue's: no `managedBy`, or the Job controller's own.
+    fn may_default_managed_by(&self, job: &JobObject<'_>) -> bool {
+        job.spec()
+            .managed_by
+            .as_deref()
+            .is_none_or(|m| m == "kubernetes.io/job-controller")
+    }
+
     /// The Job controller's (Kueue's `managedLabels` but `batch.kubernetes.io/job-name`,
     /// which the Workload keeps).
     fn generated_template_labels(&self) -> &'static [&'static str] {

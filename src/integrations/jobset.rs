@@ -29,6 +29,14 @@ impl JobIntegration for JobSet {
         super::outcome_from_conditions(job, "Completed", "Failed")
     }
 
+    /// Kueue's: no `managedBy`, or the JobSet controller's own.
+    fn may_default_managed_by(&self, job: &JobObject<'_>) -> bool {
+        job.spec()
+            .managed_by
+            .as_deref()
+            .is_none_or(|m| m == "jobset.sigs.k8s.io/jobset-controller")
+    }
+
     /// Kueue's JobSet adapter copies the spec as it is, without `managedBy`.
     fn multikueue_spec(&self, spec: &serde_json::Value) -> Option<serde_json::Value> {
         Some(super::spec_without_managed_by(spec))

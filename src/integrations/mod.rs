@@ -358,6 +358,13 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         &[]
     }
 
+    /// Whether the webhook may set `spec.managedBy` to MultiKueue's controller (Kueue's
+    /// `CanDefaultManagedBy`): the kind has a MultiKueue adapter and the job names no
+    /// controller but the kind's own.
+    fn may_default_managed_by(&self, _job: &JobObject<'_>) -> bool {
+        false
+    }
+
     /// MultiKueue (Kueue's `MultiKueueAdapter`): the spec of the copy of this job to create
     /// in a worker cluster, from the manager's spec; `None` for a kind MultiKueue does not
     /// dispatch (its Workloads are rejected by the check). The copy is run by the worker's

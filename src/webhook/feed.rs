@@ -1,7 +1,7 @@
 //! Feeds the [`ClusterIndex`] from the API server's watches: the index's only I/O.
 //!
 //! One kube-rs watcher per kind (Namespaces, LocalQueues, WorkloadPriorityClasses,
-//! ClusterQueues) turns list and watch events into [`IndexEvent`]s. A (re-)list is held back
+//! ClusterQueues, AdmissionChecks) turns list and watch events into [`IndexEvent`]s. A (re-)list is held back
 //! by [`Relist`] until it is complete and then handed over as one [`IndexEvent::Replace`], so
 //! lookups keep answering from the previous complete set meanwhile, and objects deleted
 //! while the watch was down disappear. The index reports synced once every kind has
@@ -29,10 +29,10 @@ use tracing::{info, warn};
 
 use super::health::{WatchHealth, kind_name};
 use super::index::{ClusterIndex, IndexEvent, IndexKind};
-use crate::api::{ClusterQueue, LocalQueue, WorkloadPriorityClass};
+use crate::api::{AdmissionCheck, ClusterQueue, LocalQueue, WorkloadPriorityClass};
 
 /// How many kinds must finish their first list before the index is synced.
-const KINDS: usize = 4;
+const KINDS: usize = 5;
 
 /// An object a watch delivered that does not decode as its kind.
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +210,14 @@ fn feeds() -> [KindFeed; KINDS] {
             },
             deleted: |m| IndexEvent::ClusterQueueDeleted { name: name_of(m) },
         },
+        KindFeed {
+            kind: IndexKind::AdmissionCheck,
+            applied: |o| {
+                decode(IndexKind::AdmissionCheck, o)
+                    .map(|ac| IndexEvent::AdmissionCheckApplied(Box::new(ac)))
+            },
+            deleted: |m| IndexEvent::AdmissionCheckDeleted { name: name_of(m) },
+        },
     ]
 }
 
@@ -222,10 +230,11 @@ fn api_for(kind: IndexKind, client: &Client) -> Api<DynamicObject> {
         IndexKind::LocalQueue => erase::<LocalQueue>(client),
         IndexKind::PriorityClass => erase::<WorkloadPriorityClass>(client),
         IndexKind::ClusterQueue => erase::<ClusterQueue>(client),
+        IndexKind::AdmissionCheck => erase::<AdmissionCheck>(client),
     }
 }
 
-/// Starts the four watches on `client`; they run until the returned tasks are aborted.
+/// Starts the five watches on `client`; they run until the returned tasks are aborted.
 pub fn spawn(
     client: Client,
     index: Arc<ClusterIndex>,

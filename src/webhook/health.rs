@@ -47,6 +47,7 @@ pub fn kind_name(kind: IndexKind) -> &'static str {
         IndexKind::LocalQueue => "LocalQueue",
         IndexKind::PriorityClass => "WorkloadPriorityClass",
         IndexKind::ClusterQueue => "ClusterQueue",
+        IndexKind::AdmissionCheck => "AdmissionCheck",
     }
 }
 

@@ -1,8 +1,9 @@
 //! The cluster facts admission needs, kept in memory and fed by watch events, so that no
 //! request ever waits on the API server.
 //!
-//! [`ClusterIndex`] stores namespaces (their labels), LocalQueues, WorkloadPriorityClasses and
-//! ClusterQueues' namespace selectors. The controller's watches call [`ClusterIndex::apply`];
+//! [`ClusterIndex`] stores namespaces (their labels), LocalQueues, WorkloadPriorityClasses,
+//! ClusterQueues' namespace selectors and admission checks, and which AdmissionChecks
+//! MultiKueue runs. The controller's watches call [`ClusterIndex::apply`];
 //! tests call it directly. Derived answers ("is namespace X managed", "does namespace X have a
 //! LocalQueue named `default`", "is there a default WorkloadPriorityClass") are memoised in a
 //! moka cache and invalidated by the events that can change them.
@@ -20,11 +21,13 @@
 //! any defaulting that needs the index (with a warning) rather than guess.
 
 use crate::api::selector::{Labels, label_selector_matches};
-use crate::api::{ClusterQueue, LocalQueue, WorkloadPriorityClass};
+use crate::api::{
+    AdmissionCheck, ClusterQueue, LocalQueue, MULTIKUEUE_CONTROLLER, WorkloadPriorityClass,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use moka::Equivalent;
 use moka::sync::Cache;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -46,6 +49,8 @@ pub enum IndexKind {
     PriorityClass,
     /// ClusterQueues.
     ClusterQueue,
+    /// AdmissionChecks (which controller runs each).
+    AdmissionCheck,
 }
 
 /// A change seen by a watch.
@@ -86,6 +91,13 @@ pub enum IndexEvent {
         /// Its name.
         name: String,
     },
+    /// An AdmissionCheck was added or changed.
+    AdmissionCheckApplied(Box<AdmissionCheck>),
+    /// An AdmissionCheck was deleted.
+    AdmissionCheckDeleted {
+        /// Its name.
+        name: String,
+    },
     /// A complete (re-)list of one kind: the objects it holds (`*Applied` events of that
     /// kind) replace every object of the kind at once. Events of other kinds are ignored.
     Replace(IndexKind, Vec<IndexEvent>),
@@ -122,7 +134,17 @@ struct Store {
     /// Namespace -> LocalQueue name -> ClusterQueue name.
     local_queues: HashMap<String, BTreeMap<String, String>>,
     priority_classes: HashMap<String, i32>,
-    cluster_queues: HashMap<String, Option<LabelSelector>>,
+    cluster_queues: HashMap<String, QueueFacts>,
+    /// AdmissionChecks run by MultiKueue.
+    multikueue_checks: HashSet<String>,
+}
+
+/// What admission needs of a ClusterQueue.
+#[derive(Debug, Default)]
+struct QueueFacts {
+    namespace_selector: Option<LabelSelector>,
+    /// The AdmissionChecks it names.
+    checks: Vec<String>,
 }
 
 impl Store {
@@ -144,6 +166,9 @@ impl Store {
                 IndexEvent::ClusterQueueApplied(cq) if kind == IndexKind::ClusterQueue => {
                     store.insert_cluster_queue(&cq);
                 }
+                IndexEvent::AdmissionCheckApplied(ac) if kind == IndexKind::AdmissionCheck => {
+                    store.insert_admission_check(&ac);
+                }
                 _ => {}
             }
         }
@@ -161,8 +186,26 @@ impl Store {
 
     fn insert_cluster_queue(&mut self, cq: &ClusterQueue) {
         let name = cq.metadata.name.clone().unwrap_or_default();
-        self.cluster_queues
-            .insert(name, cq.spec.namespace_selector.clone());
+        let checks = cq
+            .spec
+            .admission_checks_strategy
+            .iter()
+            .flat_map(|s| s.admission_checks.iter().map(|r| r.name.clone()))
+            .collect();
+        let facts = QueueFacts {
+            namespace_selector: cq.spec.namespace_selector.clone(),
+            checks,
+        };
+        self.cluster_queues.insert(name, facts);
+    }
+
+    fn insert_admission_check(&mut self, ac: &AdmissionCheck) {
+        let name = ac.metadata.name.clone().unwrap_or_default();
+        if ac.spec.controller_name == MULTIKUEUE_CONTROLLER {
+            self.multikueue_checks.insert(name);
+        } else {
+            self.multikueue_checks.remove(&name);
+        }
     }
 }
 
@@ -296,6 +339,10 @@ impl ClusterIndex {
             IndexEvent::ClusterQueueDeleted { name } => {
                 store.cluster_queues.remove(&name);
             }
+            IndexEvent::AdmissionCheckApplied(ac) => store.insert_admission_check(&ac),
+            IndexEvent::AdmissionCheckDeleted { name } => {
+                store.multikueue_checks.remove(&name);
+            }
             IndexEvent::Replace(kind, objects) => {
                 // Built outside the live maps, then swapped in: readers see the old set
                 // or the new one, never a mixture.
@@ -305,6 +352,7 @@ impl ClusterIndex {
                     IndexKind::LocalQueue => store.local_queues = fresh.local_queues,
                     IndexKind::PriorityClass => store.priority_classes = fresh.priority_classes,
                     IndexKind::ClusterQueue => store.cluster_queues = fresh.cluster_queues,
+                    IndexKind::AdmissionCheck => store.multikueue_checks = fresh.multikueue_checks,
                 }
                 self.derived.invalidate_all();
             }
@@ -392,12 +440,31 @@ impl ClusterIndex {
     /// `None` if the ClusterQueue is unknown).
     pub fn cluster_queue_admits(&self, cluster_queue: &str, namespace: &str) -> Option<bool> {
         let store = self.read();
-        let sel = store.cluster_queues.get(cluster_queue)?;
+        let facts = store.cluster_queues.get(cluster_queue)?;
         let labels = Self::labels_in(&store, namespace);
         Some(crate::api::selector::namespace_selector_matches(
-            sel.as_ref(),
+            facts.namespace_selector.as_ref(),
             &labels,
         ))
+    }
+
+    /// Whether LocalQueue `namespace/local_queue` feeds a ClusterQueue with a MultiKueue
+    /// check (Kueue's `ApplyDefaultForManagedBy` looks the same way).
+    pub fn uses_multikueue(&self, namespace: &str, local_queue: &str) -> bool {
+        let store = self.read();
+        let Some(cq) = store
+            .local_queues
+            .get(namespace)
+            .and_then(|m| m.get(local_queue))
+        else {
+            return false;
+        };
+        store.cluster_queues.get(cq).is_some_and(|facts| {
+            facts
+                .checks
+                .iter()
+                .any(|c| store.multikueue_checks.contains(c))
+        })
     }
 
     /// Answers from the cache, or computes under the read lock and caches (see module docs).

@@ -29,6 +29,7 @@
 use super::WebhookState;
 use super::review::{AdmissionRequest, Operation, Verdict};
 use super::routing::MANAGED_NAMESPACE_LABEL;
+use crate::api::MULTIKUEUE_CONTROLLER;
 use crate::api::constants::{
     ELASTIC_JOB_ANNOTATION, ELASTIC_JOB_ANNOTATION_VALUE, MAX_EXEC_TIME_SECONDS_LABEL,
     PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, elastic_job_warning,
@@ -138,20 +139,22 @@ pub fn mutate(
     }
     let mut warnings = Vec::new();
 
-    let mut has_queue = integrations::queue_name(job).is_some();
+    let mut queue = integrations::queue_name(job).map(str::to_string);
+    let mut has_queue = queue.is_some();
     if !has_queue {
         let policies = state.policies.current();
         let ns_labels = (!policies.is_empty()).then(|| index.namespace_labels(ns));
         let from_policy = ns_labels
             .as_deref()
             .and_then(|l| policies.default_local_queue(l));
-        if let Some((_, queue)) = from_policy {
+        if let Some((_, from)) = from_policy {
             patch.set_entry(
                 &["metadata", "labels"],
                 labels_exist,
                 QUEUE_NAME_LABEL,
-                queue.into(),
+                from.into(),
             );
+            queue = Some(from.to_string());
             has_queue = true;
         } else if config.local_queue_defaulting && ns_managed {
             if !synced {
@@ -165,6 +168,7 @@ pub fn mutate(
                     QUEUE_NAME_LABEL,
                     crate::webhook::index::DEFAULT_LOCAL_QUEUE_NAME.into(),
                 );
+                queue = Some(crate::webhook::index::DEFAULT_LOCAL_QUEUE_NAME.to_string());
                 has_queue = true;
             }
         }
@@ -197,6 +201,14 @@ pub fn mutate(
             topology_aware_scheduling: config.topology_aware_scheduling,
         };
         integ.default_on_create(job, &opts, &mut patch);
+        // Kueue's `ApplyDefaultForManagedBy`: a job whose queue dispatches through
+        // MultiKueue is left to MultiKueue, not to the kind's own controller.
+        if let Some(q) = &queue
+            && integ.may_default_managed_by(job)
+            && index.uses_multikueue(ns, q)
+        {
+            patch.set_entry(&["spec"], true, "managedBy", MULTIKUEUE_CONTROLLER.into());
+        }
     } else if config.manage_jobs_without_queue_name && !synced {
         warnings.push(format!(
             "{NOT_SYNCED}; cannot tell whether namespace {ns:?} is managed, so the job was not suspended"
