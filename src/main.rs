@@ -768,7 +768,7 @@ mod tests {
         let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).expect("write");
         write(
             "config.yaml",
-            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\npprofBindAddress: :8082\nmultiKueue: {}\n",
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\npprofBindAddress: :8082\nqueueVisibility: {}\n",
         );
         write(
             "queues/cq.yaml",

@@ -157,6 +157,13 @@ impl Configuration {
             "internalCertManagement",
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
+        if let Some(m) = &self.multi_kueue {
+            note(
+                m.external_frameworks.is_some(),
+                "multiKueue.externalFrameworks",
+            );
+            note(m.cluster_profile.is_some(), "multiKueue.clusterProfile");
+        }
         note(self.resources.is_some(), "resources");
         note(self.feature_gates.is_some(), "featureGates");
         note(

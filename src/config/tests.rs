@@ -769,3 +769,41 @@ fn embedded_config(configmap: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[test]
+fn multikueue_gets_kueues_defaults_and_rules() {
+    use crate::config::multikueue::{Dispatcher, MultiKueue};
+    assert_eq!(ok("").multikueue, MultiKueue::default());
+    assert_eq!(ok("multiKueue: {}\n").multikueue.origin, "multikueue");
+    let s = ok(
+        "multiKueue:\n  origin: mgr-a\n  workerLostTimeout: 90s\n  gcInterval: 2m\n  \
+                dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental\n  \
+                incrementalDispatcherConfig: {stepSize: 2}\n",
+    );
+    assert_eq!(s.multikueue.origin, "mgr-a");
+    assert_eq!(s.multikueue.worker_lost_timeout, Duration::from_secs(90));
+    assert_eq!(s.multikueue.dispatcher, Dispatcher::Incremental { step: 2 });
+    let s = ok("multiKueue: {dispatcherName: example.com/mine, externalFrameworks: []}\n");
+    assert_eq!(
+        s.multikueue.dispatcher,
+        Dispatcher::External("example.com/mine".into())
+    );
+    assert!(
+        s.ignored
+            .contains(&"multiKueue.externalFrameworks".to_string())
+    );
+    let e = err("multiKueue: {incrementalDispatcherConfig: {stepSize: 0}}\n");
+    assert!(
+        e.contains("incrementalDispatcherConfig is only valid when dispatcherName is set"),
+        "{e}"
+    );
+    assert!(
+        e.contains("multiKueue.incrementalDispatcherConfig.stepSize"),
+        "{e}"
+    );
+    let e = err("multiKueue: {workerLostTimeout: soon, origin: \"not a label!\"}\n");
+    assert!(e.contains("multiKueue.workerLostTimeout"), "{e}");
+    assert!(e.contains("multiKueue.origin"), "{e}");
+    let e = err("multiKueue: {workerLostTimout: 1m}\n");
+    assert!(e.contains("workerLostTimout"), "{e}");
+}
