@@ -140,6 +140,20 @@ impl Worker {
     }
 }
 
+/// The manager's kuota: batch Jobs and JobSets, this test's origin and lost-worker timeout.
+fn manager_config() -> ControllerConfig {
+    let settings = MultiKueue {
+        origin: ORIGIN.into(),
+        worker_lost_timeout: LOST_AFTER,
+        ..MultiKueue::default()
+    };
+    with_jobsets(ControllerConfig {
+        multikueue: settings,
+        namespace: KUOTA_NAMESPACE.into(),
+        ..ControllerConfig::default()
+    })
+}
+
 /// `config` running batch Jobs and JobSets.
 fn with_jobsets(config: ControllerConfig) -> ControllerConfig {
     ControllerConfig {
@@ -359,17 +373,7 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
         .create(&PostParams::default(), &ac)
         .await
         .expect("create AdmissionCheck");
-    let settings = MultiKueue {
-        origin: ORIGIN.into(),
-        worker_lost_timeout: LOST_AFTER,
-        ..MultiKueue::default()
-    };
-    let config_for_manager = with_jobsets(ControllerConfig {
-        multikueue: settings,
-        namespace: KUOTA_NAMESPACE.into(),
-        ..ControllerConfig::default()
-    });
-    let (stop, task) = start_controller_with(&client, config_for_manager);
+    let (stop, task) = start_controller_with(&client, manager_config());
     let checks = Api::<AdmissionCheck>::all(client.clone());
     let active = wait_until(Duration::from_secs(60), || async {
         checks.get(&check).await.ok().is_some_and(|ac| {
@@ -575,6 +579,42 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     })
     .await;
     assert!(started.is_some(), "Job second never started in worker 2");
+    // The manager restarts: it finds what it made from the API, and makes nothing twice.
+    let _ = stop.send(());
+    let _ = task.await;
+    let (stop, task) = start_controller_with(&client, manager_config());
+    let settled = wait_until(Duration::from_secs(30), || async {
+        let active = checks.get(&check).await.ok().is_some_and(|ac| {
+            ac.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Active" && c.status == "True")
+            })
+        });
+        active && workload_of(&client, &ns, "second").await.is_some()
+    })
+    .await;
+    assert!(settled.is_some(), "the restarted manager never settled");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = workload_of(&client, &ns, "second")
+        .await
+        .expect("Workload of second");
+    assert_eq!(
+        cluster_name(&after),
+        Some(c2.as_str()),
+        "{:#?}",
+        after.status
+    );
+    assert!(is_true(&after, "Admitted"), "{:#?}", after.status);
+    assert_eq!(after.metadata.uid, second.metadata.uid);
+    assert!(
+        w1.workload(&ns, &second_name).await.is_none() && w1.job(&ns, "second").await.is_none(),
+        "after the manager's restart, worker 1 got a copy of what runs in worker 2"
+    );
+    assert!(
+        w2.job(&ns, "second").await.is_some(),
+        "the running copy was removed"
+    );
     run_to_completion(&w1, &ns, "blocker").await;
     wait_manager(&client, &ns, "blocker", 60, "finished", |wl| {
         is_true(wl, "Finished")

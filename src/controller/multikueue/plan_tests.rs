@@ -278,3 +278,22 @@ fn the_incremental_dispatcher_adds_workers_in_config_order_each_round() {
     g.round_age = Some(Duration::from_secs(301));
     assert_eq!(plan(&g).nominate, Some(order(&["w5", "w1", "w4", "w2"])));
 }
+
+#[test]
+fn a_workload_evicted_on_the_manager_has_its_running_copy_removed() {
+    let mut local = workload(true, "Pending", &[("Evicted", 7, "Preempted")]);
+    local.status.as_mut().unwrap().cluster_name = None;
+    let running = workload(true, "Ready", &[("Admitted", 3, "Admitted")]);
+    let o = order(&["w1", "w2"]);
+    let p = plan(&group(
+        &local,
+        vec![("w1", Some(&running)), ("w2", None)],
+        &Dispatcher::AllAtOnce,
+        &o,
+    ));
+    assert_eq!(p.remove, ["w1"]);
+    assert!(
+        p.sync_job.is_none() && p.check.is_none() && p.create.is_empty(),
+        "{p:?}"
+    );
+}

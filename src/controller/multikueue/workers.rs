@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -66,14 +66,17 @@ impl Workers {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The worker `name`, when it is connected.
+    /// The worker `name`, when it is connected and its copies are listed: until then its
+    /// store would say it holds none, and an admitted copy would look gone.
     pub fn connected(&self, name: &str) -> Option<Remote> {
         let workers = self.lock();
         let w = workers.get(name)?;
         if w.lost_since.is_some() {
             return None;
         }
-        w.remote.clone()
+        let remote = w.remote.clone()?;
+        let listed = remote.workloads.wait_until_ready().now_or_never();
+        matches!(listed, Some(Ok(()))).then_some(remote)
     }
 
     /// How long worker `name` has been unreachable: zero for one never seen (a manager
