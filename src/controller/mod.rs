@@ -341,6 +341,7 @@ pub async fn run(
                 kinds: enabled.clone(),
                 settings: config.multikueue.clone(),
                 namespace: config.namespace.clone(),
+                metrics: config.metrics.clone(),
             },
             multikueue_rx,
         )),

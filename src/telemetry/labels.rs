@@ -196,6 +196,14 @@ pub struct CqStatus {
     pub replica_role: ReplicaRole,
 }
 
+/// A ClusterQueue and a MultiKueue worker cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CqCluster {
+    pub cluster_queue: Value,
+    pub cluster: Value,
+    pub replica_role: ReplicaRole,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Cq {
     pub cluster_queue: Value,

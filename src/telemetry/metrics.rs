@@ -84,6 +84,8 @@ pub(crate) struct Families {
     pub webhook_duration: HistogramFamily<labels::WebhookRequest>,
     pub webhook_reviews: CounterFamily<labels::Result_>,
     pub webhook_dry_run: CounterFamily<labels::Role>,
+    pub multikueue_dispatched: CounterFamily<labels::CqCluster>,
+    pub multikueue_admitted: CounterFamily<labels::CqCluster>,
     pub build_info: GaugeFamily<labels::BuildInfo>,
     pub estimates: EstimateFamilies,
 }
@@ -323,6 +325,7 @@ impl Families {
         let (api_writes, placement_duration) = register_carrying_out(r);
         let (webhook_duration, webhook_reviews, webhook_dry_run) = register_webhook(r);
         let estimates = register_estimates(r);
+        let (multikueue_dispatched, multikueue_admitted) = register_multikueue(r);
         let build_info = register!(
             r,
             "kueue_build_info",
@@ -353,6 +356,8 @@ impl Families {
             webhook_duration,
             webhook_reviews,
             webhook_dry_run,
+            multikueue_dispatched,
+            multikueue_admitted,
             build_info,
             estimates,
         }
@@ -598,6 +603,29 @@ fn register_webhook(
     (duration, reviews, dry_run)
 }
 
+/// Kueue's MultiKueue counters (subsystem `multikueue`, no `kueue_` prefix, as Kueue names
+/// them): copies made in workers, and admissions there.
+fn register_multikueue(
+    r: &mut Registry,
+) -> (
+    CounterFamily<labels::CqCluster>,
+    CounterFamily<labels::CqCluster>,
+) {
+    let dispatched = register!(
+        r,
+        "multikueue_workloads_dispatched",
+        "The total number of remote workloads created by the MultiKueue manager on a worker cluster, per 'cluster_queue' and 'cluster'.",
+        CounterFamily::default()
+    );
+    let admitted = register!(
+        r,
+        "multikueue_workloads_admitted",
+        "The total number of remote workload admissions on a worker cluster, per 'cluster_queue' and 'cluster'. A workload may be counted more than once if it is evicted and re-admitted.",
+        CounterFamily::default()
+    );
+    (dispatched, admitted)
+}
+
 impl Metrics {
     /// A registry with every family registered and `kueue_build_info` set.
     pub fn new() -> Self {
@@ -660,6 +688,31 @@ impl Metrics {
     pub fn lead(&self) -> Leading {
         self.set_replica_role(ReplicaRole::Leader);
         Leading(self.clone())
+    }
+
+    /// MultiKueue made a copy of a Workload of ClusterQueue `cq` in worker `cluster`.
+    pub fn record_multikueue_dispatched(&self, cq: &str, cluster: &str) {
+        self.multikueue_counter(&self.0.families.multikueue_dispatched, cq, cluster);
+    }
+
+    /// A Workload of ClusterQueue `cq` was admitted in worker `cluster` (its check Ready).
+    pub fn record_multikueue_admitted(&self, cq: &str, cluster: &str) {
+        self.multikueue_counter(&self.0.families.multikueue_admitted, cq, cluster);
+    }
+
+    fn multikueue_counter(
+        &self,
+        family: &CounterFamily<labels::CqCluster>,
+        cq: &str,
+        cluster: &str,
+    ) {
+        family
+            .get_or_create(&labels::CqCluster {
+                cluster_queue: Value::new(cq),
+                cluster: Value::new(cluster),
+                replica_role: self.replica_role(),
+            })
+            .inc();
     }
 
     /// One write to the Kubernetes API made to carry out a decision, by the kind of

@@ -141,7 +141,7 @@ impl Worker {
 }
 
 /// The manager's kuota: batch Jobs and JobSets, this test's origin and lost-worker timeout.
-fn manager_config() -> ControllerConfig {
+fn manager_config(metrics: &kuota::telemetry::Metrics) -> ControllerConfig {
     let settings = MultiKueue {
         origin: ORIGIN.into(),
         worker_lost_timeout: LOST_AFTER,
@@ -150,6 +150,7 @@ fn manager_config() -> ControllerConfig {
     with_jobsets(ControllerConfig {
         multikueue: settings,
         namespace: KUOTA_NAMESPACE.into(),
+        metrics: metrics.clone(),
         ..ControllerConfig::default()
     })
 }
@@ -373,7 +374,8 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
         .create(&PostParams::default(), &ac)
         .await
         .expect("create AdmissionCheck");
-    let (stop, task) = start_controller_with(&client, manager_config());
+    let metrics = kuota::telemetry::Metrics::new();
+    let (stop, task) = start_controller_with(&client, manager_config(&metrics));
     let checks = Api::<AdmissionCheck>::all(client.clone());
     let active = wait_until(Duration::from_secs(60), || async {
         checks.get(&check).await.ok().is_some_and(|ac| {
@@ -582,7 +584,7 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     // The manager restarts: it finds what it made from the API, and makes nothing twice.
     let _ = stop.send(());
     let _ = task.await;
-    let (stop, task) = start_controller_with(&client, manager_config());
+    let (stop, task) = start_controller_with(&client, manager_config(&metrics));
     let settled = wait_until(Duration::from_secs(30), || async {
         let active = checks.get(&check).await.ok().is_some_and(|ac| {
             ac.status.is_some_and(|s| {
@@ -659,6 +661,22 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
         w2.workload(&ns, &second_name).await.map(|w| w.status)
     );
 
+    // Kueue's counters: every copy made, every admission in a worker.
+    let text = metrics.encode();
+    let count = |name: &str, cluster: &str| {
+        let prefix = format!("{name}{{cluster_queue=\"{}\",cluster=\"{cluster}\"", fx.cq);
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let dispatched = "multikueue_workloads_dispatched_total";
+    let admitted = "multikueue_workloads_admitted_total";
+    // first, js, blocker, second (then again after the loss), each copied to worker 1.
+    assert!(count(dispatched, &c1) >= 5.0, "{text}");
+    assert!(count(dispatched, &c2) >= 1.0, "{text}");
+    assert_eq!(count(admitted, &c1), 4.0, "{text}");
+    assert!(count(admitted, &c2) >= 1.0, "{text}");
     let _ = stop.send(());
     let _ = task.await;
     w1.stop_kuota().await;

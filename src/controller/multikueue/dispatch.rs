@@ -65,6 +65,8 @@ pub struct Ctx {
     pub kinds: Vec<&'static dyn JobIntegration>,
     /// Incremental dispatcher: when each Workload's current round began.
     pub rounds: Mutex<HashMap<WorkloadKey, Instant>>,
+    /// Where Kueue's `multikueue_*` counters are recorded.
+    pub metrics: crate::telemetry::Metrics,
 }
 
 /// The MultiKueue check among `wl`'s checks, with the clusters of its config (Kueue's
@@ -308,6 +310,14 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
+    /// The ClusterQueue the Workload's quota is reserved in.
+    fn cluster_queue(&self) -> String {
+        let admission = self.wl.status.as_ref().and_then(|s| s.admission.as_ref());
+        admission
+            .map(|a| a.cluster_queue.clone())
+            .unwrap_or_default()
+    }
+
     fn worker(&self, name: &str) -> Option<Worker<'_>> {
         let (n, c) = self.remotes.iter().find(|(n, _)| n == name)?;
         Some(Worker {
@@ -334,8 +344,11 @@ impl Target<'_> {
             }
         }
         for worker in &p.create {
-            if let Some(w) = self.worker(worker) {
-                remote::create_workload(&w, &ctx.writer, self.wl, origin).await?;
+            if let Some(w) = self.worker(worker)
+                && remote::create_workload(&w, &ctx.writer, self.wl, origin).await?
+            {
+                let cq = self.cluster_queue();
+                ctx.metrics.record_multikueue_dispatched(&cq, worker);
                 info!(workload = %self.key, worker = %worker, "copied to the worker");
             }
         }
@@ -413,6 +426,10 @@ impl Target<'_> {
             recorder: &self.ctx.recorder,
         };
         writer.write(self.key, build).await?;
+        if let (Some((CheckState::Ready, _)), Some(worker)) = (&p.check, &p.cluster_name) {
+            let metrics = &self.ctx.metrics;
+            metrics.record_multikueue_admitted(&self.cluster_queue(), worker);
+        }
         if let Some((state, message)) = &p.check {
             let r = workload_ref(self.key, Some(&self.wl.metadata));
             self.ctx.recorder.workload_normal(r, "MultiKueue", message);

@@ -110,6 +110,7 @@ pub struct Shared {
     pub settings: MultiKueue,
     /// kuota's namespace, where the kubeconfig Secrets are.
     pub namespace: String,
+    pub metrics: crate::telemetry::Metrics,
 }
 
 /// Runs MultiKueue until aborted: the connections, the checks' `Active` condition and the
@@ -187,6 +188,7 @@ pub async fn run(
         settings: shared.settings,
         kinds,
         rounds: Default::default(),
+        metrics: shared.metrics,
     });
     let check_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
         .default_backoff()

@@ -97,13 +97,14 @@ pub fn job_copy(
     }))
 }
 
-/// Creates the Workload's copy in `worker` (one made already is fine).
+/// Creates the Workload's copy in `worker` (one made already is fine); whether this call
+/// made it.
 pub async fn create_workload(
     w: &Worker<'_>,
     writer: &Writer,
     local: &Workload,
     origin: &str,
-) -> Result<(), RemoteError> {
+) -> Result<bool, RemoteError> {
     let ns = local.namespace().unwrap_or_default();
     let what = format!("create Workload {ns}/{}", local.name_any());
     let obj: DynamicObject = serde_json::from_value(workload_copy(local, origin))
@@ -111,11 +112,13 @@ pub async fn create_workload(
     let api: Api<DynamicObject> =
         Api::namespaced_with(w.client.clone(), &ns, &Kind::Workload.api_resource());
     match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => writer.wrote("remote Workload"),
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(w.failed(what)(e)),
+        Ok(_) => {
+            writer.wrote("remote Workload");
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(w.failed(what)(e)),
     }
-    Ok(())
 }
 
 /// Kueue's `RemoveRemoteObjects`: the job this manager made in `worker` (its origin
