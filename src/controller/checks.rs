@@ -142,6 +142,35 @@ pub fn pod_set_updates(wl: &Workload) -> Vec<&PodSetUpdate> {
         .collect()
 }
 
+/// Records an admission its checks completed (`wl` as read before `Admitted` was written),
+/// as Kueue's workload controller does then: the admitted counters, the wait since it was
+/// created or requeued (Kueue's `QueuedWaitTime`) and the wait since its quota was reserved.
+pub fn record_admission(metrics: &crate::telemetry::Metrics, wl: &Workload, now: &Time) {
+    let Some(status) = wl.status.as_ref() else {
+        return;
+    };
+    let Some(admission) = status.admission.as_ref() else {
+        return;
+    };
+    let since = |t: &Time| (now.0.as_millisecond() - t.0.as_millisecond()).max(0) as f64 / 1000.0;
+    let queued = status
+        .condition(crate::api::constants::WORKLOAD_REQUEUED)
+        .map(|c| &c.last_transition_time)
+        .or(wl.metadata.creation_timestamp.as_ref());
+    let reserved = status
+        .condition(crate::api::constants::WORKLOAD_QUOTA_RESERVED)
+        .map(|c| &c.last_transition_time);
+    let class = wl.spec.priority_class_ref.as_ref().map(|c| c.name.as_str());
+    metrics.record_admitted_by_checks(&crate::telemetry::CheckAdmission {
+        cluster_queue: &admission.cluster_queue,
+        priority_class: class.unwrap_or_default(),
+        namespace: wl.metadata.namespace.as_deref().unwrap_or_default(),
+        local_queue: wl.spec.queue_name.as_deref().unwrap_or_default(),
+        queued_wait_s: queued.map_or(0.0, since),
+        reserved_wait_s: reserved.map_or(0.0, since),
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +258,38 @@ mod tests {
         assert!(pod_set_updates(&waiting).is_empty());
         // Not reserved: nothing to admit.
         assert_eq!(admitted_patch(&workload(json!({})), &now), None);
+    }
+
+    #[test]
+    fn an_admission_by_checks_counts_as_admitted_with_kueues_two_waits() {
+        let mut wl = workload(json!({
+            "admission": {"clusterQueue": "cq", "podSetAssignments": []},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                "message": "", "lastTransitionTime": "2026-02-02T00:00:10Z"}],
+        }));
+        wl.metadata.creation_timestamp = Some(time("2026-02-02T00:00:00Z"));
+        wl.spec.queue_name = Some("lq".into());
+        let metrics = crate::telemetry::Metrics::new();
+        record_admission(&metrics, &wl, &time("2026-02-02T00:00:25Z"));
+        let text = metrics.encode();
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .to_string()
+        };
+        assert!(line("kueue_admitted_workloads_total{cluster_queue=\"cq\"").ends_with(" 1"));
+        // 25 s since it was created; 15 s since its quota was reserved.
+        assert!(
+            line("kueue_admission_wait_time_seconds_sum{cluster_queue=\"cq\"").ends_with(" 25.0")
+        );
+        assert!(
+            line("kueue_admission_checks_wait_time_seconds_sum{cluster_queue=\"cq\"")
+                .ends_with(" 15.0")
+        );
+        assert!(
+            line("kueue_local_queue_admission_checks_wait_time_seconds_sum{name=\"lq\"")
+                .ends_with(" 15.0")
+        );
     }
 }

@@ -31,7 +31,9 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::actuate::job::member_start_patch;
-use super::actuate::workload::{WorkloadWriter, delete_workload, finish_patch, requeue_patch};
+use super::actuate::workload::{
+    WorkloadWriter, Written, delete_workload, finish_patch, requeue_patch,
+};
 use super::actuate::{Writer, is_not_found};
 use super::compact::CompactObject;
 use super::translate::decode;
@@ -431,8 +433,12 @@ impl GroupCtx {
                     };
                 wl_writer.write(key, build).await?;
             }
-            (Step::ChecksReady, _) => {
-                wl_writer.write(key, super::checks::admitted_patch).await?;
+            (Step::ChecksReady, wl) => {
+                let written = wl_writer.write(key, super::checks::admitted_patch).await?;
+                if let (Written::Yes(_), Some(wl)) = (written, wl) {
+                    let now = (ctx.writer.clock)();
+                    super::checks::record_admission(ctx.writer.metrics(), &wl, &now);
+                }
             }
             // Pods are neither resumed nor restored: they are gated once, ungated once.
             (Step::Nothing | Step::Resume | Step::ResetStatus(_) | Step::Restore, _)

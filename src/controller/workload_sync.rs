@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::actuate::events::Recorder;
 use super::actuate::job::{self, JobPatchError};
-use super::actuate::workload::{WorkloadWriter, finish_patch, requeue_patch};
+use super::actuate::workload::{WorkloadWriter, Written, finish_patch, requeue_patch};
 use super::actuate::{WriteError, Writer, is_invalid, is_stale_patch};
 use super::compact::CompactObject;
 use super::invalid_admission;
@@ -858,8 +858,12 @@ impl Target<'_> {
                     };
                 wl_writer.write(key, build).await?;
             }
-            (Step::ChecksReady, _) => {
-                wl_writer.write(key, super::checks::admitted_patch).await?;
+            (Step::ChecksReady, wl) => {
+                let written = wl_writer.write(key, super::checks::admitted_patch).await?;
+                if let (Written::Yes(_), Some(wl)) = (written, wl) {
+                    let now = (ctx.writer.clock)();
+                    super::checks::record_admission(ctx.writer.metrics(), &wl, &now);
+                }
                 info!(job = %name, namespace = %ns, "every admission check is Ready: admitted");
             }
             (Step::Start | Step::Restore, None) => {}

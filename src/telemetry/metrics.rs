@@ -84,6 +84,8 @@ pub(crate) struct Families {
     pub webhook_duration: HistogramFamily<labels::WebhookRequest>,
     pub webhook_reviews: CounterFamily<labels::Result_>,
     pub webhook_dry_run: CounterFamily<labels::Role>,
+    pub checks_wait: HistogramFamily<labels::CqPriority>,
+    pub lq_checks_wait: HistogramFamily<labels::LqPriority>,
     pub multikueue_dispatched: CounterFamily<labels::CqCluster>,
     pub multikueue_admitted: CounterFamily<labels::CqCluster>,
     pub build_info: GaugeFamily<labels::BuildInfo>,
@@ -325,6 +327,7 @@ impl Families {
         let (api_writes, placement_duration) = register_carrying_out(r);
         let (webhook_duration, webhook_reviews, webhook_dry_run) = register_webhook(r);
         let estimates = register_estimates(r);
+        let (checks_wait, lq_checks_wait) = register_admission_checks_wait(r);
         let (multikueue_dispatched, multikueue_admitted) = register_multikueue(r);
         let build_info = register!(
             r,
@@ -356,6 +359,8 @@ impl Families {
             webhook_duration,
             webhook_reviews,
             webhook_dry_run,
+            checks_wait,
+            lq_checks_wait,
             multikueue_dispatched,
             multikueue_admitted,
             build_info,
@@ -603,6 +608,28 @@ fn register_webhook(
     (duration, reviews, dry_run)
 }
 
+/// Kueue's wait from quota reservation to admission, for workloads with admission checks.
+fn register_admission_checks_wait(
+    r: &mut Registry,
+) -> (
+    HistogramFamily<labels::CqPriority>,
+    HistogramFamily<labels::LqPriority>,
+) {
+    let cq = register!(
+        r,
+        "kueue_admission_checks_wait_time_seconds",
+        "The time from when a workload got the quota reservation until admission, per 'cluster_queue'",
+        hist(wait_14)
+    );
+    let lq = register!(
+        r,
+        "kueue_local_queue_admission_checks_wait_time_seconds",
+        "The time from when a workload got the quota reservation until admission, per 'local_queue'",
+        hist(wait_14)
+    );
+    (cq, lq)
+}
+
 /// Kueue's MultiKueue counters (subsystem `multikueue`, no `kueue_` prefix, as Kueue names
 /// them): copies made in workers, and admissions there.
 fn register_multikueue(
@@ -624,6 +651,18 @@ fn register_multikueue(
         CounterFamily::default()
     );
     (dispatched, admitted)
+}
+
+/// One admission completed by its admission checks.
+pub struct CheckAdmission<'a> {
+    pub cluster_queue: &'a str,
+    pub priority_class: &'a str,
+    pub namespace: &'a str,
+    pub local_queue: &'a str,
+    /// Seconds since it was created or requeued.
+    pub queued_wait_s: f64,
+    /// Seconds since its quota was reserved.
+    pub reserved_wait_s: f64,
 }
 
 impl Metrics {
@@ -688,6 +727,39 @@ impl Metrics {
     pub fn lead(&self) -> Leading {
         self.set_replica_role(ReplicaRole::Leader);
         Leading(self.clone())
+    }
+
+    /// A Workload whose admission waited for its checks was admitted (Kueue's workload
+    /// controller reports it then, not at the quota reservation): the admitted counters,
+    /// the wait since it was queued, and the wait since its quota was reserved.
+    pub fn record_admitted_by_checks(&self, at: &CheckAdmission<'_>) {
+        let f = &self.0.families;
+        let role = self.replica_role();
+        let cqp = labels::CqPriority {
+            cluster_queue: Value::new(at.cluster_queue),
+            priority_class: Value::new(at.priority_class),
+            replica_role: role,
+        };
+        let lqp = labels::LqPriority {
+            name: Value::new(at.local_queue),
+            namespace: Value::new(at.namespace),
+            priority_class: Value::new(at.priority_class),
+            replica_role: role,
+        };
+        f.admitted.get_or_create(&cqp).inc();
+        f.lq_admitted.get_or_create(&lqp).inc();
+        f.admission_wait
+            .get_or_create(&cqp)
+            .observe(at.queued_wait_s);
+        f.lq_admission_wait
+            .get_or_create(&lqp)
+            .observe(at.queued_wait_s);
+        f.checks_wait
+            .get_or_create(&cqp)
+            .observe(at.reserved_wait_s);
+        f.lq_checks_wait
+            .get_or_create(&lqp)
+            .observe(at.reserved_wait_s);
     }
 
     /// MultiKueue made a copy of a Workload of ClusterQueue `cq` in worker `cluster`.

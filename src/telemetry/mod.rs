@@ -13,7 +13,7 @@ pub mod observer;
 mod state;
 
 pub use labels::ReplicaRole;
-pub use metrics::{CONTENT_TYPE, Metrics, StateGauges};
+pub use metrics::{CONTENT_TYPE, CheckAdmission, Metrics, StateGauges};
 pub use observer::Observer;
 pub mod http;
 pub mod trace;

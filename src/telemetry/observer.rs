@@ -282,10 +282,10 @@ impl Observer {
                 Decision::Admit {
                     workload,
                     admission,
-                    ..
+                    checks,
                 } => {
                     kinds[0] += 1;
-                    self.admitted(now, workload, admission);
+                    self.admitted(now, workload, admission, checks.is_empty());
                 }
                 Decision::Preempt {
                     victim,
@@ -360,7 +360,16 @@ impl Observer {
         }
     }
 
-    fn admitted(&mut self, now: Millis, key: &WorkloadKey, admission: &api::Admission) {
+    /// A quota reservation; the admission too when no check stands between them (with
+    /// checks, `Metrics::record_admitted_by_checks` counts it once they pass, as Kueue's
+    /// workload controller does).
+    fn admitted(
+        &mut self,
+        now: Millis,
+        key: &WorkloadKey,
+        admission: &api::Admission,
+        without_checks: bool,
+    ) {
         let cq: Arc<str> = Arc::from(admission.cluster_queue.as_str());
         let usage = usage_of(admission);
         let Some(rec) = self.change(key, |r| {
@@ -376,13 +385,15 @@ impl Observer {
         let cqp = cq_priority(&rec, role);
         let lqp = lq_priority(&rec, role);
         f.quota_reserved.get_or_create(&cqp).inc();
-        f.admitted.get_or_create(&cqp).inc();
         f.lq_quota_reserved.get_or_create(&lqp).inc();
-        f.lq_admitted.get_or_create(&lqp).inc();
         f.quota_reserved_wait.get_or_create(&cqp).observe(wait);
-        f.admission_wait.get_or_create(&cqp).observe(wait);
         f.lq_quota_reserved_wait.get_or_create(&lqp).observe(wait);
-        f.lq_admission_wait.get_or_create(&lqp).observe(wait);
+        if without_checks {
+            f.admitted.get_or_create(&cqp).inc();
+            f.lq_admitted.get_or_create(&lqp).inc();
+            f.admission_wait.get_or_create(&cqp).observe(wait);
+            f.lq_admission_wait.get_or_create(&lqp).observe(wait);
+        }
     }
 
     fn evicted(&mut self, key: &WorkloadKey, reason: &str) {

@@ -94,6 +94,11 @@ pub struct Writer {
 
 impl Writer {
     /// A writer with `concurrency` writes in flight at most and `attempts` tries each.
+    /// Where this writer's writes (and what they complete) are recorded.
+    pub fn metrics(&self) -> &crate::telemetry::Metrics {
+        &self.metrics
+    }
+
     pub fn new(client: Client, concurrency: usize, attempts: u32) -> Self {
         Self {
             client,
