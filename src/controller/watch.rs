@@ -12,7 +12,7 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -331,6 +331,28 @@ fn key_of(o: &impl Resource) -> (Option<String>, String) {
         o.meta().namespace.clone(),
         o.meta().name.clone().unwrap_or_default(),
     )
+}
+
+/// Every Workload in `workloads` with a state for a check `ours` accepts: what a check
+/// controller looks at again when its checks or their configs change.
+pub fn workloads_under(
+    workloads: &Store<CompactObject>,
+    ours: impl Fn(&str) -> bool,
+) -> Vec<ObjectRef<CompactObject>> {
+    let ar = Kind::Workload.api_resource();
+    workloads
+        .state()
+        .iter()
+        .filter_map(|w| {
+            let wl: api::Workload = translate::decode(Kind::Workload, &**w).ok()?;
+            let states = &wl.status.as_ref()?.admission_checks;
+            states.iter().any(|s| ours(&s.name)).then(|| {
+                let name = wl.metadata.name.as_deref().unwrap_or_default();
+                let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
+                ObjectRef::new_with(name, ar.clone()).within(ns)
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

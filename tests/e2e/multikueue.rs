@@ -55,7 +55,7 @@ async fn cluster(client: &Client, name: &str, secret: &str) {
 }
 
 /// The `Active` condition: status, reason, message.
-async fn active(client: &Client, name: &str) -> Option<(String, String, String)> {
+pub(crate) async fn active(client: &Client, name: &str) -> Option<(String, String, String)> {
     let c = Api::<MultiKueueCluster>::all(client.clone())
         .get(name)
         .await

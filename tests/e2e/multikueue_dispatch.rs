@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::controller::{finish_pods, start_controller_with, workload_of};
 use crate::kinds::install_crd;
+use crate::multikueue::active as connection;
 use crate::rbac::{self, KUOTA_NAMESPACE};
 use crate::support::{
     QueueFixture, controller_lock, create_cluster_queue, create_flavor, create_local_queue,
@@ -178,20 +179,6 @@ fn dispatched_jobset(ns: &str, name: &str) -> Value {
 fn jobsets(client: &Client, ns: &str) -> Api<DynamicObject> {
     let gvk = kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
     Api::namespaced_with(client.clone(), ns, &kube::api::ApiResource::from_gvk(&gvk))
-}
-
-/// The `Active` condition of MultiKueueCluster `name`: status, reason, message.
-async fn connection(client: &Client, name: &str) -> Option<(String, String, String)> {
-    let c = Api::<MultiKueueCluster>::all(client.clone())
-        .get(name)
-        .await
-        .ok()?;
-    let a = c
-        .status?
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Active")?;
-    Some((a.status, a.reason, a.message))
 }
 
 /// A manager job: suspended, in queue `lq`, dispatched by MultiKueue.

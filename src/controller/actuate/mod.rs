@@ -13,6 +13,7 @@
 //! - `events`: Kubernetes Events as Kueue emits them;
 //! - `finalizer`: Kueue's `resource-in-use` finalizer on ClusterQueues and ResourceFlavors.
 
+pub mod condition;
 pub mod events;
 pub mod finalizer;
 pub mod job;

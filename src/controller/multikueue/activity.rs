@@ -7,16 +7,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
-use serde_json::json;
 use tracing::warn;
 
 use crate::api::constants::ADMISSION_CHECK_ACTIVE;
 use crate::api::{AdmissionCheck, MULTIKUEUE_CONTROLLER, MultiKueueCluster, MultiKueueConfig};
-use crate::controller::actuate::Writer;
-use crate::controller::conditions::set_condition;
+use crate::controller::actuate::{Writer, condition};
 
 /// How often every check is looked at even without a change (the stores may lag the
 /// change that woke the pass).
@@ -24,7 +21,6 @@ const RECHECK: Duration = Duration::from_secs(10);
 
 /// What the pass reads and writes with.
 pub struct Ctx {
-    pub client: Client,
     pub writer: std::sync::Arc<Writer>,
     pub checks: Store<AdmissionCheck>,
     pub configs: Store<MultiKueueConfig>,
@@ -104,41 +100,16 @@ async fn set_active(ctx: &Ctx, ac: &AdmissionCheck) -> Result<(), kube::Error> {
                 .any(|c| c.type_ == "Active" && c.status == "True"),
         )
     });
-    let mut conditions = ac.status.clone().unwrap_or_default().conditions;
-    let status = if active { "True" } else { "False" };
-    // Kueue's `cmpConditionState`: written when the status, reason or message changes.
-    if conditions.iter().any(|c| {
-        c.type_ == ADMISSION_CHECK_ACTIVE
-            && c.status == status
-            && c.reason == reason
-            && c.message == message
-    }) {
-        return Ok(());
-    }
-    let now = (ctx.writer.clock)();
-    let generation = ac.metadata.generation;
-    let condition_type = ADMISSION_CHECK_ACTIVE;
-    set_condition(
-        &mut conditions,
-        condition_type,
+    let current = ac.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = condition::Wanted {
+        type_: ADMISSION_CHECK_ACTIVE,
         active,
         reason,
-        &message,
-        generation,
-        &now,
-    );
-    let patch = json!({
-        "metadata": {"resourceVersion": ac.resource_version()},
-        "status": {"conditions": conditions}
-    });
-    Api::<AdmissionCheck>::all(ctx.client.clone())
-        .patch_status(
-            &ac.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    ctx.writer.wrote("AdmissionCheck status");
+        message: &message,
+    };
+    let (change, kind) = (condition::Change::State, "AdmissionCheck status");
+    let current = current.unwrap_or_default();
+    condition::write(&ctx.writer, ac, current, &wanted, change, kind).await?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::plan::{self, Group, Plan};
 use super::remote::{self, RemoteError, Synced, Worker};
-use super::workers::Workers;
+use super::workers::{Remote, Workers};
 use crate::api::{AdmissionCheck, CheckState, MULTIKUEUE_CONTROLLER, MultiKueueConfig, Workload};
 use crate::config::multikueue::MultiKueue;
 use crate::controller::actuate::events::{Recorder, workload_ref};
@@ -76,17 +76,12 @@ fn our_check(ctx: &Ctx, wl: &Workload) -> Option<(String, Result<Vec<String>, St
     states.iter().find_map(|s| {
         let ac = ctx.checks.get(&ObjectRef::new(&s.name))?;
         (ac.spec.controller_name == MULTIKUEUE_CONTROLLER)
-            .then(|| (s.name.clone(), clusters_of(ctx, &ac)))
+            .then(|| (s.name.clone(), config_clusters(&ctx.configs, &ac)))
     })
 }
 
 /// The workers a MultiKueue check's config lists, in its order, or why there are none
 /// (Kueue's messages).
-pub fn clusters_of(ctx: &Ctx, ac: &AdmissionCheck) -> Result<Vec<String>, String> {
-    config_clusters(&ctx.configs, ac)
-}
-
-/// As [`clusters_of`], from a store of configs.
 pub fn config_clusters(
     configs: &Store<MultiKueueConfig>,
     ac: &AdmissionCheck,
@@ -158,7 +153,7 @@ pub async fn reconcile(obj: Arc<CompactObject>, ctx: Arc<Ctx>) -> Result<Action,
     let name = wl.name_any();
     let (kind, owner) = owner_kind(&ctx.kinds, &wl);
     let deleted = wl.metadata.deletion_timestamp.is_some();
-    let mut remotes: Vec<(String, remote_copy::Copy)> = Vec::new();
+    let mut remotes: Vec<(String, Copy)> = Vec::new();
     let mut unavailable = Vec::new();
     for c in &clusters {
         match ctx.workers.connected(c) {
@@ -167,7 +162,7 @@ pub async fn reconcile(obj: Arc<CompactObject>, ctx: Arc<Ctx>) -> Result<Action,
                     .workloads
                     .get(&ObjectRef::new(&name).within(&ns))
                     .map(|w| (*w).clone());
-                remotes.push((c.clone(), remote_copy::Copy { remote: r, copy }));
+                remotes.push((c.clone(), Copy { remote: r, copy }));
             }
             None => unavailable.push(c.clone()),
         }
@@ -287,14 +282,9 @@ async fn read_job(
 }
 
 /// A worker's connection and the copy found there.
-pub mod remote_copy {
-    use super::super::workers::Remote;
-    use crate::api::Workload;
-
-    pub struct Copy {
-        pub remote: Remote,
-        pub copy: Option<Workload>,
-    }
+struct Copy {
+    remote: Remote,
+    copy: Option<Workload>,
 }
 
 /// One Workload under reconciliation, and what carrying out its plan needs.
@@ -306,7 +296,7 @@ struct Target<'a> {
     kind: Option<&'a dyn JobIntegration>,
     job_name: Option<&'a str>,
     local_job: Option<&'a Value>,
-    remotes: &'a [(String, remote_copy::Copy)],
+    remotes: &'a [(String, Copy)],
 }
 
 impl Target<'_> {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::KubeConfigOptions;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
@@ -35,15 +35,12 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
-use super::actuate::Writer;
 use super::actuate::events::Recorder;
+use super::actuate::{Writer, condition};
 use super::compact::CompactObject;
-use super::conditions::set_condition;
-use super::translate::decode;
 use super::watch::{Kind, Stores, job_api_resource};
 use crate::api::{
     AdmissionCheck, LocationType, MULTIKUEUE_CONTROLLER, MultiKueueCluster, MultiKueueConfig,
-    Workload,
 };
 use crate::config::multikueue::MultiKueue;
 use crate::integrations::JobIntegration;
@@ -235,7 +232,6 @@ pub async fn run(
     });
     let checks_active = activity::run(
         activity::Ctx {
-            client,
             writer: activity_writer,
             checks,
             configs,
@@ -249,27 +245,13 @@ pub async fn run(
 
 /// Every Workload with a state for a MultiKueue check.
 fn under_checks(ctx: &dispatch::Ctx) -> Vec<ObjectRef<CompactObject>> {
-    let ours: Vec<String> = ctx
-        .checks
-        .state()
-        .iter()
-        .filter(|ac| ac.spec.controller_name == MULTIKUEUE_CONTROLLER)
-        .map(|ac| ac.name_any())
-        .collect();
-    let ar = Kind::Workload.api_resource();
-    ctx.stores
-        .workloads
-        .state()
-        .iter()
-        .filter_map(|w| {
-            let wl: Workload = decode(Kind::Workload, &**w).ok()?;
-            let states = &wl.status.as_ref()?.admission_checks;
-            states.iter().any(|s| ours.contains(&s.name)).then(|| {
-                ObjectRef::new_with(&wl.name_any(), ar.clone())
-                    .within(&wl.namespace().unwrap_or_default())
-            })
-        })
-        .collect()
+    let checks = ctx.checks.state();
+    let ours = |name: &str| {
+        checks
+            .iter()
+            .any(|ac| ac.name_any() == name && ac.spec.controller_name == MULTIKUEUE_CONTROLLER)
+    };
+    super::watch::workloads_under(&ctx.stores.workloads, ours)
 }
 
 /// The Secret a cluster's kubeconfig is in, if it is one.
@@ -396,41 +378,21 @@ async fn write_condition(
     c: &MultiKueueCluster,
     state: &Connection,
 ) -> Result<bool, MultiKueueError> {
-    let status = if state.active { "True" } else { "False" };
-    let mut conditions = c.status.clone().unwrap_or_default().conditions;
-    if conditions.iter().any(|x| {
-        x.type_ == ACTIVE
-            && x.status == status
-            && x.reason == state.reason
-            && x.message == state.message
-    }) {
-        return Ok(false);
-    }
-    let now = (ctx.writer.clock)();
-    let (reason, message) = (state.reason, state.message.as_str());
-    set_condition(
-        &mut conditions,
-        ACTIVE,
-        state.active,
-        reason,
-        message,
-        c.metadata.generation,
-        &now,
-    );
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": c.resource_version()},
-        "status": {"conditions": conditions}
-    });
-    let name = c.name_any();
-    Api::<MultiKueueCluster>::all(ctx.client.clone())
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+    let current = c.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = condition::Wanted {
+        type_: ACTIVE,
+        active: state.active,
+        reason: state.reason,
+        message: &state.message,
+    };
+    let (change, kind) = (condition::Change::State, "MultiKueueCluster status");
+    let current = current.unwrap_or_default();
+    condition::write(&ctx.writer, c, current, &wanted, change, kind)
         .await
         .map_err(|source| MultiKueueError::Status {
-            name: name.clone(),
+            name: c.name_any(),
             source,
-        })?;
-    ctx.writer.wrote("MultiKueueCluster status");
-    Ok(true)
+        })
 }
 
 fn error_policy(c: Arc<MultiKueueCluster>, e: &MultiKueueError, _: Arc<Ctx>) -> Action {

@@ -38,9 +38,8 @@ use tracing::{debug, info, warn};
 use self::plan::{Check, NewRequest, Plan};
 use self::request::{MANAGED_LABEL, ProvisioningRequest};
 use super::actuate::events::Recorder;
-use super::actuate::{Writer, is_not_found};
+use super::actuate::{Writer, condition, is_not_found};
 use super::compact::CompactObject;
-use super::conditions::set_condition;
 use super::translate::{TranslateError, decode};
 use super::watch::Kind;
 use crate::api::constants::{ADMISSION_CHECK_ACTIVE, API_VERSION_V1BETA2};
@@ -149,7 +148,7 @@ pub async fn run(
     });
     info!("ProvisioningRequest admission check controller started");
     let ar = Kind::Workload.api_resource();
-    let (owner, all) = (ar.clone(), ar.clone());
+    let owner = ar.clone();
     let (by_check, by_config) = (ctx.clone(), ctx.clone());
     // A check or config changed: every Workload of this controller's checks is looked at
     // again, and so is every check's `Active` condition.
@@ -170,7 +169,7 @@ pub async fn run(
                         return Vec::new();
                     }
                     let _ = checks_changed.unbounded_send(());
-                    with_checks(&by_check, &all)
+                    with_checks(&by_check)
                 },
                 (),
             )
@@ -178,7 +177,7 @@ pub async fn run(
                 config_stream,
                 move |_: ProvisioningRequestConfig| {
                     let _ = config_changed.unbounded_send(());
-                    with_checks(&by_config, &Kind::Workload.api_resource())
+                    with_checks(&by_config)
                 },
                 (),
             )
@@ -204,20 +203,9 @@ fn owner_workload(
 }
 
 /// Every Workload with a state for one of this controller's checks.
-fn with_checks(ctx: &Ctx, ar: &kube::api::ApiResource) -> Vec<ObjectRef<CompactObject>> {
+fn with_checks(ctx: &Ctx) -> Vec<ObjectRef<CompactObject>> {
     let ours = our_checks(ctx);
-    ctx.workloads
-        .state()
-        .iter()
-        .filter_map(|w| {
-            let wl: Workload = decode(Kind::Workload, &**w).ok()?;
-            let states = &wl.status.as_ref()?.admission_checks;
-            states.iter().any(|s| ours.contains_key(&s.name)).then(|| {
-                ObjectRef::new_with(wl.metadata.name.as_deref().unwrap_or_default(), ar.clone())
-                    .within(wl.metadata.namespace.as_deref().unwrap_or_default())
-            })
-        })
-        .collect()
+    super::watch::workloads_under(&ctx.workloads, |c| ours.contains_key(c))
 }
 
 /// This controller's checks by name, each with its config's spec when it can be read.
@@ -290,38 +278,17 @@ async fn set_active(ctx: &Ctx, ac: &AdmissionCheck) -> Result<(), kube::Error> {
         Ok(_) => (true, "Active", "The admission check is active".to_string()),
         Err(why) => (false, "BadParametersRef", why),
     };
-    let mut conditions = ac.status.clone().unwrap_or_default().conditions;
-    let status = if active { "True" } else { "False" };
-    // Kueue writes only when the status flips.
-    if conditions
-        .iter()
-        .any(|c| c.type_ == ADMISSION_CHECK_ACTIVE && c.status == status)
-    {
-        return Ok(());
-    }
-    let now = (ctx.writer.clock)();
-    let generation = ac.metadata.generation;
-    set_condition(
-        &mut conditions,
-        ADMISSION_CHECK_ACTIVE,
+    let current = ac.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = condition::Wanted {
+        type_: ADMISSION_CHECK_ACTIVE,
         active,
         reason,
-        &message,
-        generation,
-        &now,
-    );
-    let patch = json!({
-        "metadata": {"resourceVersion": ac.resource_version()},
-        "status": {"conditions": conditions}
-    });
-    Api::<AdmissionCheck>::all(ctx.client.clone())
-        .patch_status(
-            &ac.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    ctx.writer.wrote("AdmissionCheck status");
+        message: &message,
+    };
+    // Kueue writes only when the status flips.
+    let (change, kind) = (condition::Change::Status, "AdmissionCheck status");
+    let current = current.unwrap_or_default();
+    condition::write(&ctx.writer, ac, current, &wanted, change, kind).await?;
     Ok(())
 }
 
