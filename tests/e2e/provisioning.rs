@@ -99,6 +99,108 @@ async fn autoscaler_says(
         .unwrap_or_else(|e| panic!("set the status of ProvisioningRequest {ns}/{name}: {e}"));
 }
 
+/// AdmissionCheck `check` of the ProvisioningRequest controller, parameters in `config`.
+async fn create_check(client: &Client, check: &str, config: &str) {
+    let ac: AdmissionCheck = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": config}}
+    }))
+    .expect("check");
+    Api::<AdmissionCheck>::all(client.clone())
+        .create(&PostParams::default(), &ac)
+        .await
+        .expect("create AdmissionCheck");
+}
+
+async fn create_config(client: &Client, name: &str, spec: Value) {
+    let prc: ProvisioningRequestConfig = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("config");
+    Api::<ProvisioningRequestConfig>::all(client.clone())
+        .create(&PostParams::default(), &prc)
+        .await
+        .expect("create ProvisioningRequestConfig");
+}
+
+/// Submits suspended Job `name` (with a provreq annotation the request must carry), waits
+/// for its Workload to reserve quota, and returns the Workload's name.
+async fn submit(client: &Client, ns: &str, name: &str) -> String {
+    let mut j = job(ns, name, "400m");
+    j.spec.get_or_insert_with(Default::default).suspend = Some(true);
+    j.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            "provreq.kueue.x-k8s.io/maxRunDurationSeconds".into(),
+            "600".into(),
+        );
+    Api::<Job>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &j)
+        .await
+        .expect("create Job");
+    wait_for_workload(client, ns, name, "reserved, check Pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    workload_of(client, ns, name)
+        .await
+        .expect("a Workload")
+        .name_any()
+}
+
+/// Waits for Workload `job`'s Admitted condition and for Job `job` to run, its pods
+/// consuming `request`; returns the Job's pod template.
+async fn wait_started(
+    client: &Client,
+    ns: &str,
+    job: &str,
+    request: &str,
+) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+    wait_for_workload(client, ns, job, "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let jobs = Api::<Job>::namespaced(client.clone(), ns);
+    let running = |spec: &k8s_openapi::api::batch::v1::JobSpec| {
+        let consumes = spec.template.metadata.as_ref().and_then(|m| {
+            m.annotations
+                .as_ref()?
+                .get("autoscaling.x-k8s.io/consume-provisioning-request")
+                .cloned()
+        });
+        spec.suspend == Some(false) && consumes.as_deref() == Some(request)
+    };
+    let started = wait_until(Duration::from_secs(60), || {
+        let jobs = jobs.clone();
+        async move {
+            let spec = jobs.get(job).await.ok().and_then(|j| j.spec);
+            spec.is_some_and(|s| running(&s))
+        }
+    })
+    .await;
+    let spec = jobs.get(job).await.ok().and_then(|j| j.spec);
+    assert!(
+        started.is_some(),
+        "Job {ns}/{job} did not start consuming {request}: {spec:#?}"
+    );
+    spec.expect("the Job's spec").template
+}
+
+/// Tears down what a test made at cluster scope, then its namespace.
+async fn teardown(fx: QueueFixture, check: &str, config: &str) {
+    let client = fx.client.clone();
+    let _ = Api::<AdmissionCheck>::all(client.clone())
+        .delete(check, &Default::default())
+        .await;
+    let _ = Api::<ProvisioningRequestConfig>::all(client.clone())
+        .delete(config, &Default::default())
+        .await;
+    fx.teardown().await;
+}
+
 #[tokio::test]
 async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried() {
     let _only = controller_lock().await;
@@ -112,34 +214,21 @@ async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried(
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
     install_crd(&client, CRD_FILE).await;
     // The check names a config that does not exist yet.
-    let ac: AdmissionCheck = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
-        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
-            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": config}}
-    }))
-    .expect("check");
-    Api::<AdmissionCheck>::all(client.clone())
-        .create(&PostParams::default(), &ac)
-        .await
-        .expect("create AdmissionCheck");
+    create_check(&client, &check, &config).await;
     let (stop, task) = start_controller(&client);
     let missing = format!("provisioningrequestconfigs.kueue.x-k8s.io \"{config}\" not found");
     wait_active(&client, &check, ("False", "BadParametersRef", &missing)).await;
 
-    let prc: ProvisioningRequestConfig = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig",
-        "metadata": {"name": config},
-        "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+    create_config(
+        &client,
+        &config,
+        json!({"provisioningClassName": "queued-provisioning.gke.io",
             "parameters": {"ValidUntilSeconds": "300"},
             "retryStrategy": {"backoffLimitCount": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1},
             "podSetUpdates": {"nodeSelector": [{"key": "cloud.google.com/gke-nodepool",
-                "valueFromProvisioningClassDetail": "NodePoolName"}]}}
-    }))
-    .expect("config");
-    Api::<ProvisioningRequestConfig>::all(client.clone())
-        .create(&PostParams::default(), &prc)
-        .await
-        .expect("create ProvisioningRequestConfig");
+                "valueFromProvisioningClassDetail": "NodePoolName"}]}}),
+    )
+    .await;
     wait_active(
         &client,
         &check,
@@ -148,26 +237,7 @@ async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried(
     .await;
 
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
-    let mut j = job(&ns, "train", "400m");
-    j.spec.get_or_insert_with(Default::default).suspend = Some(true);
-    j.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(
-            "provreq.kueue.x-k8s.io/maxRunDurationSeconds".into(),
-            "600".into(),
-        );
-    jobs.create(&PostParams::default(), &j)
-        .await
-        .expect("create Job");
-    wait_for_workload(&client, &ns, "train", "reserved, check Pending", |wl| {
-        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "True")
-    })
-    .await;
-    let wl = workload_of(&client, &ns, "train")
-        .await
-        .expect("a Workload");
-    let wl_name = wl.name_any();
+    let wl_name = submit(&client, &ns, "train").await;
 
     // Attempt 1: the request, owned by the Workload, and its template, owned by the request.
     let first = format!("{wl_name}-{check}-1");
@@ -254,43 +324,131 @@ async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried(
         json!({"NodePoolName": "pool-e2e"}),
     )
     .await;
-    wait_for_workload(&client, &ns, "train", "admitted", |wl| {
-        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    let template = wait_started(&client, &ns, "train", &second).await;
+    let pool = template
+        .spec
+        .and_then(|s| s.node_selector)
+        .and_then(|n| n.get("cloud.google.com/gke-nodepool").cloned());
+    assert_eq!(pool.as_deref(), Some("pool-e2e"));
+    let _ = stop.send(());
+    let _ = task.await;
+    teardown(fx, &check, &config).await;
+}
+
+/// Check `prov`'s state and message on the Workload of Job `job`.
+async fn check_state(client: &Client, ns: &str, job: &str) -> (String, String) {
+    let wl = workload_of(client, ns, job).await.expect("a Workload");
+    let status = wl.status.expect("status");
+    let state = status.admission_checks.first().expect("a check state");
+    (state.state.clone(), state.message.clone())
+}
+
+/// A config naming a class that no autoscaler serves. The cluster autoscaler skips such a
+/// request (its `SupportedProvisioningClass` filter) and never sets a condition on it, so
+/// the check stays Pending with no message, as in Kueue: the quota stays reserved and the
+/// Job suspended. Fixing the config's class replaces the request, and the Job starts.
+#[tokio::test]
+async fn a_class_no_autoscaler_serves_keeps_the_check_pending_until_the_config_is_fixed() {
+    let _only = controller_lock().await;
+    let (check, config) = (unique_name("prov"), unique_name("prc"));
+    let fx = QueueFixture::with_queue_spec(
+        "provclass",
+        "1",
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+    )
+    .await;
+    let (client, ns) = (fx.client.clone(), fx.ns.clone());
+    install_crd(&client, CRD_FILE).await;
+    create_check(&client, &check, &config).await;
+    create_config(
+        &client,
+        &config,
+        json!({"provisioningClassName": "no-such-class.example.com"}),
+    )
+    .await;
+    let (stop, task) = start_controller(&client);
+    wait_active(
+        &client,
+        &check,
+        ("True", "Active", "The admission check is active"),
+    )
+    .await;
+    let wl_name = submit(&client, &ns, "train").await;
+    let first = format!("{wl_name}-{check}-1");
+    let r = wait_request(&client, &ns, &first).await;
+    assert_eq!(
+        r.data["spec"]["provisioningClassName"],
+        "no-such-class.example.com"
+    );
+    // Once the template is handed to the request, kuota has acted on the request it made.
+    let pts = Api::<PodTemplate>::namespaced(client.clone(), &ns);
+    let template = format!("ppt-{first}-main");
+    let handed = wait_until(Duration::from_secs(30), || {
+        let (pts, template, first) = (pts.clone(), template.clone(), first.clone());
+        async move {
+            let pt = pts.get_opt(&template).await.ok().flatten();
+            pt.is_some_and(|pt| pt.owner_references().iter().any(|o| o.name == first))
+        }
     })
     .await;
-    let started = wait_until(Duration::from_secs(60), || {
-        let (jobs, second) = (jobs.clone(), second.clone());
+    assert!(handed.is_some(), "the PodTemplate was not handed over");
+    assert_eq!(
+        check_state(&client, &ns, "train").await,
+        ("Pending".to_string(), String::new())
+    );
+    let wl = workload_of(&client, &ns, "train")
+        .await
+        .expect("a Workload");
+    assert!(condition(&wl, "Admitted").is_none_or(|c| c.0 != "True"));
+    assert!(condition(&wl, "QuotaReserved").is_some_and(|c| c.0 == "True"));
+    let job = Api::<Job>::namespaced(client.clone(), &ns)
+        .get("train")
+        .await
+        .expect("get Job");
+    assert_eq!(job.spec.and_then(|s| s.suspend), Some(true));
+
+    // The class is fixed: the request made under the old one is replaced.
+    Api::<ProvisioningRequestConfig>::all(client.clone())
+        .patch(
+            &config,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"}}),
+            ),
+        )
+        .await
+        .expect("fix the config's class");
+    let old_uid = r.metadata.uid.clone();
+    let replaced = wait_until(Duration::from_secs(60), || {
+        let (api, first, old_uid) = (requests(&client, &ns), first.clone(), old_uid.clone());
         async move {
-            let Some(spec) = jobs.get("train").await.ok().and_then(|j| j.spec) else {
-                return false;
-            };
-            let t = spec.template;
-            let pool = t
-                .spec
-                .and_then(|s| s.node_selector)
-                .and_then(|n| n.get("cloud.google.com/gke-nodepool").cloned());
-            let consumes = t.metadata.and_then(|m| m.annotations).and_then(|a| {
-                a.get("autoscaling.x-k8s.io/consume-provisioning-request")
-                    .cloned()
-            });
-            spec.suspend == Some(false)
-                && pool.as_deref() == Some("pool-e2e")
-                && consumes.as_deref() == Some(second.as_str())
+            let r = api.get_opt(&first).await.ok().flatten();
+            r.is_some_and(|r| {
+                r.metadata.uid != old_uid
+                    && r.data["spec"]["provisioningClassName"]
+                        == "check-capacity.autoscaling.x-k8s.io"
+            })
         }
     })
     .await;
     assert!(
-        started.is_some(),
-        "{:#?}",
-        jobs.get("train").await.map(|j| j.spec)
+        replaced.is_some(),
+        "{:?}",
+        requests(&client, &ns)
+            .get_opt(&first)
+            .await
+            .map(|r| r.map(|r| r.data))
     );
+    autoscaler_says(
+        &client,
+        &ns,
+        &first,
+        &[("Provisioned", "capacity is available")],
+        json!({}),
+    )
+    .await;
+    wait_started(&client, &ns, "train", &first).await;
     let _ = stop.send(());
     let _ = task.await;
-    let _ = Api::<AdmissionCheck>::all(client.clone())
-        .delete(&check, &Default::default())
-        .await;
-    let _ = Api::<ProvisioningRequestConfig>::all(client.clone())
-        .delete(&config, &Default::default())
-        .await;
-    fx.teardown().await;
+    teardown(fx, &check, &config).await;
 }

@@ -336,3 +336,27 @@ fn pod_sets_merge_under_the_configs_policy() {
     let c = config(json!({"managedResources": [], "podSetMergePolicy": "IdenticalPodTemplates"}));
     assert_eq!(run(&wl, Some(&c), &[]).create[0].spec.pod_sets.len(), 2);
 }
+
+#[test]
+fn a_request_the_autoscaler_ignores_keeps_the_check_pending_without_a_message() {
+    // The cluster autoscaler skips a request whose class it does not serve and sets no
+    // condition on it: like Kueue, the check waits, and a stale message is cleared.
+    let c = config(json!({"provisioningClassName": "no-such-class.example.com"}));
+    let mut ignored = request(1, &[]);
+    ignored.spec.provisioning_class_name = "no-such-class.example.com".into();
+    let mut wl = workload("Pending", None, &[]);
+    wl.status.as_mut().expect("status").admission_checks[0].message =
+        "Retrying after failure: old".into();
+    let p = run(&wl, Some(&c), std::slice::from_ref(&ignored));
+    assert_eq!((p.create.len(), p.delete.clone()), (0, vec![]));
+    let states = p.states.expect("the stale message is cleared");
+    assert_eq!(
+        (states[0].state.as_str(), states[0].message.as_str()),
+        ("Pending", "")
+    );
+    assert!(p.events.is_empty(), "no state change: {:?}", p.events);
+    // Nothing more is written while the autoscaler stays silent.
+    let mut settled = workload("Pending", None, &[]);
+    settled.status.as_mut().expect("status").admission_checks = states;
+    assert_eq!(run(&settled, Some(&c), &[ignored]), Plan::default());
+}
