@@ -3,10 +3,11 @@
 //! kuota runs as its install's ServiceAccount; the manager reaches each worker as the
 //! ServiceAccount `manifests/multikueue` makes there.
 //!
-//! One story, in order: a job is dispatched to the only worker and its completion is
+//! The main story, in order: a job is dispatched to the only worker and its completion is
 //! mirrored back; a second worker joins and takes the job the first has no room for; that
 //! worker is stopped mid-run, and after `workerLostTimeout` the workload is requeued and
 //! runs on the first; when the stopped worker comes back, its stale copies are removed.
+//! Then a worker whose own admission policy refuses the job.
 
 use std::time::Duration;
 
@@ -230,6 +231,71 @@ async fn add_cluster(client: &Client, name: &str, kubeconfig: &str) {
         .expect("create MultiKueueCluster");
 }
 
+/// The manager's MultiKueueConfig `config` over `clusters`, and AdmissionCheck `check` of it.
+async fn create_dispatch_check(client: &Client, check: &str, config: &str, clusters: &[&str]) {
+    let conf: MultiKueueConfig = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
+        "metadata": {"name": config}, "spec": {"clusters": clusters}
+    }))
+    .expect("a config");
+    Api::<MultiKueueConfig>::all(client.clone())
+        .create(&PostParams::default(), &conf)
+        .await
+        .expect("create MultiKueueConfig");
+    let ac: AdmissionCheck = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+        "spec": {"controllerName": MULTIKUEUE,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}
+    }))
+    .expect("a check");
+    Api::<AdmissionCheck>::all(client.clone())
+        .create(&PostParams::default(), &ac)
+        .await
+        .expect("create AdmissionCheck");
+}
+
+async fn wait_check_active(client: &Client, check: &str) {
+    let checks = Api::<AdmissionCheck>::all(client.clone());
+    let active = wait_until(Duration::from_secs(60), || async {
+        checks.get(check).await.ok().is_some_and(|ac| {
+            ac.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "Active")
+            })
+        })
+    })
+    .await;
+    assert!(
+        active.is_some(),
+        "the MultiKueue check never became Active: {:#?}",
+        checks.get(check).await.map(|a| a.status)
+    );
+}
+
+/// Deletes what a test made at cluster scope in the manager: the check, the config, and
+/// each cluster with its Secret.
+async fn remove_dispatch_check(client: &Client, check: &str, config: &str, clusters: &[&str]) {
+    Api::<AdmissionCheck>::all(client.clone())
+        .delete(check, &Default::default())
+        .await
+        .expect("delete the check");
+    Api::<MultiKueueConfig>::all(client.clone())
+        .delete(config, &Default::default())
+        .await
+        .expect("delete the config");
+    for c in clusters {
+        Api::<MultiKueueCluster>::all(client.clone())
+            .delete(c, &Default::default())
+            .await
+            .expect("delete a cluster");
+        Api::<Secret>::namespaced(client.clone(), KUOTA_NAMESPACE)
+            .delete(c, &Default::default())
+            .await
+            .expect("delete a Secret");
+    }
+}
+
 /// Waits up to `secs` for `check` on the manager's Workload of Job `job`.
 async fn wait_manager(
     client: &Client,
@@ -341,44 +407,12 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     );
     let (c1, c2, config) = (unique_name("w1"), unique_name("w2"), unique_name("mkconf"));
     add_cluster(&client, &c1, &w1.access).await;
-    let conf: MultiKueueConfig = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
-        "metadata": {"name": config}, "spec": {"clusters": [c1]}
-    }))
-    .expect("a config");
+    create_dispatch_check(&client, &check, &config, &[&c1]).await;
     let configs = Api::<MultiKueueConfig>::all(client.clone());
-    configs
-        .create(&PostParams::default(), &conf)
-        .await
-        .expect("create MultiKueueConfig");
-    let ac: AdmissionCheck = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
-        "spec": {"controllerName": MULTIKUEUE,
-            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}
-    }))
-    .expect("a check");
-    Api::<AdmissionCheck>::all(client.clone())
-        .create(&PostParams::default(), &ac)
-        .await
-        .expect("create AdmissionCheck");
     let metrics = kuota::telemetry::Metrics::new();
     let (stop, task) = start_controller_with(&client, manager_config(&metrics));
     let checks = Api::<AdmissionCheck>::all(client.clone());
-    let active = wait_until(Duration::from_secs(60), || async {
-        checks.get(&check).await.ok().is_some_and(|ac| {
-            ac.status.is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "Active")
-            })
-        })
-    })
-    .await;
-    assert!(
-        active.is_some(),
-        "the MultiKueue check never became Active: {:#?}",
-        checks.get(&check).await.map(|a| a.status)
-    );
+    wait_check_active(&client, &check).await;
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
 
     // 1. Dispatched to the only worker, run there, its completion mirrored back.
@@ -668,25 +702,165 @@ async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twic
     let _ = task.await;
     w1.stop_kuota().await;
     w2.stop_kuota().await;
-    Api::<AdmissionCheck>::all(client.clone())
-        .delete(&check, &Default::default())
+    remove_dispatch_check(&client, &check, &config, &[&c1, &c2]).await;
+    fx.teardown().await;
+}
+
+/// Makes worker `w` refuse batch Jobs in namespace `ns`, as a cluster's own policy may,
+/// with a ValidatingAdmissionPolicy and its binding, both named `name`; waits until the
+/// API server enforces it.
+async fn refuse_jobs(w: &Worker, ns: &str, name: &str, message: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["jobs"]}]},
+            "validations": [{"expression": "false", "message": message}]}
+    }))
+    .expect("a policy");
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": ns}}}}
+    }))
+    .expect("a binding");
+    Api::<ValidatingAdmissionPolicy>::all(w.admin.clone())
+        .create(&PostParams::default(), &policy)
         .await
-        .expect("delete the check");
-    configs
-        .delete(&config, &Default::default())
+        .expect("create the ValidatingAdmissionPolicy");
+    Api::<ValidatingAdmissionPolicyBinding>::all(w.admin.clone())
+        .create(&PostParams::default(), &binding)
         .await
-        .expect("delete the config");
-    for c in [&c1, &c2] {
-        let clusters = Api::<MultiKueueCluster>::all(client.clone());
-        clusters
-            .delete(c, &Default::default())
+        .expect("create the ValidatingAdmissionPolicyBinding");
+    let jobs = Api::<Job>::namespaced(w.admin.clone(), ns);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let probe = dispatched_job(ns, "probe", "100m");
+    let enforced = wait_until(Duration::from_secs(30), || async {
+        jobs.create(&dry_run, &probe).await.is_err()
+    })
+    .await;
+    assert!(
+        enforced.is_some(),
+        "worker {} never enforced the policy",
+        w.cluster.n
+    );
+}
+
+/// Warning Events of reason `MultiKueue` on the manager's Workload `name`.
+async fn multikueue_warnings(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns);
+    let listed = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("list Events");
+    listed
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("MultiKueue") && e.type_.as_deref() == Some("Warning")
+        })
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+/// A worker whose own admission refuses the job: its Workload copy is admitted there, but
+/// the job cannot be made. As in Kueue, the manager's check stays Pending (it turns Ready
+/// only once the job exists in the worker), so nothing is admitted at home; kuota says why
+/// on the manager's Workload, with the worker's answer, and tries again. Once the worker
+/// takes jobs, the job is created, admitted and run there.
+#[tokio::test]
+async fn a_job_its_worker_refuses_stays_pending_with_the_workers_answer_until_it_is_taken() {
+    let _only = controller_lock().await;
+    let check = unique_name("mkref");
+    let fx = QueueFixture::with_queue_spec(
+        "mkref",
+        "8",
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+    )
+    .await;
+    let (client, ns) = (fx.client.clone(), fx.ns.clone());
+    rbac::installed().await;
+    install_crd(&client, JOBSET_CRD).await;
+    let mut w1 = Worker::start(1, &ns, "1", true).await;
+    let policy = unique_name("no-jobs");
+    let refusal = format!("namespace {ns} takes no jobs in this cluster");
+    refuse_jobs(&w1, &ns, &policy, &refusal).await;
+    let (c1, config) = (unique_name("w1"), unique_name("mkconf"));
+    add_cluster(&client, &c1, &w1.access).await;
+    create_dispatch_check(&client, &check, &config, &[&c1]).await;
+    let metrics = kuota::telemetry::Metrics::new();
+    let (stop, task) = start_controller_with(&client, manager_config(&metrics));
+    wait_check_active(&client, &check).await;
+    Api::<Job>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &dispatched_job(&ns, "refused", "500m"),
+        )
+        .await
+        .expect("create Job refused");
+    let wl = wait_manager(&client, &ns, "refused", 60, "reserved", |wl| {
+        is_true(wl, "QuotaReserved")
+    })
+    .await;
+    let name = wl.name_any();
+    let told = wait_until(Duration::from_secs(60), || async {
+        multikueue_warnings(&client, &ns, &name)
             .await
-            .expect("delete a cluster");
-        let secrets = Api::<Secret>::namespaced(client.clone(), KUOTA_NAMESPACE);
-        secrets
-            .delete(c, &Default::default())
-            .await
-            .expect("delete a Secret");
-    }
+            .iter()
+            .any(|m| {
+                m.starts_with(&format!(
+                    "The job could not be created in worker cluster {c1:?}"
+                )) && m.contains(&refusal)
+            })
+    })
+    .await;
+    assert!(
+        told.is_some(),
+        "no Warning with the worker's answer: {:?}",
+        multikueue_warnings(&client, &ns, &name).await
+    );
+    let wl = workload_of(&client, &ns, "refused")
+        .await
+        .expect("the Workload");
+    assert_eq!(
+        check_state(&wl, &check).map(|s| s.0),
+        Some("Pending".into()),
+        "{:#?}",
+        wl.status
+    );
+    assert!(!is_true(&wl, "Admitted"), "{:#?}", wl.status);
+    assert_eq!(cluster_name(&wl), None);
+    assert!(w1.job(&ns, "refused").await.is_none());
+
+    // The worker takes jobs again: the next try creates it, and it runs there.
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+    Api::<ValidatingAdmissionPolicyBinding>::all(w1.admin.clone())
+        .delete(&policy, &Default::default())
+        .await
+        .expect("delete the binding");
+    wait_manager(&client, &ns, "refused", 90, "admitted on worker 1", |wl| {
+        cluster_name(wl) == Some(c1.as_str()) && is_true(wl, "Admitted")
+    })
+    .await;
+    run_to_completion(&w1, &ns, "refused").await;
+    wait_manager(&client, &ns, "refused", 60, "finished", |wl| {
+        is_true(wl, "Finished")
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = task.await;
+    w1.stop_kuota().await;
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    let _ = Api::<ValidatingAdmissionPolicy>::all(w1.admin.clone())
+        .delete(&policy, &Default::default())
+        .await;
+    remove_dispatch_check(&client, &check, &config, &[&c1]).await;
     fx.teardown().await;
 }

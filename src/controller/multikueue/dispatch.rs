@@ -320,7 +320,10 @@ impl Target<'_> {
         let ctx = self.ctx;
         let (ns, name) = (&*self.key.namespace, &*self.key.name);
         let origin = ctx.settings.origin.as_str();
-        if p.check.is_some() || p.nominate.is_some() {
+        // The check turns Ready only once the job exists in the worker (Kueue's SyncJob
+        // before syncAdmittingRemoteState): a worker that refuses the job leaves it Pending.
+        let status = p.check.is_some() || p.nominate.is_some();
+        if status && p.sync_job.is_none() {
             self.write_status(&p).await?;
         }
         if p.new_round {
@@ -354,6 +357,9 @@ impl Target<'_> {
             }
             if synced == Synced::Deferred {
                 again = Some(again.map_or(DEFERRED, |a| a.min(DEFERRED)));
+            }
+            if status {
+                self.write_status(&p).await?;
             }
         }
         if let Some((reason, message)) = &p.finish {
