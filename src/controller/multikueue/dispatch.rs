@@ -21,7 +21,7 @@ use super::workers::{Remote, Workers};
 use crate::api::{AdmissionCheck, CheckState, MULTIKUEUE_CONTROLLER, MultiKueueConfig, Workload};
 use crate::config::multikueue::MultiKueue;
 use crate::controller::actuate::events::{Recorder, workload_ref};
-use crate::controller::actuate::workload::{WorkloadWriter, finish_patch, patch_body};
+use crate::controller::actuate::workload::{WorkloadWriter, Written, finish_patch, patch_body};
 use crate::controller::actuate::{WriteError, Writer};
 use crate::controller::compact::CompactObject;
 use crate::controller::translate::{TranslateError, decode};
@@ -421,7 +421,12 @@ impl Target<'_> {
             stores: &self.ctx.stores,
             recorder: &self.ctx.recorder,
         };
-        writer.write(self.key, build).await?;
+        // A plan made from a store that lagged this controller's own write finds the
+        // check moved on and writes nothing: no second count or Event for it (Kueue counts
+        // an admission only when its reconcile turns the check Ready).
+        if writer.write(self.key, build).await? == Written::Unchanged {
+            return Ok(());
+        }
         if let (Some((CheckState::Ready, _)), Some(worker)) = (&p.check, &p.cluster_name) {
             let metrics = &self.ctx.metrics;
             metrics.record_multikueue_admitted(&self.cluster_queue(), worker);
