@@ -39,12 +39,16 @@ impl Run {
     }
 }
 
+/// Each workload's whole runtime, known exactly: only the accuracy replay's oracle has it.
+pub(super) type ExactRuntimes<'a> = &'a dyn Fn(&WorkloadKey) -> Option<Millis>;
+
 /// Runtimes at one quantile, with the learned distributions looked up once per class.
 struct Runtimes<'a> {
     book: &'a RuntimeBook,
     cfg: &'a ForecastConfig,
     q: f64,
     learned: HashMap<(std::sync::Arc<str>, String, i32), Option<Vec<Millis>>>,
+    exact: Option<ExactRuntimes<'a>>,
 }
 
 impl Runtimes<'_> {
@@ -60,6 +64,11 @@ impl Runtimes<'_> {
     /// How much longer a workload that has run `elapsed` will run, and why we think so.
     fn remaining(&mut self, f: &WorkloadFacts, elapsed: Millis) -> Option<(Millis, RuntimeSource)> {
         let elapsed = elapsed.max(0);
+        if let Some(exact) = self.exact {
+            // The oracle's runs report no source of their own.
+            let total = exact(&f.key)?;
+            return Some((total.saturating_sub(elapsed).max(0), RuntimeSource::Learned));
+        }
         let q = self.q;
         // The learned runs longer than what it has already run: its conditional distribution.
         let learned = self.learned(f).and_then(|sorted| {
@@ -79,13 +88,15 @@ impl Runtimes<'_> {
     }
 }
 
-/// Runs `engine`'s copy forward with every runtime at quantile `q`.
+/// Runs `engine`'s copy forward with every runtime at quantile `q`, or, given `exact`,
+/// with every runtime as it says.
 pub(super) fn run(
     engine: &Engine,
     facts: &[WorkloadFacts],
     book: &RuntimeBook,
     cfg: &ForecastConfig,
     q: f64,
+    exact: Option<ExactRuntimes<'_>>,
 ) -> Run {
     let mut e = engine.clone();
     let now = e.now();
@@ -96,6 +107,7 @@ pub(super) fn run(
         cfg,
         q,
         learned: HashMap::new(),
+        exact,
     };
     let mut out = Run::default();
     let mut ends = Ends::default();

@@ -144,7 +144,7 @@ pub fn forecast(engine: &Engine, book: &RuntimeBook, cfg: &ForecastConfig) -> Fo
     let runs: Vec<forward::Run> = cfg
         .quantiles
         .iter()
-        .map(|&q| forward::run(engine, &facts, book, cfg, q))
+        .map(|&q| forward::run(engine, &facts, book, cfg, q, None))
         .collect();
     let mut out = Forecast {
         at: engine.now(),
@@ -198,7 +198,31 @@ pub fn forecast_at(
     q: f64,
 ) -> BTreeMap<WorkloadKey, Option<Millis>> {
     let facts = engine.workload_facts();
-    let run = forward::run(engine, &facts, book, cfg, q);
+    starts(&forward::run(engine, &facts, book, cfg, q, None))
+}
+
+/// One forward run in which every workload runs exactly as long as `runtime_of` says (its
+/// whole runtime; `None`: unknown). No cluster knows this: it is the accuracy replay's
+/// oracle, which shows how much of an estimate's error comes from runtimes and how much
+/// from the arrivals that no forward run can know.
+pub fn forecast_exact(
+    engine: &Engine,
+    runtime_of: &dyn Fn(&WorkloadKey) -> Option<Millis>,
+    cfg: &ForecastConfig,
+) -> BTreeMap<WorkloadKey, Option<Millis>> {
+    let facts = engine.workload_facts();
+    let book = RuntimeBook::default();
+    starts(&forward::run(
+        engine,
+        &facts,
+        &book,
+        cfg,
+        0.5,
+        Some(runtime_of),
+    ))
+}
+
+fn starts(run: &forward::Run) -> BTreeMap<WorkloadKey, Option<Millis>> {
     run.targets
         .iter()
         .map(|k| (k.clone(), run.started.get(k).map(|s| s.0)))

@@ -68,3 +68,64 @@ fn learned_runtimes_beat_overstated_bounds() {
     );
     assert!(r.sources.contains_key("learned"), "{:?}", r.sources);
 }
+
+/// One ClusterQueue of 1 cpu and the given workload sets (YAML list items).
+fn plan_of(sets: &str) -> Plan {
+    let generator = format!(
+        r#"
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 1
+    nominalQuota: 1
+    borrowingLimit: 0
+    workloadsSets:
+{sets}
+"#
+    );
+    Scenario {
+        name: "t".into(),
+        manifests: vec![],
+        generator: Some(SourceFile::new("generator.yaml", generator)),
+    }
+    .plan(1)
+    .expect("plan")
+}
+
+#[test]
+fn told_the_actual_runtimes_the_forward_run_is_exact_when_no_arrival_is_unknown() {
+    // Everything is submitted at once: the only thing an estimate cannot know is how long
+    // each job runs. Told that, the same engine on the same clock makes no error.
+    let p = plan_of(
+        "    - count: 12\n      creationIntervalMs: 0\n      workloads:\n      - className: job\n        runtimeMs: 600000\n        priority: 0\n        request: 1",
+    );
+    let r = eta_report(&p, &EtaConfig::default()).expect("runs");
+    assert!(r.exact.samples > 10, "{}", render(&r));
+    assert_eq!(r.exact.without_estimate, 0);
+    assert_eq!(
+        (r.exact.median_abs_ms, r.exact.p90_abs_ms),
+        (0, 0),
+        "{}",
+        render(&r)
+    );
+    assert!(r.kuota.median_abs_ms > 0, "{}", render(&r));
+}
+
+#[test]
+fn probing_goes_on_after_a_spell_with_nobody_waiting() {
+    // Two short jobs, then nothing for three hours, then six that queue behind each other:
+    // their waits are probed every 10 minutes, not only when they are submitted.
+    let sets = "    - count: 2\n      creationIntervalMs: 60000\n      workloads:\n      - className: early\n        runtimeMs: 600000\n        priority: 0\n        request: 1\n    - count: 6\n      creationIntervalMs: 60000\n      startMs: 10800000\n      workloads:\n      - className: late\n        runtimeMs: 600000\n        priority: 0\n        request: 1";
+    let cfg = EtaConfig {
+        runtime_sigma: 0.0,
+        overstatement: (1.0, 1.0),
+        ..EtaConfig::default()
+    };
+    let r = eta_report(&plan_of(sets), &cfg).expect("runs");
+    assert_eq!(r.started, 8);
+    // Five late jobs wait 9 to 45 minutes: at least one periodic probe each on top of
+    // the submission ones.
+    assert!(r.kuota.samples > 10, "{}", render(&r));
+}
