@@ -231,6 +231,20 @@ async fn add_cluster(client: &Client, name: &str, kubeconfig: &str) {
         .expect("create MultiKueueCluster");
 }
 
+/// The manager's namespace and ClusterQueue of 8 cpu behind check `check`, with kuota's
+/// RBAC installed and JobSet's CRD served.
+async fn manager_fixture(prefix: &str, check: &str) -> QueueFixture {
+    let fx = QueueFixture::with_queue_spec(
+        prefix,
+        "8",
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+    )
+    .await;
+    rbac::installed().await;
+    install_crd(&fx.client, JOBSET_CRD).await;
+    fx
+}
+
 /// The manager's MultiKueueConfig `config` over `clusters`, and AdmissionCheck `check` of it.
 async fn create_dispatch_check(client: &Client, check: &str, config: &str, clusters: &[&str]) {
     let conf: MultiKueueConfig = serde_json::from_value(json!({
@@ -391,15 +405,8 @@ async fn run_to_completion(w: &Worker, ns: &str, job: &str) {
 async fn jobs_are_dispatched_mirrored_moved_off_a_lost_worker_and_never_run_twice() {
     let _only = controller_lock().await;
     let check = unique_name("mk");
-    let fx = QueueFixture::with_queue_spec(
-        "mk",
-        "8",
-        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
-    )
-    .await;
+    let fx = manager_fixture("mk", &check).await;
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
-    rbac::installed().await;
-    install_crd(&client, JOBSET_CRD).await;
     // Worker 2 starts without JobSet's CRD: it cannot take this manager's JobSets.
     let (mut w1, mut w2) = tokio::join!(
         Worker::start(1, &ns, "1", true),
@@ -779,15 +786,8 @@ async fn multikueue_warnings(client: &Client, ns: &str, name: &str) -> Vec<Strin
 async fn a_job_its_worker_refuses_stays_pending_with_the_workers_answer_until_it_is_taken() {
     let _only = controller_lock().await;
     let check = unique_name("mkref");
-    let fx = QueueFixture::with_queue_spec(
-        "mkref",
-        "8",
-        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
-    )
-    .await;
+    let fx = manager_fixture("mkref", &check).await;
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
-    rbac::installed().await;
-    install_crd(&client, JOBSET_CRD).await;
     let mut w1 = Worker::start(1, &ns, "1", true).await;
     let policy = unique_name("no-jobs");
     let refusal = format!("namespace {ns} takes no jobs in this cluster");

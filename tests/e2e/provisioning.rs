@@ -189,6 +189,30 @@ async fn wait_started(
     spec.expect("the Job's spec").template
 }
 
+/// Waits until PodTemplate `template` is owned by request `request` (kuota hands it over
+/// once the request exists), and returns it.
+async fn wait_handed(client: &Client, ns: &str, template: &str, request: &str) -> PodTemplate {
+    let pts = Api::<PodTemplate>::namespaced(client.clone(), ns);
+    let handed = wait_until(Duration::from_secs(30), || {
+        let pts = pts.clone();
+        async move {
+            let pt = pts.get_opt(template).await.ok().flatten();
+            pt.is_some_and(|pt| {
+                pt.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "ProvisioningRequest" && o.name == request)
+            })
+        }
+    })
+    .await;
+    let pt = pts.get_opt(template).await.ok().flatten();
+    assert!(
+        handed.is_some(),
+        "PodTemplate {ns}/{template} was not handed to request {request}: {pt:?}"
+    );
+    pt.expect("the PodTemplate")
+}
+
 /// Tears down what a test made at cluster scope, then its namespace.
 async fn teardown(fx: QueueFixture, check: &str, config: &str) {
     let client = fx.client.clone();
@@ -260,24 +284,7 @@ async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried(
         (owner.kind.as_str(), owner.name.as_str()),
         ("Workload", wl_name.as_str())
     );
-    let pts = Api::<PodTemplate>::namespaced(client.clone(), &ns);
-    let handed = wait_until(Duration::from_secs(30), || {
-        let (pts, template) = (pts.clone(), template.clone());
-        async move {
-            let pt = pts.get_opt(&template).await.ok().flatten();
-            pt.is_some_and(|pt| {
-                pt.owner_references()
-                    .first()
-                    .is_some_and(|o| o.kind == "ProvisioningRequest")
-            })
-        }
-    })
-    .await;
-    assert!(
-        handed.is_some(),
-        "the PodTemplate was not handed to the request"
-    );
-    let pt = pts.get(&template).await.expect("the PodTemplate");
+    let pt = wait_handed(&client, &ns, &template, &first).await;
     assert_eq!(
         pt.labels()
             .get("kueue.x-k8s.io/managed")
@@ -381,17 +388,7 @@ async fn a_class_no_autoscaler_serves_keeps_the_check_pending_until_the_config_i
         "no-such-class.example.com"
     );
     // Once the template is handed to the request, kuota has acted on the request it made.
-    let pts = Api::<PodTemplate>::namespaced(client.clone(), &ns);
-    let template = format!("ppt-{first}-main");
-    let handed = wait_until(Duration::from_secs(30), || {
-        let (pts, template, first) = (pts.clone(), template.clone(), first.clone());
-        async move {
-            let pt = pts.get_opt(&template).await.ok().flatten();
-            pt.is_some_and(|pt| pt.owner_references().iter().any(|o| o.name == first))
-        }
-    })
-    .await;
-    assert!(handed.is_some(), "the PodTemplate was not handed over");
+    wait_handed(&client, &ns, &format!("ppt-{first}-main"), &first).await;
     assert_eq!(
         check_state(&client, &ns, "train").await,
         ("Pending".to_string(), String::new())

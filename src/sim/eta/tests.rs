@@ -3,33 +3,9 @@ use crate::sim::{Scenario, SourceFile};
 
 /// One ClusterQueue of 1 cpu; `count` one-cpu jobs of 10 minutes, one a minute.
 fn plan(count: u32) -> Plan {
-    let generator = format!(
-        r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: cq
-    count: 1
-    nominalQuota: 1
-    borrowingLimit: 0
-    workloadsSets:
-    - count: {count}
-      creationIntervalMs: 60000
-      workloads:
-      - className: job
-        runtimeMs: 600000
-        priority: 0
-        request: 1
-"#
-    );
-    Scenario {
-        name: "t".into(),
-        manifests: vec![],
-        generator: Some(SourceFile::new("generator.yaml", generator)),
-    }
-    .plan(1)
-    .expect("plan")
+    plan_of(&format!(
+        "    - count: {count}\n      creationIntervalMs: 60000\n      workloads:\n      - className: job\n        runtimeMs: 600000\n        priority: 0\n        request: 1"
+    ))
 }
 
 #[test]
