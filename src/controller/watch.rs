@@ -355,6 +355,65 @@ pub fn workloads_under(
         .collect()
 }
 
+/// Every object of kind `K` in the cluster, kept in `store`'s reflector: what a check
+/// controller watches its AdmissionChecks and configs with.
+pub fn reflect_all<K>(
+    client: &Client,
+    store: reflector::store::Writer<K>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher::watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(store)
+        .touched_objects()
+}
+
+/// Adds a check controller's watches to `controller`: a change to one of its
+/// AdmissionChecks (those naming `controller_name`) or to any of its configs looks again at
+/// every Workload `under` lists, and tells `changed` (the checks' `Active` pass follows).
+pub fn on_checks_and_configs<C>(
+    controller: kube::runtime::Controller<CompactObject>,
+    controller_name: &'static str,
+    checks: impl futures::Stream<Item = Result<api::AdmissionCheck, watcher::Error>> + Send + 'static,
+    configs: impl futures::Stream<Item = Result<C, watcher::Error>> + Send + 'static,
+    changed: futures::channel::mpsc::UnboundedSender<()>,
+    under: impl Fn() -> Vec<ObjectRef<CompactObject>> + Clone + Send + Sync + 'static,
+) -> kube::runtime::Controller<CompactObject>
+where
+    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let (on_check, on_config) = (changed.clone(), changed);
+    let under_config = under.clone();
+    controller
+        .watches_stream_with(
+            checks,
+            move |ac: api::AdmissionCheck| {
+                if ac.spec.controller_name != controller_name {
+                    return Vec::new();
+                }
+                let _ = on_check.unbounded_send(());
+                under()
+            },
+            (),
+        )
+        .watches_stream_with(
+            configs,
+            move |_: C| {
+                let _ = on_config.unbounded_send(());
+                under_config()
+            },
+            (),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

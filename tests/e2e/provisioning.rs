@@ -99,6 +99,19 @@ async fn autoscaler_says(
         .unwrap_or_else(|e| panic!("set the status of ProvisioningRequest {ns}/{name}: {e}"));
 }
 
+/// A namespace and ClusterQueue of 1 cpu behind check `check`, with the autoscaler's CRD
+/// served.
+async fn fixture(prefix: &str, check: &str) -> QueueFixture {
+    let fx = QueueFixture::with_queue_spec(
+        prefix,
+        "1",
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+    )
+    .await;
+    install_crd(&fx.client, CRD_FILE).await;
+    fx
+}
+
 /// AdmissionCheck `check` of the ProvisioningRequest controller, parameters in `config`.
 async fn create_check(client: &Client, check: &str, config: &str) {
     let ac: AdmissionCheck = serde_json::from_value(json!({
@@ -229,14 +242,8 @@ async fn teardown(fx: QueueFixture, check: &str, config: &str) {
 async fn a_job_starts_on_the_provisioned_pool_after_a_failed_attempt_is_retried() {
     let _only = controller_lock().await;
     let (check, config) = (unique_name("prov"), unique_name("prc"));
-    let fx = QueueFixture::with_queue_spec(
-        "prov",
-        "1",
-        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
-    )
-    .await;
+    let fx = fixture("prov", &check).await;
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
-    install_crd(&client, CRD_FILE).await;
     // The check names a config that does not exist yet.
     create_check(&client, &check, &config).await;
     let (stop, task) = start_controller(&client);
@@ -358,14 +365,8 @@ async fn check_state(client: &Client, ns: &str, job: &str) -> (String, String) {
 async fn a_class_no_autoscaler_serves_keeps_the_check_pending_until_the_config_is_fixed() {
     let _only = controller_lock().await;
     let (check, config) = (unique_name("prov"), unique_name("prc"));
-    let fx = QueueFixture::with_queue_spec(
-        "provclass",
-        "1",
-        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
-    )
-    .await;
+    let fx = fixture("provclass", &check).await;
     let (client, ns) = (fx.client.clone(), fx.ns.clone());
-    install_crd(&client, CRD_FILE).await;
     create_check(&client, &check, &config).await;
     create_config(
         &client,

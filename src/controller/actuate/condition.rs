@@ -10,6 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::Writer;
+use crate::api::AdmissionCheck;
+use crate::api::constants::ADMISSION_CHECK_ACTIVE;
 use crate::controller::conditions::set_condition;
 
 /// What counts as a change worth a write.
@@ -78,4 +80,30 @@ where
         .await?;
     writer.wrote(kind);
     Ok(true)
+}
+
+/// Writes AdmissionCheck `ac`'s `Active` condition, as [`write`] does.
+pub async fn write_check_active(
+    writer: &Writer,
+    ac: &AdmissionCheck,
+    (active, reason, message): (bool, &str, &str),
+    change: Change,
+) -> Result<bool, kube::Error> {
+    let current = ac.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = Wanted {
+        type_: ADMISSION_CHECK_ACTIVE,
+        active,
+        reason,
+        message,
+    };
+    let current = current.unwrap_or_default();
+    write(
+        writer,
+        ac,
+        current,
+        &wanted,
+        change,
+        "AdmissionCheck status",
+    )
+    .await
 }

@@ -11,7 +11,6 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::warn;
 
-use crate::api::constants::ADMISSION_CHECK_ACTIVE;
 use crate::api::{AdmissionCheck, MULTIKUEUE_CONTROLLER, MultiKueueCluster, MultiKueueConfig};
 use crate::controller::actuate::{Writer, condition};
 
@@ -100,16 +99,8 @@ async fn set_active(ctx: &Ctx, ac: &AdmissionCheck) -> Result<(), kube::Error> {
                 .any(|c| c.type_ == "Active" && c.status == "True"),
         )
     });
-    let current = ac.status.as_ref().map(|s| s.conditions.as_slice());
-    let wanted = condition::Wanted {
-        type_: ADMISSION_CHECK_ACTIVE,
-        active,
-        reason,
-        message: &message,
-    };
-    let (change, kind) = (condition::Change::State, "AdmissionCheck status");
-    let current = current.unwrap_or_default();
-    condition::write(&ctx.writer, ac, current, &wanted, change, kind).await?;
+    let wanted = (active, reason, message.as_str());
+    condition::write_check_active(&ctx.writer, ac, wanted, condition::Change::State).await?;
     Ok(())
 }
 

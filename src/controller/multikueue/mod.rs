@@ -28,7 +28,6 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::KubeConfigOptions;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
@@ -187,42 +186,24 @@ pub async fn run(
         rounds: Default::default(),
         metrics: shared.metrics,
     });
-    let check_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(check_writer)
-        .touched_objects();
-    let config_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(config_writer)
-        .touched_objects();
+    let check_stream = super::watch::reflect_all(&client, check_writer);
+    let config_stream = super::watch::reflect_all(&client, config_writer);
     let ar = Kind::Workload.api_resource();
-    let (on_check, on_config) = (changed.clone(), changed.clone());
-    let (by_check, by_config) = (dispatch_ctx.clone(), dispatch_ctx.clone());
+    let by_checks = dispatch_ctx.clone();
     let workloads = Controller::for_stream_with(
         futures::stream::pending(),
         shared.stores.workloads.clone(),
         ar,
     )
     .reconcile_on(triggers)
-    .reconcile_on(from_workers)
-    .watches_stream_with(
+    .reconcile_on(from_workers);
+    let workloads = super::watch::on_checks_and_configs(
+        workloads,
+        MULTIKUEUE_CONTROLLER,
         check_stream,
-        move |ac: AdmissionCheck| {
-            if ac.spec.controller_name != MULTIKUEUE_CONTROLLER {
-                return Vec::new();
-            }
-            let _ = on_check.unbounded_send(());
-            under_checks(&by_check)
-        },
-        (),
-    )
-    .watches_stream_with(
         config_stream,
-        move |_: MultiKueueConfig| {
-            let _ = on_config.unbounded_send(());
-            under_checks(&by_config)
-        },
-        (),
+        changed.clone(),
+        move || under_checks(&by_checks),
     )
     .run(dispatch::reconcile, dispatch::error_policy, dispatch_ctx)
     .for_each(|r| async move {

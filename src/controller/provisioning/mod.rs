@@ -42,7 +42,7 @@ use super::actuate::{Writer, condition, is_not_found};
 use super::compact::CompactObject;
 use super::translate::{TranslateError, decode};
 use super::watch::Kind;
-use crate::api::constants::{ADMISSION_CHECK_ACTIVE, API_VERSION_V1BETA2};
+use crate::api::constants::API_VERSION_V1BETA2;
 use crate::api::{
     AdmissionCheck, AdmissionCheckParametersReference, PROVISIONING_REQUEST_CONTROLLER, PodSet,
     ProvisioningRequestConfig, ResourceFlavor, Workload,
@@ -121,14 +121,8 @@ pub async fn run(
     let (checks, check_writer) = reflector::store::<AdmissionCheck>();
     let (configs, config_writer) = reflector::store::<ProvisioningRequestConfig>();
     let (requests, request_writer) = reflector::store::<ProvisioningRequest>();
-    let check_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(check_writer)
-        .touched_objects();
-    let config_stream = watcher::watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(config_writer)
-        .touched_objects();
+    let check_stream = super::watch::reflect_all(&client, check_writer);
+    let config_stream = super::watch::reflect_all(&client, config_writer);
     let request_stream = watcher::watcher(
         Api::<ProvisioningRequest>::all(client.clone()),
         watcher::Config::default().labels(MANAGED_LABEL),
@@ -149,11 +143,10 @@ pub async fn run(
     info!("ProvisioningRequest admission check controller started");
     let ar = Kind::Workload.api_resource();
     let owner = ar.clone();
-    let (by_check, by_config) = (ctx.clone(), ctx.clone());
+    let by_checks = ctx.clone();
     // A check or config changed: every Workload of this controller's checks is looked at
     // again, and so is every check's `Active` condition.
     let (checks_changed, rx) = futures::channel::mpsc::unbounded::<()>();
-    let config_changed = checks_changed.clone();
     let workloads =
         Controller::for_stream_with(futures::stream::pending(), ctx.workloads.clone(), ar)
             .reconcile_on(triggers)
@@ -161,32 +154,21 @@ pub async fn run(
                 request_stream,
                 move |r: ProvisioningRequest| owner_workload(&r, &owner),
                 (),
-            )
-            .watches_stream_with(
-                check_stream,
-                move |ac: AdmissionCheck| {
-                    if ac.spec.controller_name != PROVISIONING_REQUEST_CONTROLLER {
-                        return Vec::new();
-                    }
-                    let _ = checks_changed.unbounded_send(());
-                    with_checks(&by_check)
-                },
-                (),
-            )
-            .watches_stream_with(
-                config_stream,
-                move |_: ProvisioningRequestConfig| {
-                    let _ = config_changed.unbounded_send(());
-                    with_checks(&by_config)
-                },
-                (),
-            )
-            .run(reconcile, error_policy, ctx.clone())
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    debug!(error = %e, "provisioning reconcile");
-                }
-            });
+            );
+    let workloads = super::watch::on_checks_and_configs(
+        workloads,
+        PROVISIONING_REQUEST_CONTROLLER,
+        check_stream,
+        config_stream,
+        checks_changed,
+        move || with_checks(&by_checks),
+    )
+    .run(reconcile, error_policy, ctx.clone())
+    .for_each(|r| async move {
+        if let Err(e) = r {
+            debug!(error = %e, "provisioning reconcile");
+        }
+    });
     tokio::join!(workloads, activity(ctx, rx));
 }
 
@@ -278,17 +260,9 @@ async fn set_active(ctx: &Ctx, ac: &AdmissionCheck) -> Result<(), kube::Error> {
         Ok(_) => (true, "Active", "The admission check is active".to_string()),
         Err(why) => (false, "BadParametersRef", why),
     };
-    let current = ac.status.as_ref().map(|s| s.conditions.as_slice());
-    let wanted = condition::Wanted {
-        type_: ADMISSION_CHECK_ACTIVE,
-        active,
-        reason,
-        message: &message,
-    };
     // Kueue writes only when the status flips.
-    let (change, kind) = (condition::Change::Status, "AdmissionCheck status");
-    let current = current.unwrap_or_default();
-    condition::write(&ctx.writer, ac, current, &wanted, change, kind).await?;
+    let wanted = (active, reason, message.as_str());
+    condition::write_check_active(&ctx.writer, ac, wanted, condition::Change::Status).await?;
     Ok(())
 }
 
