@@ -627,6 +627,21 @@ async fn pending_workloads_are_served_through_the_api_server_in_queue_order() {
         err.contains(&missing) && err.contains("no Workload of that name"),
         "{err}"
     );
+    // A job that exists but names no LocalQueue is not kuota's: the same one line.
+    let mut plain = crate::controller::job(&ns, "plain", "100m");
+    plain.metadata.labels = None;
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &plain)
+        .await
+        .expect("create Job plain");
+    let unmanaged = format!("{ns}/plain");
+    let (code, out, err) = kuota_cli(&["explain", &unmanaged], None);
+    assert_ne!(code, Some(0), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&unmanaged) && err.contains("kueue.x-k8s.io/queue-name"),
+        "{err}"
+    );
     let reader_config = std::env::temp_dir().join(unique_name("vis-reader"));
     crate::rbac::write_kubeconfig(&ns, reader, &reader_config).await;
     let lq2 = format!("{ns}/lq2");
