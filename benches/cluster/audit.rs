@@ -52,9 +52,12 @@ pub(crate) struct ObjectRef {
 
 /// Whether a job patch `body` sets `spec.suspend` to false.
 pub(crate) fn unsuspends(body: Option<&serde_json::Value>) -> bool {
+    // A stop carries `{"op": "test", "path": "/spec/suspend", "value": false}` before
+    // its `replace` with true: only an operation that writes the value counts.
     body.and_then(|b| b.as_array()).is_some_and(|ops| {
         ops.iter().any(|op| {
             op.get("path").and_then(|p| p.as_str()) == Some("/spec/suspend")
+                && op.get("op").and_then(|o| o.as_str()) != Some("test")
                 && op.get("value") == Some(&serde_json::Value::Bool(false))
         })
     })

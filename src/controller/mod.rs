@@ -17,6 +17,8 @@
 //!   whose admission does not hold together is not started);
 //! - `pods_ready`: waitForPodsReady's Workload patches (the `PodsReady` condition from the
 //!   job's status, the requeue state);
+//! - `succeeded_pods`: per job, the pods kuota started that have succeeded, so a job
+//!   whose pods already decide its success is waited for, not preempted;
 //! - `group_sync`: the same for composed jobs (plain pods and pod groups), keyed by their
 //!   Workload's name: gated members are ungated on admission, deleted on eviction, and
 //!   lose their finalizer once done;
@@ -43,6 +45,7 @@ pub mod multikueue;
 pub mod pending;
 pub mod pods_ready;
 pub mod provisioning;
+pub mod succeeded_pods;
 pub mod translate;
 pub mod ungate;
 pub mod watch;

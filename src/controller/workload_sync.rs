@@ -408,6 +408,8 @@ pub fn created_cache() -> moka::sync::Cache<WorkloadKey, ()> {
 struct JobCtx {
     integration: &'static dyn JobIntegration,
     ctx: Ctx,
+    /// The kind's succeeded pods, for kinds whose pods alone may decide their success.
+    pods: Option<Arc<super::succeeded_pods::SucceededPods>>,
     retries: RetryBackoff,
     own_writes: own_writes::OwnWrites,
 }
@@ -477,6 +479,13 @@ pub async fn run(
         }
     }
     let ar = job_api_resource(&integration.gvk());
+    let (pods, pod_triggers) = if integration.counts_succeeded_pods() {
+        let (pods, triggers) =
+            super::succeeded_pods::watch(client.clone(), integration.gvk(), ar.clone());
+        (Some(pods), Some(triggers))
+    } else {
+        (None, None)
+    };
     let api: Api<CompactObject> = Api::all_with(client, &ar);
     let mut wc = watcher::Config::default();
     if !ctx.manage_without_queue_name {
@@ -486,6 +495,7 @@ pub async fn run(
     let jctx = Arc::new(JobCtx {
         integration,
         ctx,
+        pods,
         retries: RetryBackoff::default(),
         own_writes: own_writes::OwnWrites::default(),
     });
@@ -505,8 +515,11 @@ pub async fn run(
         })
         .reflect(writer)
         .applied_objects();
-    Controller::for_stream_with(stream, jobs, ar)
-        .reconcile_on(triggers)
+    let mut controller = Controller::for_stream_with(stream, jobs, ar).reconcile_on(triggers);
+    if let Some(pod_triggers) = pod_triggers {
+        controller = controller.reconcile_on(pod_triggers);
+    }
+    controller
         .run(reconcile, error_policy, jctx)
         .for_each(|r| async move {
             if let Err(e) = r {
@@ -536,6 +549,7 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         integration,
         ctx,
         own_writes,
+        pods,
         ..
     } = &*jctx;
     let integration = *integration;
@@ -639,12 +653,18 @@ async fn reconcile_job(job: Arc<CompactObject>, jctx: Arc<JobCtx>) -> Result<Act
         debug!(job = %name, namespace = %ns, "not started: its Workload's admission is invalid");
         return Ok(Action::requeue(INVALID_ADMISSION_RECHECK));
     }
-    if state.finishing
-        && wl.as_ref().is_some_and(holds_quota)
+    // Its pods' success may be seen seconds before its operator counts it: under load,
+    // a batch Job's Job controller writes `SuccessCriteriaMet` long after the pods end.
+    let succeeded_by_pods = !state.suspended
+        && pods.as_ref().is_some_and(|pods| {
+            let uid = view.metadata.uid.as_deref().unwrap_or_default();
+            integration.succeeded_by_pods(&view, pods.succeeded(uid))
+        });
+    let decided_success = state.finishing
         && integration
             .outcome_decided(&view)
-            .is_some_and(|o| o.succeeded)
-    {
+            .is_some_and(|o| o.succeeded);
+    if (decided_success || succeeded_by_pods) && wl.as_ref().is_some_and(holds_quota) {
         // Its quota frees itself shortly: the engine waits for it rather than picking
         // it as a preemption victim (sent on every reconcile; the engine keeps the first).
         let _ = ctx

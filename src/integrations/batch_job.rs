@@ -77,6 +77,28 @@ impl JobIntegration for BatchJob {
         super::outcome_from_conditions(job, "SuccessCriteriaMet", "FailureTarget")
     }
 
+    /// The Job controller's own rule: `completions` pods succeeded (one when it is unset,
+    /// for a Job of one pod). A Job of several pods without `completions` succeeds only
+    /// once every pod has terminated, which its pods' phases alone do not show; a
+    /// `successPolicy` may decide earlier, which `SuccessCriteriaMet` then reports.
+    /// Pods counted before (a run cut short) are in `status.succeeded`: the larger of the
+    /// two counts is taken, never their sum, as a pod may be in both.
+    fn succeeded_by_pods(&self, job: &JobObject<'_>, succeeded: u32) -> bool {
+        let spec = job.spec();
+        let needed = match spec.completions {
+            Some(c) => c,
+            None if spec.parallelism.unwrap_or(1) <= 1 => 1,
+            None => return false,
+        };
+        let status = job.status();
+        let counted = status.succeeded.unwrap_or(0) + status.uncounted_succeeded() as i64;
+        needed > 0 && counted.max(i64::from(succeeded)) >= i64::from(needed)
+    }
+
+    fn counts_succeeded_pods(&self) -> bool {
+        true
+    }
+
     /// Running or terminating pods: Kueue counts `active` only, but a terminating pod
     /// still holds its node's resources until the kubelet confirms it gone.
     fn is_active(&self, job: &JobObject<'_>) -> bool {
@@ -459,6 +481,33 @@ spec:
         let s = JobObject::from_value(&sync).expect("view");
         let errs = BatchJob.validate_create(&s, &RuleOptions::default());
         assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn succeeded_pods_decide_a_job_as_the_job_controller_would() {
+        let decided = |yaml: &str, succeeded: u32| {
+            let v = view(yaml);
+            BatchJob.succeeded_by_pods(&JobObject::from_value(&v).expect("view"), succeeded)
+        };
+        // One pod, no completions: its success is the Job's.
+        assert!(!decided("spec: {}\n", 0));
+        assert!(decided("spec: {}\n", 1));
+        // completions: that many pods, counted here or already by the Job controller.
+        assert!(!decided("spec: {parallelism: 2, completions: 3}\n", 2));
+        assert!(decided("spec: {parallelism: 2, completions: 3}\n", 3));
+        assert!(decided(
+            "spec: {parallelism: 2, completions: 3}\nstatus: {succeeded: 2, uncountedTerminatedPods: {succeeded: [u3]}}\n",
+            1
+        ));
+        // Pods in both counts are not counted twice.
+        assert!(!decided(
+            "spec: {parallelism: 2, completions: 3}\nstatus: {succeeded: 2}\n",
+            2
+        ));
+        // Several pods without completions: decided only once all have terminated, which
+        // the Job controller reports; pod phases alone never decide it.
+        assert!(!decided("spec: {parallelism: 3}\n", 3));
+        assert!(!decided("spec: {completions: 0}\n", 0));
     }
 
     #[test]

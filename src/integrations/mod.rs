@@ -323,6 +323,19 @@ pub trait JobIntegration: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether `succeeded` pods of the job, seen Succeeded by kuota's own pod watch before
+    /// its operator has counted them, already meet its success criteria: the job then
+    /// finishes on its own. `false` for kinds whose success pods alone do not decide.
+    fn succeeded_by_pods(&self, _job: &JobObject<'_>, _succeeded: u32) -> bool {
+        false
+    }
+
+    /// Whether [`Self::succeeded_by_pods`] can say yes: kuota then watches the pods it
+    /// started for jobs of this kind, each controlled by its job.
+    fn counts_succeeded_pods(&self) -> bool {
+        false
+    }
+
     /// Whether any of the job's pods may still be running (Kueue's `IsActive`): a stopped
     /// job gives its quota back only once this is false.
     fn is_active(&self, job: &JobObject<'_>) -> bool;
