@@ -1,7 +1,9 @@
 //! Priority preemption against the real API server and kube-controller-manager: a
 //! higher-priority Job takes the quota of a running lower-priority one within its
 //! ClusterQueue (`preemption.withinClusterQueue: LowerPriority`), with Kueue's conditions,
-//! and the victim comes back once the preemptor has finished.
+//! and the victim comes back once the preemptor has finished. A Job that already
+//! succeeded (by its controller's word, or by its pods' before its controller counts
+//! them) is waited for, not preempted.
 
 use std::time::Duration;
 
@@ -395,6 +397,121 @@ async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preemptin
     .await
     .expect("release pod 1");
     let finished = wait_for_workload(&client, &ns, "finishing", "finished", |wl| {
+        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert!(
+        condition(&finished, "Evicted").is_none_or(|c| c.0 != "True"),
+        "{:?}",
+        condition(&finished, "Evicted")
+    );
+    wait_for_workload(&client, &ns, "preemptor", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    for name in [&low, &high] {
+        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
+            .delete(name, &Default::default())
+            .await;
+    }
+    fx.teardown().await;
+}
+
+/// A Job whose only pod succeeded is finishing even while its Job controller has not yet
+/// counted the pod (under load it does so seconds later): the preemptor waits for it.
+/// `spec.managedBy` keeps kube-controller-manager's Job controller away, and the test
+/// plays it: it creates the pod, and completes the Job only after the check.
+#[tokio::test]
+async fn a_preemptor_waits_for_a_job_whose_pods_succeeded_before_its_controller_counts_them() {
+    let _only = controller_lock().await;
+    let fx = QueueFixture::with_queue_spec(
+        "podsdone",
+        "1",
+        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
+    )
+    .await;
+    let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
+    let (low, high) = low_and_high_classes(&client).await;
+    let (stop, task) = start_controller(&client);
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+
+    let mut done = prioritized_job(&ns, "done", "600m", &low);
+    done.spec.get_or_insert_with(Default::default).managed_by =
+        Some("e2e.kuota.dev/job-controller".into());
+    jobs.create(&PostParams::default(), &done)
+        .await
+        .expect("create Job done");
+    let started = wait_until(Duration::from_secs(60), || async {
+        let (suspend, pool, _) = job_state(&jobs, "done").await;
+        suspend == Some(false) && pool.as_deref() == Some(rf.as_str())
+    })
+    .await;
+    assert!(started.is_some(), "Job done was not started");
+    let job = jobs.get("done").await.expect("get Job done");
+    let template = job.spec.clone().unwrap_or_default().template;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": "done-pod", "namespace": ns,
+            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            "annotations": template.metadata.as_ref().and_then(|m| m.annotations.clone()),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "done",
+                "uid": job.metadata.uid, "controller": true}]},
+        "spec": template.spec,
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create the Job's pod");
+    pods.patch_status(
+        "done-pod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .expect("mark the pod Succeeded");
+    // The pod watch's delivery, then a preemptor that needs the Job's quota.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    jobs.create(
+        &PostParams::default(),
+        &prioritized_job(&ns, "preemptor", "600m", &high),
+    )
+    .await
+    .expect("create Job preemptor");
+    wait_for_workload(&client, &ns, "preemptor", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = wait_for_workload(&client, &ns, "done", "admitted", |_| true).await;
+    assert!(
+        condition(&held, "Evicted").is_none_or(|c| c.0 != "True"),
+        "the Job whose pod succeeded was preempted: {:?}",
+        condition(&held, "Evicted")
+    );
+    assert_eq!(job_state(&jobs, "done").await.0, Some(false));
+
+    // Its controller counts the pod and completes it: the quota frees, the preemptor runs.
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    jobs.patch_status(
+        "done",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "startTime": now, "completionTime": now, "succeeded": 1,
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                 "message": "Reached expected number of succeeded pods",
+                 "lastTransitionTime": now, "lastProbeTime": now},
+                {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                 "message": "Reached expected number of succeeded pods",
+                 "lastTransitionTime": now, "lastProbeTime": now}]}})),
+    )
+    .await
+    .expect("complete Job done");
+    let finished = wait_for_workload(&client, &ns, "done", "finished", |wl| {
         condition(wl, "Finished").is_some_and(|c| c.0 == "True")
     })
     .await;
