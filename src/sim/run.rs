@@ -504,9 +504,13 @@ impl<'p> Simulation<'p> {
             }
             SimEvent::Finish { wl, epoch } => {
                 let r = &self.runs[wl];
-                // Evicting: its pods completed before the stop reached them (see `stop`).
-                if !matches!(r.phase, Phase::Running | Phase::Evicting) || r.epoch != epoch {
-                    return; // preempted since: this completion belongs to an abandoned run
+                // Evicting or requeued (Pending, same epoch): its pods completed before the
+                // stop reached them (see `stop`).
+                let requeued = r.phase == Phase::Pending;
+                if !matches!(r.phase, Phase::Running | Phase::Evicting | Phase::Pending)
+                    || r.epoch != epoch
+                {
+                    return; // preempted or admitted since: this completion is stale
                 }
                 let key = self.plan.workloads[wl].key.clone();
                 if let Err(e) = self.apply(Event::WorkloadFinished(key.clone())) {
@@ -514,12 +518,17 @@ impl<'p> Simulation<'p> {
                 }
                 self.unplace(wl);
                 self.used_static_pool(wl);
+                if requeued {
+                    self.pending_change(wl, false);
+                } else {
+                    self.in_flight = self.in_flight.saturating_sub(1);
+                }
+                let own_cq = self.cq_index.get(&self.plan.workloads[wl].cluster_queue);
                 let r = &mut self.runs[wl];
                 r.phase = Phase::Finished;
-                self.in_flight = self.in_flight.saturating_sub(1);
                 self.totals.finished += 1;
                 self.totals.makespan_ms = self.totals.makespan_ms.max(t);
-                if let Some(c) = r.holder.take() {
+                if let Some(c) = r.holder.take().or(own_cq.copied().filter(|_| requeued)) {
                     self.cqs[c].finished += 1;
                     self.touched.insert(c);
                 }
@@ -908,8 +917,10 @@ impl<'p> Simulation<'p> {
         if let Some(done) = self.runs[i].pods_done.filter(|&done| done <= stopped) {
             // Its pods complete before the stop reaches them: the job's outcome is
             // decided and it finishes rather than running again, as a batch Job that
-            // succeeds while it is being suspended is finished by kuota (its quota then
-            // comes back once the Workload is finished, not once the pods are stopped).
+            // succeeds while it is being suspended is finished by kuota. Its quota comes
+            // back at the requeue, as every stopped job's does (a suspended Job with no
+            // pod left is inactive), and the Workload is finished later, once its
+            // outcome is counted; whichever comes first applies.
             let finished = match &self.cfg.calibration {
                 Some(c) => {
                     let (_, workload_finished) = c.after_unsuspend(self.in_flight);
@@ -919,6 +930,7 @@ impl<'p> Simulation<'p> {
                 None => done.max(t),
             };
             self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
+            self.queue.push(stopped, SimEvent::Stopped { wl: i, epoch });
             return true;
         }
         // The run so far is wasted: a requeued workload runs its full runtime again.

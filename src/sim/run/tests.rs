@@ -374,6 +374,13 @@ fn batch_limit_truncates() {
 /// is back 300 ms after they end, and a preemption stops its victim `eviction_stopped` ms
 /// after it is decided.
 fn constant_calibration(eviction_stopped: f64) -> crate::sim::calibration::Calibration {
+    calibration_of(eviction_stopped, 300.0)
+}
+
+fn calibration_of(
+    eviction_stopped: f64,
+    workload_finished: f64,
+) -> crate::sim::calibration::Calibration {
     let constant = |ms: f64| format!("[{}]", vec![ms.to_string(); 101].join(","));
     let text = format!(
         r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
@@ -381,7 +388,7 @@ fn constant_calibration(eviction_stopped: f64) -> crate::sim::calibration::Calib
         constant(10.0),
         constant(5.0),
         constant(20.0),
-        constant(300.0),
+        constant(workload_finished),
         constant(eviction_stopped)
     );
     crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration")
@@ -425,4 +432,27 @@ fn a_victim_whose_pods_complete_before_the_stop_finishes_instead_of_running_agai
     assert_eq!(r.totals.finished, 2);
     assert_eq!(r.totals.makespan_ms, 2260);
     assert_eq!(class(&r, "high").time_to_admission.max_ms, 1235);
+}
+
+/// As in a cluster, where a stopped Job with no pod left is requeued (its quota back)
+/// before the Job controller has counted the pod that succeeded and kuota finishes the
+/// Workload: the quota of a victim whose pods completed comes back at the stop when the
+/// stop comes first, and the victim is then finished without running again.
+#[test]
+fn a_finished_victims_quota_comes_back_at_the_stop_when_the_stop_comes_first() {
+    let cfg = SimConfig {
+        calibration: Some(calibration_of(1200.0, 3000.0)),
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // low admitted at 110, its pods run 135..1135; high seen at 210 preempts it; the stop
+    // lands at 1410, after low's pods ended: its quota is back then, and it is finished
+    // at 4135 while still waiting. high admitted at 1410, runs 1435..1935, back at 4935.
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.admissions, 2, "low is not admitted again");
+    assert_eq!(r.totals.finished, 2);
+    assert_eq!(r.totals.makespan_ms, 4935);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 1210);
+    assert_eq!(r.cluster_queues[0].finished, 2);
 }
