@@ -54,6 +54,47 @@ pub struct EngineTask {
     estimator: super::estimates::Estimator,
 }
 
+/// The log target of the engine's inputs and decisions about workloads, at debug level
+/// (`RUST_LOG=kuota_engine=debug`): the order in which the engine saw a run, to compare
+/// with the simulator's replay of it.
+const ENGINE_LOG: &str = "kuota_engine";
+
+fn log_input(event: &Event) {
+    if !tracing::enabled!(target: ENGINE_LOG, tracing::Level::DEBUG) {
+        return;
+    }
+    let (what, key) = match event {
+        Event::WorkloadFinished(k) => ("finished", k),
+        Event::WorkloadFinishing(k) => ("finishing", k),
+        Event::WorkloadEvicted(k) => ("evicted", k),
+        Event::WorkloadDeleted(k) => ("deleted", k),
+        _ => return,
+    };
+    tracing::debug!(target: ENGINE_LOG, workload = %key, "{what}");
+}
+
+fn log_decisions(decisions: &[crate::engine::Decision]) {
+    if !tracing::enabled!(target: ENGINE_LOG, tracing::Level::DEBUG) {
+        return;
+    }
+    for d in decisions {
+        match d {
+            crate::engine::Decision::Admit { workload, .. } => {
+                tracing::debug!(target: ENGINE_LOG, %workload, "admit");
+            }
+            crate::engine::Decision::Preempt {
+                victim,
+                preemptor,
+                reason,
+                ..
+            } => {
+                tracing::debug!(target: ENGINE_LOG, workload = %victim, %preemptor, ?reason, "preempt");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch on the wall clock.
 pub fn now_millis() -> Millis {
     std::time::SystemTime::now()
@@ -188,6 +229,7 @@ impl EngineTask {
                 let (decisions, _) =
                     observed::schedule(&mut self.engine, Some(&mut self.observer), now);
                 self.estimate_outcomes(&decisions, now);
+                log_decisions(&decisions);
                 self.actuators.dispatch(decisions, &self.tx);
                 self.report_gang_reservations();
             }
@@ -257,12 +299,14 @@ impl EngineTask {
     fn apply(&mut self, input: Input) {
         match input {
             Input::Event(event) => {
+                log_input(&event);
                 let key = match event.as_ref() {
                     Event::WorkloadUpserted(wl) => {
                         let key = workload_key(wl);
                         self.estimator.observe(&key, wl);
                         if !self.engine.has_workload(&key) {
                             self.estimator.changed(1);
+                            tracing::debug!(target: ENGINE_LOG, workload = %key, "arrived");
                         }
                         if self.unsynced.is_empty() {
                             self.check_workload(&key, wl);
