@@ -20,6 +20,12 @@
 //! finished) takes several times longer to run and complete each one than a cluster with
 //! 25. So `byInFlight` may give them per load: each entry applies from `atLeast` jobs in
 //! flight at the admission up to the next entry's, in place of the global ones.
+//!
+//! The job controller also syncs every job created, suspended or not: while jobs are
+//! created by the hundred a second, a cluster with 50 in flight is as slow as one with
+//! 100 or 200 after the creations end. With `loadWindowMs` set, the load an entry is
+//! looked up by is the jobs in flight plus the jobs created in that window before the
+//! admission (`benches/cluster` measures with 1 s).
 
 use std::path::Path;
 
@@ -46,8 +52,11 @@ pub struct Calibration {
     pub workload_finished: Quantiles,
     /// Empty: `--eviction-delay-ms` applies.
     pub eviction_stopped: Quantiles,
-    /// `podsRunning` and `workloadFinished` by jobs in flight, ascending `at_least`.
+    /// `podsRunning` and `workloadFinished` by load, ascending `at_least`.
     pub by_in_flight: Vec<LoadBand>,
+    /// Jobs created within this many ms before an admission count in its load (0: the
+    /// load is the jobs in flight alone).
+    pub load_window_ms: Millis,
 }
 
 /// The latencies after an unsuspend when at least `at_least` jobs are in flight.
@@ -75,6 +84,8 @@ struct File {
     latency_quantiles_ms: Latencies,
     #[serde(default)]
     by_in_flight: Vec<Band>,
+    #[serde(default)]
+    load_window_ms: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +183,17 @@ impl Calibration {
             }
             Ok(Quantiles(q))
         };
+        let load_window_ms = match &file.load_window_ms {
+            None => 0,
+            Some(v) => match v.as_i64().filter(|ms| (0..=3_600_000).contains(ms)) {
+                Some(ms) => ms,
+                None => {
+                    return Err(wrong(format!(
+                        "loadWindowMs: {v} is not a window (whole ms from 0 to 3600000)"
+                    )));
+                }
+            },
+        };
         let mut by_in_flight = Vec::with_capacity(file.by_in_flight.len());
         for (i, b) in file.by_in_flight.into_iter().enumerate() {
             if by_in_flight
@@ -195,6 +217,7 @@ impl Calibration {
         }
         Ok(Self {
             by_in_flight,
+            load_window_ms,
             source: name.to_string(),
             cluster_queues: file.cluster_queues,
             workload_created: check("workloadCreated", l.workload_created)?,
@@ -207,15 +230,10 @@ impl Calibration {
 }
 
 impl Calibration {
-    /// The latencies after an unsuspend (`podsRunning`, `workloadFinished`) with
-    /// `in_flight` jobs admitted and not finished.
-    pub fn after_unsuspend(&self, in_flight: usize) -> (&Quantiles, &Quantiles) {
-        match self
-            .by_in_flight
-            .iter()
-            .rev()
-            .find(|b| b.at_least <= in_flight)
-        {
+    /// The latencies after an unsuspend (`podsRunning`, `workloadFinished`) at `load`:
+    /// the jobs admitted and not finished, plus those created within `load_window_ms`.
+    pub fn after_unsuspend(&self, load: usize) -> (&Quantiles, &Quantiles) {
+        match self.by_in_flight.iter().rev().find(|b| b.at_least <= load) {
             Some(b) => (&b.pods_running, &b.workload_finished),
             None => (&self.pods_running, &self.workload_finished),
         }
@@ -295,6 +313,35 @@ mod tests {
             e.starts_with("c.json: byInFlight[1].atLeast: 0 is not above the entry before it"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_load_window_is_read_and_checked() {
+        let mut doc: serde_json::Value = serde_json::from_str(&file("[]", 30)).expect("json");
+        assert_eq!(
+            Calibration::parse("c.json", &doc.to_string())
+                .expect("valid")
+                .load_window_ms,
+            0,
+            "without one, the load is the jobs in flight alone"
+        );
+        doc["loadWindowMs"] = serde_json::json!(1000);
+        let c = Calibration::parse("c.json", &doc.to_string()).expect("valid");
+        assert_eq!(c.load_window_ms, 1000);
+        for bad in [
+            serde_json::json!(-1),
+            serde_json::json!(1.5),
+            serde_json::json!("1s"),
+        ] {
+            doc["loadWindowMs"] = bad.clone();
+            let e = Calibration::parse("c.json", &doc.to_string())
+                .expect_err("refused")
+                .to_string();
+            assert_eq!(
+                e,
+                format!("c.json: loadWindowMs: {bad} is not a window (whole ms from 0 to 3600000)")
+            );
+        }
     }
 
     #[test]

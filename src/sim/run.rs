@@ -215,6 +215,9 @@ pub struct Simulation<'p> {
     /// Workloads admitted and not yet finished or stopped (the load the calibrated
     /// latencies depend on).
     in_flight: usize,
+    /// Every workload's submission, ascending: the jobs created shortly before an
+    /// admission also load the cluster (`Calibration::load_window_ms`).
+    submissions: Vec<Millis>,
     /// The simulated autoscaler behind ProvisioningRequest checks.
     provisioning: provision::Provisioning,
 }
@@ -314,6 +317,11 @@ impl<'p> Simulation<'p> {
             paced_from: None,
             latency_rng: super::rng::SplitMix64::new(cfg.seed ^ 0x6c61_7465_6e63_7921),
             in_flight: 0,
+            submissions: {
+                let mut at: Vec<Millis> = plan.workloads.iter().map(|w| w.arrival).collect();
+                at.sort_unstable();
+                at
+            },
             provisioning: provision::Provisioning::new(
                 cfg.seed,
                 plan.workloads.iter().map(|w| &w.object),
@@ -708,8 +716,9 @@ impl<'p> Simulation<'p> {
         };
         // As in a cluster: the job is unsuspended, its pods start and run, and the
         // quota comes back once the job controller and kuota have finished it.
+        let load = self.load(t, c);
         let rng = &mut self.latency_rng;
-        let (pods_running, workload_finished) = c.after_unsuspend(self.in_flight);
+        let (pods_running, workload_finished) = c.after_unsuspend(load);
         let unsuspended = t.saturating_add(c.unsuspended.sample(rng));
         let done = unsuspended
             .saturating_add(pods_running.sample(rng))
@@ -720,6 +729,19 @@ impl<'p> Simulation<'p> {
         self.queue.push(done, SimEvent::Finishing { wl: i, epoch });
         self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
         true
+    }
+
+    /// The load a calibration's latencies are looked up by at `t`: the workloads in
+    /// flight, plus those submitted within its load window.
+    fn load(&self, t: Millis, c: &super::calibration::Calibration) -> usize {
+        if c.load_window_ms == 0 {
+            return self.in_flight;
+        }
+        let recent = self.submissions.partition_point(|&s| s <= t)
+            - self
+                .submissions
+                .partition_point(|&s| s <= t.saturating_sub(c.load_window_ms));
+        self.in_flight + recent
     }
 
     /// A workload that never gets ready gave its quota back at `t` (or the run ends):
@@ -923,7 +945,7 @@ impl<'p> Simulation<'p> {
             // outcome is counted; whichever comes first applies.
             let finished = match &self.cfg.calibration {
                 Some(c) => {
-                    let (_, workload_finished) = c.after_unsuspend(self.in_flight);
+                    let (_, workload_finished) = c.after_unsuspend(self.load(t, c));
                     done.max(t)
                         .saturating_add(workload_finished.sample(&mut self.latency_rng))
                 }

@@ -456,3 +456,38 @@ fn a_finished_victims_quota_comes_back_at_the_stop_when_the_stop_comes_first() {
     assert_eq!(class(&r, "high").time_to_admission.max_ms, 1210);
     assert_eq!(r.cluster_queues[0].finished, 2);
 }
+
+/// Jobs created just before an admission load the cluster as much as jobs in flight:
+/// with `loadWindowMs`, the latencies are looked up by both.
+#[test]
+fn jobs_created_within_the_load_window_count_in_the_load() {
+    let run = |window: Option<i64>| {
+        let base = calibration_of(50.0, 300.0);
+        let mut c = base.clone();
+        let slow = crate::sim::calibration::LoadBand {
+            at_least: 2,
+            jobs: 20,
+            pods_running: base.pods_running.clone(),
+            workload_finished: calibration_of(50.0, 5000.0).workload_finished,
+        };
+        let fast = crate::sim::calibration::LoadBand {
+            at_least: 0,
+            jobs: 20,
+            pods_running: base.pods_running.clone(),
+            workload_finished: base.workload_finished.clone(),
+        };
+        c.by_in_flight = vec![fast, slow];
+        c.load_window_ms = window.unwrap_or(0);
+        let cfg = SimConfig {
+            calibration: Some(c),
+            ..SimConfig::default()
+        };
+        let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        r.totals.makespan_ms
+    };
+    // In flight alone, nobody reaches the slow band: as with the global latencies.
+    assert_eq!(run(None), 2410);
+    // Each admission also counts its own job's creation (within 1 s): the slow band.
+    assert!(run(Some(1000)) > 2410 + 4000, "{}", run(Some(1000)));
+}
