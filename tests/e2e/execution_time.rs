@@ -11,14 +11,14 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kuota::api::{Workload, WorkloadPriorityClass};
-use serde_json::json;
+use kuota::api::Workload;
 
 use crate::controller::{condition, finish_pods, start_controller, wait_for_workload};
 use crate::preemption::{
-    job_state, low_and_high_classes, prioritized_job, wait_pods_gone, wait_started,
+    job_state, low_and_high_classes, prioritized_job, priority_queue, stop_and_clean,
+    wait_pods_gone, wait_started,
 };
-use crate::support::{QueueFixture, controller_lock, wait_until};
+use crate::support::{controller_lock, wait_until};
 
 /// The workload's maximum, in seconds.
 const MAX_SECONDS: i64 = 20;
@@ -39,12 +39,7 @@ fn is_true(wl: &Workload, type_: &str) -> bool {
 #[tokio::test]
 async fn a_preempted_job_readmitted_is_deactivated_after_only_its_remaining_time() {
     let _only = controller_lock().await;
-    let fx = QueueFixture::with_queue_spec(
-        "exectime",
-        "1",
-        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
-    )
-    .await;
+    let fx = priority_queue("exectime").await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
     let (low, high) = low_and_high_classes(&client).await;
     let (stop, task) = start_controller(&client);
@@ -146,12 +141,5 @@ async fn a_preempted_job_readmitted_is_deactivated_after_only_its_remaining_time
     .await;
     assert!(suspended.is_some(), "the deactivated Job was not suspended");
 
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    for name in [&low, &high] {
-        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
-            .delete(name, &Default::default())
-            .await;
-    }
-    fx.teardown().await;
+    stop_and_clean(stop, task, fx, [&low, &high]).await;
 }

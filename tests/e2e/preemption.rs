@@ -27,6 +27,52 @@ pub(crate) fn prioritized_job(ns: &str, name: &str, cpu: &str, class: &str) -> J
     j
 }
 
+/// A ClusterQueue of 1 cpu that preempts lower priorities within itself (named after
+/// the test), as every priority preemption test starts.
+pub(crate) async fn priority_queue(name: &str) -> QueueFixture {
+    QueueFixture::with_queue_spec(
+        name,
+        "1",
+        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
+    )
+    .await
+}
+
+/// Stops kuota, deletes the test's priority classes and its queues.
+pub(crate) async fn stop_and_clean(
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+    fx: QueueFixture,
+    classes: [&String; 2],
+) {
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    for name in classes {
+        let _ = Api::<WorkloadPriorityClass>::all(fx.client.clone())
+            .delete(name, &Default::default())
+            .await;
+    }
+    fx.teardown().await;
+}
+
+/// Job `job`, waited for rather than preempted, finishes without having been evicted,
+/// and the preemptor that waited for it is admitted.
+async fn finished_unevicted_then_preemptor_admitted(client: &kube::Client, ns: &str, job: &str) {
+    let finished = wait_for_workload(client, ns, job, "finished", |wl| {
+        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert!(
+        condition(&finished, "Evicted").is_none_or(|c| c.0 != "True"),
+        "{:?}",
+        condition(&finished, "Evicted")
+    );
+    wait_for_workload(client, ns, "preemptor", "admitted", |wl| {
+        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+}
+
 /// The Job's pod template node selector and suspend flag.
 pub(crate) async fn job_state(
     jobs: &Api<Job>,
@@ -109,12 +155,7 @@ pub(crate) async fn wait_pods_gone(pods: &Api<Pod>, name: &str) {
 #[tokio::test]
 async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it() {
     let _only = controller_lock().await;
-    let fx = QueueFixture::with_queue_spec(
-        "preempt",
-        "1",
-        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
-    )
-    .await;
+    let fx = priority_queue("preempt").await;
     let (client, ns, rf, cq) = (
         fx.client.clone(),
         fx.ns.clone(),
@@ -243,14 +284,7 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
         .collect();
     assert_eq!(holding.len(), 1, "only the victim holds quota now");
 
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    for name in [&low, &high] {
-        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
-            .delete(name, &Default::default())
-            .await;
-    }
-    fx.teardown().await;
+    stop_and_clean(stop, task, fx, [&low, &high]).await;
 }
 
 /// A Job whose outcome Kubernetes has decided (`SuccessCriteriaMet`) while one of its
@@ -260,12 +294,7 @@ async fn a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
 async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preempting_it() {
     const HOLD: &str = "kuota.dev/e2e-hold";
     let _only = controller_lock().await;
-    let fx = QueueFixture::with_queue_spec(
-        "finishing",
-        "1",
-        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
-    )
-    .await;
+    let fx = priority_queue("finishing").await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
     let (low, high) = low_and_high_classes(&client).await;
     let (stop, task) = start_controller(&client);
@@ -396,28 +425,9 @@ async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preemptin
     )
     .await
     .expect("release pod 1");
-    let finished = wait_for_workload(&client, &ns, "finishing", "finished", |wl| {
-        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
-    })
-    .await;
-    assert!(
-        condition(&finished, "Evicted").is_none_or(|c| c.0 != "True"),
-        "{:?}",
-        condition(&finished, "Evicted")
-    );
-    wait_for_workload(&client, &ns, "preemptor", "admitted", |wl| {
-        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
-    })
-    .await;
+    finished_unevicted_then_preemptor_admitted(&client, &ns, "finishing").await;
 
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    for name in [&low, &high] {
-        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
-            .delete(name, &Default::default())
-            .await;
-    }
-    fx.teardown().await;
+    stop_and_clean(stop, task, fx, [&low, &high]).await;
 }
 
 /// A Job whose only pod succeeded is finishing even while its Job controller has not yet
@@ -427,12 +437,7 @@ async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preemptin
 #[tokio::test]
 async fn a_preemptor_waits_for_a_job_whose_pods_succeeded_before_its_controller_counts_them() {
     let _only = controller_lock().await;
-    let fx = QueueFixture::with_queue_spec(
-        "podsdone",
-        "1",
-        json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
-    )
-    .await;
+    let fx = priority_queue("podsdone").await;
     let (client, ns, rf) = (fx.client.clone(), fx.ns.clone(), fx.rf.clone());
     let (low, high) = low_and_high_classes(&client).await;
     let (stop, task) = start_controller(&client);
@@ -511,26 +516,7 @@ async fn a_preemptor_waits_for_a_job_whose_pods_succeeded_before_its_controller_
     )
     .await
     .expect("complete Job done");
-    let finished = wait_for_workload(&client, &ns, "done", "finished", |wl| {
-        condition(wl, "Finished").is_some_and(|c| c.0 == "True")
-    })
-    .await;
-    assert!(
-        condition(&finished, "Evicted").is_none_or(|c| c.0 != "True"),
-        "{:?}",
-        condition(&finished, "Evicted")
-    );
-    wait_for_workload(&client, &ns, "preemptor", "admitted", |wl| {
-        condition(wl, "Admitted").is_some_and(|c| c.0 == "True")
-    })
-    .await;
+    finished_unevicted_then_preemptor_admitted(&client, &ns, "done").await;
 
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    for name in [&low, &high] {
-        let _ = Api::<WorkloadPriorityClass>::all(client.clone())
-            .delete(name, &Default::default())
-            .await;
-    }
-    fx.teardown().await;
+    stop_and_clean(stop, task, fx, [&low, &high]).await;
 }

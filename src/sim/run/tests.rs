@@ -413,23 +413,32 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 65));
 }
 
+/// Runs the preemption scenario under `calibration`, in which the victim's pods complete
+/// before its stop: it is preempted once, never admitted again, and both finish.
+fn victim_finished_without_running_again(
+    calibration: crate::sim::calibration::Calibration,
+) -> Report {
+    let cfg = SimConfig {
+        calibration: Some(calibration),
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.admissions, 2, "low is not admitted again");
+    assert_eq!(r.totals.finished, 2);
+    r
+}
+
 /// As in a cluster, where a Job that succeeds while it is being suspended is finished,
 /// not run again: a victim whose pods complete before the stop reaches them finishes, and
 /// its quota comes back when its Workload is finished.
 #[test]
 fn a_victim_whose_pods_complete_before_the_stop_finishes_instead_of_running_again() {
-    let cfg = SimConfig {
-        calibration: Some(constant_calibration(2000.0)),
-        ..SimConfig::default()
-    };
-    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
-    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
     // low admitted at 110, its pods run 135..1135; high (submitted at 200) seen at 210
     // preempts it, but the stop would land at 2210: low finishes, its quota back at 1435.
     // high admitted at 1435, unsuspended 1440, runs 1460..1960, its quota back at 2260.
-    assert_eq!(r.totals.preemptions, 1);
-    assert_eq!(r.totals.admissions, 2, "low is not admitted again");
-    assert_eq!(r.totals.finished, 2);
+    let r = victim_finished_without_running_again(constant_calibration(2000.0));
     assert_eq!(r.totals.makespan_ms, 2260);
     assert_eq!(class(&r, "high").time_to_admission.max_ms, 1235);
 }
@@ -440,18 +449,10 @@ fn a_victim_whose_pods_complete_before_the_stop_finishes_instead_of_running_agai
 /// stop comes first, and the victim is then finished without running again.
 #[test]
 fn a_finished_victims_quota_comes_back_at_the_stop_when_the_stop_comes_first() {
-    let cfg = SimConfig {
-        calibration: Some(calibration_of(1200.0, 3000.0)),
-        ..SimConfig::default()
-    };
-    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
-    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
     // low admitted at 110, its pods run 135..1135; high seen at 210 preempts it; the stop
     // lands at 1410, after low's pods ended: its quota is back then, and it is finished
     // at 4135 while still waiting. high admitted at 1410, runs 1435..1935, back at 4935.
-    assert_eq!(r.totals.preemptions, 1);
-    assert_eq!(r.totals.admissions, 2, "low is not admitted again");
-    assert_eq!(r.totals.finished, 2);
+    let r = victim_finished_without_running_again(calibration_of(1200.0, 3000.0));
     assert_eq!(r.totals.makespan_ms, 4935);
     assert_eq!(class(&r, "high").time_to_admission.max_ms, 1210);
     assert_eq!(r.cluster_queues[0].finished, 2);
