@@ -55,6 +55,34 @@ pub(crate) async fn stop_and_clean(
     fx.teardown().await;
 }
 
+/// A preemptor of priority class `class` that needs the quota Job `job` holds is created;
+/// five seconds after it is seen pending, `job` is neither preempted nor suspended.
+async fn preemptor_waits_for(client: &kube::Client, ns: &str, class: &str, job: &str) {
+    let jobs = Api::<Job>::namespaced(client.clone(), ns);
+    jobs.create(
+        &PostParams::default(),
+        &prioritized_job(ns, "preemptor", "600m", class),
+    )
+    .await
+    .expect("create Job preemptor");
+    wait_for_workload(client, ns, "preemptor", "pending", |wl| {
+        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = wait_for_workload(client, ns, job, "admitted", |_| true).await;
+    assert!(
+        condition(&held, "Evicted").is_none_or(|c| c.0 != "True"),
+        "Job {job} was preempted: {:?}",
+        condition(&held, "Evicted")
+    );
+    assert_eq!(
+        job_state(&jobs, job).await.0,
+        Some(false),
+        "Job {job} was suspended"
+    );
+}
+
 /// Job `job`, waited for rather than preempted, finishes without having been evicted,
 /// and the preemptor that waited for it is admitted.
 async fn finished_unevicted_then_preemptor_admitted(client: &kube::Client, ns: &str, job: &str) {
@@ -386,28 +414,7 @@ async fn a_preemptor_waits_for_a_job_that_already_succeeded_instead_of_preemptin
     );
 
     // The preemptor needs the quota the finishing Job holds, and waits for it.
-    jobs.create(
-        &PostParams::default(),
-        &prioritized_job(&ns, "preemptor", "600m", &high),
-    )
-    .await
-    .expect("create Job preemptor");
-    wait_for_workload(&client, &ns, "preemptor", "pending", |wl| {
-        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let held = wait_for_workload(&client, &ns, "finishing", "admitted", |_| true).await;
-    assert!(
-        condition(&held, "Evicted").is_none_or(|c| c.0 != "True"),
-        "the finishing Job was preempted: {:?}",
-        condition(&held, "Evicted")
-    );
-    assert_eq!(
-        job_state(&jobs, "finishing").await.0,
-        Some(false),
-        "the finishing Job was suspended"
-    );
+    preemptor_waits_for(&client, &ns, &high, "finishing").await;
 
     // Its last Pod goes: the Job completes, its quota frees, the preemptor is admitted.
     let pod = pods.get(&slow).await.expect("pod 1");
@@ -480,24 +487,7 @@ async fn a_preemptor_waits_for_a_job_whose_pods_succeeded_before_its_controller_
     .expect("mark the pod Succeeded");
     // The pod watch's delivery, then a preemptor that needs the Job's quota.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    jobs.create(
-        &PostParams::default(),
-        &prioritized_job(&ns, "preemptor", "600m", &high),
-    )
-    .await
-    .expect("create Job preemptor");
-    wait_for_workload(&client, &ns, "preemptor", "pending", |wl| {
-        condition(wl, "QuotaReserved").is_some_and(|c| c.0 == "False")
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let held = wait_for_workload(&client, &ns, "done", "admitted", |_| true).await;
-    assert!(
-        condition(&held, "Evicted").is_none_or(|c| c.0 != "True"),
-        "the Job whose pod succeeded was preempted: {:?}",
-        condition(&held, "Evicted")
-    );
-    assert_eq!(job_state(&jobs, "done").await.0, Some(false));
+    preemptor_waits_for(&client, &ns, &high, "done").await;
 
     // Its controller counts the pod and completes it: the quota frees, the preemptor runs.
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
