@@ -106,8 +106,11 @@ impl SucceededPods {
 /// for a pod no such job controls.
 fn entry(pod: &Pod, kind: &GroupVersionKind) -> Option<Entry> {
     let owner = controlling_job(pod, kind)?;
-    let succeeded = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
-    Some((owner.uid.clone(), succeeded))
+    Some((owner.uid.clone(), succeeded(pod)))
+}
+
+fn succeeded(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
 }
 
 fn controlling_job<'p>(
@@ -145,10 +148,8 @@ pub fn watch(
     })
     .touched_objects()
     .filter_map(move |pod| {
-        let job = pod.ok().and_then(|pod| {
-            let succeeded =
-                pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
-            let owner = controlling_job(&pod, &kind).filter(|_| succeeded)?;
+        let job = pod.ok().filter(succeeded).and_then(|pod| {
+            let owner = controlling_job(&pod, &kind)?;
             let ns = pod.namespace()?;
             Some(ObjectRef::new_with(&owner.name, resource.clone()).within(&ns))
         });
