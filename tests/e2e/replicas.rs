@@ -21,7 +21,9 @@ use kuota::api::Workload;
 
 use crate::controller::{condition, job};
 use crate::rbac::KUOTA_NAMESPACE;
-use crate::support::{QueueFixture, controller_lock, http_get, unique_name, wait_until};
+use crate::support::{
+    QueueFixture, controller_lock, http_get, try_http_get, unique_name, wait_until,
+};
 
 /// Lease timing of these tests (Kueue's defaults are 15 s, 10 s and 2 s).
 const LEASE_SECONDS: u64 = 4;
@@ -350,7 +352,9 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_is_killed() {
     // Only the leader schedules, and its metrics say so; the follower's never do.
     let role = r#"replica_role="leader""#;
     let admissions = wait_until(Duration::from_secs(10), || async {
-        http_get(leader.health, "/metrics").await.1.contains(role)
+        try_http_get(leader.health, "/metrics")
+            .await
+            .is_ok_and(|(_, body)| body.contains(role))
     })
     .await;
     assert!(
@@ -596,10 +600,10 @@ async fn replicas_from_the_shipped_args_with_and_without_config_elect_one_leader
     let follower = &replicas[1 - first];
     // The other one follows the same Lease: it says so, and keeps saying so.
     let follows = wait_until(Duration::from_secs(20), || async {
-        http_get(follower.health, "/metrics")
+        // The follower may still be starting when the leader already holds the Lease.
+        try_http_get(follower.health, "/metrics")
             .await
-            .1
-            .contains(r#"replica_role="follower""#)
+            .is_ok_and(|(_, body)| body.contains(r#"replica_role="follower""#))
     })
     .await;
     assert!(

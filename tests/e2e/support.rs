@@ -103,22 +103,30 @@ where
 
 /// A plain HTTP/1.1 GET of `path` on `addr` (the health listener): status and body.
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    try_http_get(addr, path)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
+}
+
+/// [`http_get`] for a poll: a process that is still starting (or has died) refuses the
+/// connection, which a caller waiting for it must take as "not yet", not as a failure.
+pub async fn try_http_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    tokio::io::AsyncWriteExt::write_all(&mut tcp, req.as_bytes())
-        .await
-        .expect("write");
+    tcp.write_all(req.as_bytes()).await?;
     let mut out = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut out)
-        .await
-        .expect("read");
+    tcp.read_to_string(&mut out).await?;
     let status = out
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-    (status, body)
+    Ok((status, body))
 }
 
 /// Every test that runs a queue controller (in this process or as `kuota serve`) holds
