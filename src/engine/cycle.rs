@@ -35,6 +35,9 @@ struct Head {
     wake_mark: usize,
     /// It preempted in an earlier cycle and its victims are gone.
     preemptor: bool,
+    /// Preemptors of its queue that come after it in the queue's order: their
+    /// reservations do not count against it (see [`Engine::discharge_outranked`]).
+    outranked: smallvec::SmallVec<[WlId; 2]>,
 }
 
 /// What happened to a head; decides whether its ClusterQueue stays open.
@@ -193,7 +196,9 @@ impl Engine {
                         self.discharge(id);
                     }
                     let lifted = self.lift_gang_holds(id, st);
+                    let outranked = self.discharge_outranked(c, id, st);
                     let assignment = self.assign(c, id, None, st);
+                    self.recharge_outranked(&outranked, st);
                     if !lifted.is_empty() {
                         self.reclaim_gang_holds(lifted, st);
                     }
@@ -202,6 +207,7 @@ impl Engine {
                     }
                     let mut head = self.head(c, id, assignment, wake_mark);
                     head.preemptor = preemptor;
+                    head.outranked = outranked;
                     heads.push(Some(head));
                     still_open.push(c);
                 }
@@ -240,12 +246,19 @@ impl Engine {
                     self.inventory.release(h.id);
                 }
                 let lifted = self.lift_gang_holds(h.id, st);
+                let outranked = std::mem::take(&mut h.outranked);
+                for &p in &outranked {
+                    if st.charged.contains(&p) {
+                        self.discharge(p);
+                    }
+                }
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
+                self.recharge_outranked(&outranked, st);
                 if !lifted.is_empty() {
                     self.reclaim_gang_holds(lifted, st);
                 }
@@ -450,6 +463,7 @@ impl Engine {
             order,
             wake_mark,
             preemptor: false,
+            outranked: smallvec::SmallVec::new(),
             fair_path,
         }
     }

@@ -154,4 +154,48 @@ impl Engine {
             self.wl_mut(id).reservation = None;
         }
     }
+
+    /// The charged reservations of preemptors in `c` that head `id` comes before in the
+    /// queue's order (priority, then creation), taken out of the tree and the inventory
+    /// while `id` is looked at. Kueue would look at `id` first, and a reservation exists
+    /// to keep the quota from workloads that come after its preemptor, not from those
+    /// before: held against a higher-priority workload of the same queue, it let that
+    /// one find no room, the lower one be admitted, and the higher one then preempt it.
+    /// They stay in `st.charged`; [`Engine::recharge_outranked`] puts them back.
+    pub(super) fn discharge_outranked(
+        &mut self,
+        c: CqId,
+        id: WlId,
+        st: &CycleState,
+    ) -> smallvec::SmallVec<[WlId; 2]> {
+        let Some(key) = self.wl(id).qkey else {
+            return smallvec::SmallVec::new();
+        };
+        let mut outranked: smallvec::SmallVec<[WlId; 2]> = st
+            .charged
+            .iter()
+            .copied()
+            .filter(|&p| p != id)
+            .filter(|&p| {
+                let w = self.wl(p);
+                w.reservation.as_ref().is_some_and(|r| r.cq == c) && w.qkey.is_some_and(|k| k > key)
+            })
+            .collect();
+        // In id order: no hash order may reach the tree or the inventory.
+        outranked.sort_unstable();
+        for &p in &outranked {
+            self.discharge(p);
+        }
+        outranked
+    }
+
+    /// Charges again the reservations [`Engine::discharge_outranked`] took out, those
+    /// still charged: the preemptors they belong to are looked at in their own turn.
+    pub(super) fn recharge_outranked(&mut self, outranked: &[WlId], st: &CycleState) {
+        for &p in outranked {
+            if st.charged.contains(&p) {
+                self.charge(p);
+            }
+        }
+    }
 }
