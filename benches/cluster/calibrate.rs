@@ -191,6 +191,7 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
         },
         "byInFlight": by_in_flight,
         "loadWindowMs": LOAD_WINDOW_MS,
+        "finishedLoadAt": "PodsDone",
     });
     std::fs::write(
         dir.join("calibration.json"),
@@ -217,8 +218,9 @@ const LOAD_WINDOW_MS: i64 = 1000;
 /// A band needs this many Jobs to be given; a thinner one is left to the band below.
 const BAND_SAMPLES: usize = 20;
 
-/// `podsRunning` and `workloadFinished` by the load at each Job's (last) unsuspend: the
-/// job controller and the kubelet queue their work, so both grow with it.
+/// `podsRunning` by the load at each Job's (last) unsuspend, and `workloadFinished` by
+/// the load when its pods are done (`finishedLoadAt: PodsDone`): the job controller and
+/// the kubelet queue their work, so both grow with the load when each wait begins.
 fn load_bands(lives: &HashMap<String, Life>) -> Vec<Value> {
     let runs: Vec<(&String, &Life, Timestamp, Timestamp)> = lives
         .iter()
@@ -231,33 +233,38 @@ fn load_bands(lives: &HashMap<String, Life>) -> Vec<Value> {
     ends.sort();
     creates.sort();
     let window = k8s_openapi::jiff::SignedDuration::from_millis(LOAD_WINDOW_MS);
+    // The band of the load at `at`: Jobs in flight plus Jobs created in the window.
+    let band_at = |at: &Timestamp| {
+        let in_flight = starts
+            .partition_point(|s| s <= at)
+            .saturating_sub(ends.partition_point(|e| e <= at));
+        let since = at.checked_sub(window).unwrap_or(*at);
+        let created = creates
+            .partition_point(|c| c <= at)
+            .saturating_sub(creates.partition_point(|c| *c <= since));
+        BANDS
+            .iter()
+            .rposition(|b| *b <= in_flight + created)
+            .unwrap_or(0)
+    };
     let mut bands: Vec<[Vec<f64>; 2]> = vec![Default::default(); BANDS.len()];
     for (key, life, on, finished) in &runs {
-        let in_flight = starts
-            .partition_point(|s| s <= on)
-            .saturating_sub(ends.partition_point(|e| e <= on));
-        let since = on.checked_sub(window).unwrap_or(*on);
-        let created = creates
-            .partition_point(|c| c <= on)
-            .saturating_sub(creates.partition_point(|c| *c <= since));
-        let load = in_flight + created;
-        let band = BANDS.iter().rposition(|b| *b <= load).unwrap_or(0);
         let done = life.pods_succeeded.iter().filter(|p| *p >= on).min();
         let runtime_ms = class_of(key).map_or(0.0, |c| c.runtime_ms as f64);
-        if let (Some(run), Some(fin)) = (
+        if let (Some(run), Some(last_done)) = (
             ms(Some(on), done).map(|d| d - runtime_ms),
-            ms(life.pods_succeeded.last(), Some(finished)),
+            life.pods_succeeded.last().filter(|_| done.is_some()),
         ) {
-            bands[band][0].push(run);
-            bands[band][1].push(fin);
+            bands[band_at(on)][0].push(run);
+            bands[band_at(last_done)][1].extend(ms(Some(last_done), Some(finished)));
         }
     }
     BANDS
         .iter()
         .zip(bands)
-        .filter(|(_, [run, _])| run.len() >= BAND_SAMPLES)
+        .filter(|(_, [run, fin])| run.len() >= BAND_SAMPLES && fin.len() >= BAND_SAMPLES)
         .map(|(at_least, [run, fin])| {
-            json!({"atLeast": at_least, "jobs": run.len(),
+            json!({"atLeast": at_least, "jobs": run.len(), "finishedJobs": fin.len(),
                    "podsRunning": quantiles(run), "workloadFinished": quantiles(fin)})
         })
         .collect()

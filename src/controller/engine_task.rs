@@ -22,6 +22,7 @@ use super::translate::{decode, workload_key};
 use super::watch::Kind;
 use crate::api::Workload;
 use crate::api::constants::WORKLOAD_FINISHED;
+use crate::engine::DECISION_LOG as ENGINE_LOG;
 use crate::engine::{Engine, EngineConfig, EngineError, Event, Millis, WorkloadKey};
 use crate::telemetry::{Metrics, Observer, observed};
 
@@ -53,11 +54,6 @@ pub struct EngineTask {
     /// Start-time estimates of the pending workloads, recomputed in the background.
     estimator: super::estimates::Estimator,
 }
-
-/// The log target of the engine's inputs and decisions about workloads, at debug level
-/// (`RUST_LOG=kuota_engine=debug`): the order in which the engine saw a run, to compare
-/// with the simulator's replay of it.
-const ENGINE_LOG: &str = "kuota_engine";
 
 fn log_input(event: &Event) {
     if !tracing::enabled!(target: ENGINE_LOG, tracing::Level::DEBUG) {

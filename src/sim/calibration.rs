@@ -26,6 +26,14 @@
 //! 100 or 200 after the creations end. With `loadWindowMs` set, the load an entry is
 //! looked up by is the jobs in flight plus the jobs created in that window before the
 //! admission (`benches/cluster` measures with 1 s).
+//!
+//! A job's completion waits behind what the cluster is doing once its pods are done,
+//! not when it was unsuspended: a job started in a quiet first second and completed
+//! while hundreds more were being created takes as long as those. With
+//! `finishedLoadAt: PodsDone`, `workloadFinished` is looked up by the load when its pods
+//! are done (`benches/cluster` measures it so: in its runs this halves the spread of a
+//! completion's latency within a band against the load at the unsuspend); without it,
+//! by the load at the unsuspend, as `podsRunning` always is.
 
 use std::path::Path;
 
@@ -57,6 +65,18 @@ pub struct Calibration {
     /// Jobs created within this many ms before an admission count in its load (0: the
     /// load is the jobs in flight alone).
     pub load_window_ms: Millis,
+    /// When `workloadFinished` is looked up by load.
+    pub finished_load_at: LoadPoint,
+}
+
+/// The moment a latency after the unsuspend is looked up by the load at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum LoadPoint {
+    /// When the job is unsuspended.
+    #[default]
+    Unsuspend,
+    /// When the job's pods are done.
+    PodsDone,
 }
 
 /// The latencies after an unsuspend when at least `at_least` jobs are in flight.
@@ -65,6 +85,9 @@ pub struct LoadBand {
     pub at_least: usize,
     /// How many jobs the band was measured on.
     pub jobs: usize,
+    /// How many jobs its `workload_finished` was measured on, when they are counted at
+    /// another moment ([`LoadPoint::PodsDone`]); 0 when not given.
+    pub finished_jobs: usize,
     pub pods_running: Quantiles,
     pub workload_finished: Quantiles,
 }
@@ -86,6 +109,8 @@ struct File {
     by_in_flight: Vec<Band>,
     #[serde(default)]
     load_window_ms: Option<serde_json::Value>,
+    #[serde(default)]
+    finished_load_at: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +119,10 @@ struct Band {
     at_least: usize,
     #[serde(default)]
     jobs: usize,
+    /// How many jobs `workloadFinished` was measured on, when they are counted at
+    /// another moment than `podsRunning`'s.
+    #[serde(default)]
+    finished_jobs: usize,
     pods_running: Vec<f64>,
     workload_finished: Vec<f64>,
 }
@@ -194,6 +223,14 @@ impl Calibration {
                 }
             },
         };
+        let finished_load_at = match &file.finished_load_at {
+            None => LoadPoint::Unsuspend,
+            Some(v) => LoadPoint::deserialize(v).map_err(|_| {
+                wrong(format!(
+                    "finishedLoadAt: {v} is not a moment (Unsuspend or PodsDone)"
+                ))
+            })?,
+        };
         let mut by_in_flight = Vec::with_capacity(file.by_in_flight.len());
         for (i, b) in file.by_in_flight.into_iter().enumerate() {
             if by_in_flight
@@ -208,6 +245,7 @@ impl Calibration {
             by_in_flight.push(LoadBand {
                 at_least: b.at_least,
                 jobs: b.jobs,
+                finished_jobs: b.finished_jobs,
                 pods_running: check(&format!("byInFlight[{i}].podsRunning"), b.pods_running)?,
                 workload_finished: check(
                     &format!("byInFlight[{i}].workloadFinished"),
@@ -218,6 +256,7 @@ impl Calibration {
         Ok(Self {
             by_in_flight,
             load_window_ms,
+            finished_load_at,
             source: name.to_string(),
             cluster_queues: file.cluster_queues,
             workload_created: check("workloadCreated", l.workload_created)?,
@@ -230,13 +269,21 @@ impl Calibration {
 }
 
 impl Calibration {
-    /// The latencies after an unsuspend (`podsRunning`, `workloadFinished`) at `load`:
-    /// the jobs admitted and not finished, plus those created within `load_window_ms`.
-    pub fn after_unsuspend(&self, load: usize) -> (&Quantiles, &Quantiles) {
-        match self.by_in_flight.iter().rev().find(|b| b.at_least <= load) {
-            Some(b) => (&b.pods_running, &b.workload_finished),
-            None => (&self.pods_running, &self.workload_finished),
-        }
+    /// `podsRunning` at `load` (the jobs admitted and not finished, plus those created
+    /// within `load_window_ms`) at the unsuspend.
+    pub fn pods_running_at(&self, load: usize) -> &Quantiles {
+        self.band(load)
+            .map_or(&self.pods_running, |b| &b.pods_running)
+    }
+
+    /// `workloadFinished` at `load`, taken at [`Calibration::finished_load_at`].
+    pub fn workload_finished_at(&self, load: usize) -> &Quantiles {
+        self.band(load)
+            .map_or(&self.workload_finished, |b| &b.workload_finished)
+    }
+
+    fn band(&self, load: usize) -> Option<&LoadBand> {
+        self.by_in_flight.iter().rev().find(|b| b.at_least <= load)
     }
 }
 
@@ -300,9 +347,10 @@ mod tests {
         let text = doc.to_string();
         let c = Calibration::parse("c.json", &text).expect("valid");
         let mut rng = SplitMix64::new(1);
-        let (p, f) = c.after_unsuspend(99);
+        let at = |load| (c.pods_running_at(load), c.workload_finished_at(load));
+        let (p, f) = at(99);
         assert_eq!((p.sample(&mut rng), f.sample(&mut rng)), (1, 2));
-        let (p, f) = c.after_unsuspend(100);
+        let (p, f) = at(100);
         assert_eq!((p.sample(&mut rng), f.sample(&mut rng)), (30, 40));
         let down = text.replace("\"atLeast\":100", "\"atLeast\":0");
         assert_ne!(down, text);
@@ -340,6 +388,31 @@ mod tests {
             assert_eq!(
                 e,
                 format!("c.json: loadWindowMs: {bad} is not a window (whole ms from 0 to 3600000)")
+            );
+        }
+    }
+
+    #[test]
+    fn the_moment_a_completion_is_looked_up_by_is_read_and_checked() {
+        let mut doc: serde_json::Value = serde_json::from_str(&file("[]", 30)).expect("json");
+        let at = |doc: &serde_json::Value| Calibration::parse("c.json", &doc.to_string());
+        assert_eq!(
+            at(&doc).expect("valid").finished_load_at,
+            LoadPoint::Unsuspend,
+            "files written before it look up both latencies at the unsuspend"
+        );
+        doc["finishedLoadAt"] = serde_json::json!("PodsDone");
+        doc["byInFlight"] = serde_json::json!([{"atLeast": 0, "jobs": 30, "finishedJobs": 28,
+            "podsRunning": [], "workloadFinished": []}]);
+        assert_eq!(
+            at(&doc).expect("valid").finished_load_at,
+            LoadPoint::PodsDone
+        );
+        for bad in [serde_json::json!("podsDone"), serde_json::json!(1)] {
+            doc["finishedLoadAt"] = bad.clone();
+            assert_eq!(
+                at(&doc).expect_err("refused").to_string(),
+                format!("c.json: finishedLoadAt: {bad} is not a moment (Unsuspend or PodsDone)")
             );
         }
     }

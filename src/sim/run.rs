@@ -7,19 +7,24 @@ use std::time::{Duration, Instant};
 
 mod gpu;
 mod provision;
+mod sampling;
 mod tally;
 #[cfg(test)]
 mod tests;
 
 pub use self::gpu::GPU_RESOURCE;
 use self::gpu::{GpuTrack, min_pod_gpu};
+pub use self::sampling::{MAX_POINTS, MAX_SERIES};
+use self::sampling::{SeriesRecorder, UsageTrack};
 use super::SimError;
+use super::calibration::LoadPoint;
 use super::clock::EventQueue;
 use super::generator::set_creation_time;
-use super::report::{Report, SeriesPoint, Totals};
+use super::report::{Report, Totals};
 use super::scenario::Plan;
 use crate::api::constants::HOSTNAME_LABEL;
 use crate::api::quantity::resource_value;
+use crate::engine::DECISION_LOG;
 use crate::engine::{Decision, Engine, EngineConfig, Event, Millis, PendingReason};
 
 /// Virtual time 0 is this engine time (2026-01-01T00:00:00Z), so creation
@@ -138,27 +143,6 @@ struct WlRun {
     pods_done: Option<Millis>,
 }
 
-/// Time-weighted accumulator of one ClusterQueue resource.
-#[derive(Clone, Debug, Default)]
-struct UsageTrack {
-    used: i64,
-    borrowed: i64,
-    since: Millis,
-    /// amount × ms; i128 because memory in bytes × hours overflows i64.
-    used_area: i128,
-    borrowed_area: i128,
-    peak: i64,
-}
-
-impl UsageTrack {
-    fn advance(&mut self, now: Millis) {
-        let dt = i128::from((now - self.since).max(0));
-        self.used_area += i128::from(self.used) * dt;
-        self.borrowed_area += i128::from(self.borrowed) * dt;
-        self.since = now;
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 struct CqAcc {
     name: String,
@@ -221,26 +205,6 @@ pub struct Simulation<'p> {
     /// The simulated autoscaler behind ProvisioningRequest checks.
     provisioning: provision::Provisioning,
 }
-
-/// Usage and queue depth over time, per ClusterQueue (or per cohort when
-/// there are more than [`MAX_SERIES`] ClusterQueues). Points are at least
-/// `step` ms apart; when there are more than [`MAX_POINTS`], the step doubles
-/// and every other point is dropped, so memory stays bounded on long runs.
-#[derive(Debug)]
-struct SeriesRecorder {
-    resource: String,
-    names: Vec<String>,
-    /// ClusterQueue index → series index.
-    group_of: Vec<usize>,
-    capacity: Vec<i64>,
-    step: Millis,
-    points: Vec<SeriesPoint>,
-}
-
-/// Series per chart: more ClusterQueues than this are grouped by cohort.
-pub const MAX_SERIES: usize = 12;
-/// Points kept per series before thinning.
-pub const MAX_POINTS: usize = 2048;
 
 impl<'p> Simulation<'p> {
     pub fn new(plan: &'p Plan, cfg: SimConfig) -> Self {
@@ -350,54 +314,6 @@ impl<'p> Simulation<'p> {
         sim
     }
 
-    fn with_series(mut self) -> Self {
-        if !self.cfg.timeseries {
-            return self;
-        }
-        // Chart the resource that binds the capacity: GPUs when the cluster has them.
-        let resource = if self.plan.capacity.contains_key(GPU_RESOURCE) {
-            GPU_RESOURCE.to_string()
-        } else {
-            self.plan
-                .capacity
-                .keys()
-                .find(|r| *r == "cpu")
-                .or_else(|| self.plan.capacity.keys().next())
-                .cloned()
-                .unwrap_or_else(|| "cpu".to_string())
-        };
-        let by_cohort = self.cqs.len() > MAX_SERIES;
-        let mut names: Vec<String> = Vec::new();
-        let mut index: BTreeMap<String, usize> = BTreeMap::new();
-        let mut group_of = Vec::with_capacity(self.cqs.len());
-        let mut capacity = Vec::new();
-        for c in &self.cqs {
-            let key = if by_cohort {
-                c.cohort
-                    .clone()
-                    .unwrap_or_else(|| "(no cohort)".to_string())
-            } else {
-                c.name.clone()
-            };
-            let g = *index.entry(key.clone()).or_insert_with(|| {
-                names.push(key);
-                capacity.push(0);
-                names.len() - 1
-            });
-            capacity[g] += c.nominal.get(&resource).copied().unwrap_or(0);
-            group_of.push(g);
-        }
-        self.series = Some(SeriesRecorder {
-            resource,
-            names,
-            group_of,
-            capacity,
-            step: 1,
-            points: Vec::new(),
-        });
-        self
-    }
-
     /// Runs to completion (or to the batch limit) and returns the report.
     pub fn run(mut self) -> Result<Report, SimError> {
         for (what, ev) in &self.plan.setup {
@@ -500,6 +416,7 @@ impl<'p> Simulation<'p> {
                 set_creation_time(&mut obj, engine_time(t));
                 match self.apply(Event::WorkloadUpserted(obj)) {
                     Ok(()) => {
+                        decision_log(t, "arrived", &w.key);
                         self.runs[i].phase = Phase::Pending;
                         self.pending_change(i, true);
                     }
@@ -521,6 +438,7 @@ impl<'p> Simulation<'p> {
                     return; // preempted or admitted since: this completion is stale
                 }
                 let key = self.plan.workloads[wl].key.clone();
+                decision_log(t, "finished", &key);
                 if let Err(e) = self.apply(Event::WorkloadFinished(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadFinished({key}) failed: {e}"));
                 }
@@ -547,9 +465,11 @@ impl<'p> Simulation<'p> {
                     return;
                 }
                 let key = self.plan.workloads[wl].key.clone();
+                decision_log(t, "finishing", &key);
                 if let Err(e) = self.apply(Event::WorkloadFinishing(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadFinishing({key}) failed: {e}"));
                 }
+                self.complete_at_pods_done(t, wl, epoch);
             }
             // The cycle that follows every batch is what the engine asked for.
             SimEvent::Wake => {}
@@ -559,6 +479,7 @@ impl<'p> Simulation<'p> {
                     return;
                 }
                 let key = self.plan.workloads[wl].key.clone();
+                decision_log(t, "evicted", &key);
                 if let Err(e) = self.apply(Event::WorkloadEvicted(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadEvicted({key}) failed: {e}"));
                 }
@@ -626,10 +547,20 @@ impl<'p> Simulation<'p> {
                 workload,
                 admission,
                 checks,
-            } => self.admit(t, &workload, &admission, &checks),
+            } => {
+                decision_log(t, "admit", &workload);
+                self.admit(t, &workload, &admission, &checks)
+            }
             Decision::Preempt {
-                victim, preemptor, ..
-            } => self.preempt(t, &victim, &preemptor),
+                victim,
+                preemptor,
+                reason,
+                ..
+            } => {
+                tracing::debug!(target: DECISION_LOG, virtual_ms = t, workload = %victim,
+                    %preemptor, ?reason, "preempt");
+                self.preempt(t, &victim, &preemptor)
+            }
             Decision::Evict { workload, .. } => self.evict(t, &workload),
             // status.requeueState: nothing to carry out without Workload objects.
             Decision::RequeueState { .. } => false,
@@ -638,6 +569,7 @@ impl<'p> Simulation<'p> {
                 reason,
                 message,
             } => {
+                tracing::trace!(target: DECISION_LOG, virtual_ms = t, %workload, ?reason, %message, "pending");
                 if let Some(&i) = self.index.get(&workload) {
                     self.runs[i].pending = Some((reason, message));
                 }
@@ -718,17 +650,34 @@ impl<'p> Simulation<'p> {
         // quota comes back once the job controller and kuota have finished it.
         let load = self.load(t, c);
         let rng = &mut self.latency_rng;
-        let (pods_running, workload_finished) = c.after_unsuspend(load);
         let unsuspended = t.saturating_add(c.unsuspended.sample(rng));
         let done = unsuspended
-            .saturating_add(pods_running.sample(rng))
+            .saturating_add(c.pods_running_at(load).sample(rng))
             .saturating_add(runtime);
-        let finished = done.saturating_add(workload_finished.sample(rng));
         self.runs[i].first_unsuspended.get_or_insert(unsuspended);
         self.runs[i].pods_done = Some(done);
         self.queue.push(done, SimEvent::Finishing { wl: i, epoch });
-        self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
+        if c.finished_load_at == LoadPoint::Unsuspend {
+            let finished = done.saturating_add(c.workload_finished_at(load).sample(rng));
+            self.queue.push(finished, SimEvent::Finish { wl: i, epoch });
+        }
         true
+    }
+
+    /// When its pods are done, a calibration that looks the completion up by the load
+    /// then ([`LoadPoint::PodsDone`]) draws when the Workload is finished.
+    fn complete_at_pods_done(&mut self, t: Millis, wl: usize, epoch: u32) {
+        let Some(c) = &self.cfg.calibration else {
+            return;
+        };
+        if c.finished_load_at != LoadPoint::PodsDone {
+            return;
+        }
+        let latency = c
+            .workload_finished_at(self.load(t, c))
+            .sample(&mut self.latency_rng);
+        self.queue
+            .push(t.saturating_add(latency), SimEvent::Finish { wl, epoch });
     }
 
     /// The load a calibration's latencies are looked up by at `t`: the workloads in
@@ -801,39 +750,6 @@ impl<'p> Simulation<'p> {
             self.cqs[c].evicted += 1;
         }
         true
-    }
-
-    /// Appends a time-series point (usage is read from the accumulators
-    /// `sample_usage` just updated).
-    fn record_series(&mut self, t: Millis) {
-        let Some(s) = &mut self.series else {
-            return;
-        };
-        if s.points.last().is_some_and(|p| t - p.t_ms < s.step) {
-            return;
-        }
-        let mut used = vec![0i64; s.names.len()];
-        let mut pending = vec![0u64; s.names.len()];
-        for (c, acc) in self.cqs.iter().enumerate() {
-            let g = s.group_of[c];
-            used[g] += acc.usage.get(&s.resource).map_or(0, |u| u.used);
-            pending[g] += acc.pending;
-        }
-        s.points.push(SeriesPoint {
-            t_ms: t,
-            used_milli: used,
-            pending,
-        });
-        if s.points.len() > MAX_POINTS {
-            s.step = s.step.saturating_mul(2);
-            let mut keep = Vec::with_capacity(s.points.len() / 2 + 1);
-            for (i, p) in std::mem::take(&mut s.points).into_iter().enumerate() {
-                if i % 2 == 0 {
-                    keep.push(p);
-                }
-            }
-            s.points = keep;
-        }
     }
 
     /// A workload enters or leaves the pending state: queue depth and the
@@ -945,7 +861,7 @@ impl<'p> Simulation<'p> {
             // outcome is counted; whichever comes first applies.
             let finished = match &self.cfg.calibration {
                 Some(c) => {
-                    let (_, workload_finished) = c.after_unsuspend(self.load(t, c));
+                    let workload_finished = c.workload_finished_at(self.load(t, c));
                     done.max(t)
                         .saturating_add(workload_finished.sample(&mut self.latency_rng))
                 }
@@ -966,69 +882,16 @@ impl<'p> Simulation<'p> {
         true
     }
 
-    /// Reads usage of the ClusterQueues whose usage may have changed. Not
-    /// timed: it is observation, not scheduling.
-    fn sample_usage(&mut self, t: Millis) {
-        let touched = std::mem::take(&mut self.touched);
-        for c in touched {
-            let Some(rep) = self.engine.cluster_queue_report(&self.cqs[c].name) else {
-                continue;
-            };
-            let mut per_resource: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-            for ((_, resource), u) in &rep.usage {
-                let e = per_resource.entry(resource.as_str()).or_default();
-                e.0 = e.0.saturating_add(u.total);
-                e.1 = e.1.saturating_add(u.borrowed);
-            }
-            let acc = &mut self.cqs[c];
-            for (key, track) in acc.flavor_usage.iter_mut() {
-                if !rep.usage.contains_key(key) {
-                    track.advance(t);
-                    track.used = 0;
-                    track.borrowed = 0;
-                }
-            }
-            for (key, u) in &rep.usage {
-                let track = acc
-                    .flavor_usage
-                    .entry(key.clone())
-                    .or_insert_with(|| UsageTrack {
-                        since: t,
-                        ..Default::default()
-                    });
-                track.advance(t);
-                track.used = u.total;
-                track.borrowed = u.borrowed;
-                track.peak = track.peak.max(u.total);
-            }
-            // Resources that dropped out of the report are back to zero.
-            for (r, track) in acc.usage.iter_mut() {
-                if !per_resource.contains_key(r.as_str()) {
-                    track.advance(t);
-                    track.used = 0;
-                    track.borrowed = 0;
-                }
-            }
-            for (r, (used, borrowed)) in per_resource {
-                let track = acc
-                    .usage
-                    .entry(r.to_string())
-                    .or_insert_with(|| UsageTrack {
-                        since: t,
-                        ..Default::default()
-                    });
-                track.advance(t);
-                track.used = used;
-                track.borrowed = borrowed;
-                track.peak = track.peak.max(used);
-            }
-        }
-    }
-
     fn anomaly(&mut self, message: String) {
         self.anomaly_count += 1;
         if self.anomalies.len() < MAX_ANOMALIES {
             self.anomalies.push(message);
         }
     }
+}
+
+/// One line of the engine's log (`DECISION_LOG`) at virtual time `t`, as the controller
+/// logs it at wall time.
+fn decision_log(t: Millis, what: &str, workload: &crate::engine::WorkloadKey) {
+    tracing::debug!(target: DECISION_LOG, virtual_ms = t, %workload, "{what}");
 }

@@ -468,12 +468,14 @@ fn jobs_created_within_the_load_window_count_in_the_load() {
         let slow = crate::sim::calibration::LoadBand {
             at_least: 2,
             jobs: 20,
+            finished_jobs: 0,
             pods_running: base.pods_running.clone(),
             workload_finished: calibration_of(50.0, 5000.0).workload_finished,
         };
         let fast = crate::sim::calibration::LoadBand {
             at_least: 0,
             jobs: 20,
+            finished_jobs: 0,
             pods_running: base.pods_running.clone(),
             workload_finished: base.workload_finished.clone(),
         };
@@ -491,4 +493,67 @@ fn jobs_created_within_the_load_window_count_in_the_load() {
     assert_eq!(run(None), 2410);
     // Each admission also counts its own job's creation (within 1 s): the slow band.
     assert!(run(Some(1000)) > 2410 + 4000, "{}", run(Some(1000)));
+}
+
+/// A job's completion waits behind what the cluster is doing when its pods are done:
+/// with `finishedLoadAt: PodsDone`, `workloadFinished` is looked up by the load then,
+/// not at the unsuspend.
+#[test]
+fn a_completion_is_looked_up_by_the_load_when_the_pods_are_done() {
+    // One cpu: `a` (at 100 ms) runs first, three `w` (at 300, 600, 900) wait for it.
+    const QUEUE: &str = "
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    workloadsSets:
+    - count: 1
+      creationIntervalMs: 100
+      workloads: [{className: a, runtimeMs: 1000, priority: 0, request: 1}]
+    - count: 3
+      creationIntervalMs: 300
+      workloads: [{className: w, runtimeMs: 100, priority: 0, request: 1}]
+";
+    let run = |at: crate::sim::calibration::LoadPoint| {
+        let mut c = calibration_of(50.0, 300.0);
+        let band = |at_least, finished| crate::sim::calibration::LoadBand {
+            at_least,
+            jobs: 20,
+            finished_jobs: 20,
+            pods_running: c.pods_running.clone(),
+            workload_finished: calibration_of(50.0, finished).workload_finished,
+        };
+        c.by_in_flight = vec![band(0, 300.0), band(3, 5000.0)];
+        c.load_window_ms = 1000;
+        c.finished_load_at = at;
+        let cfg = SimConfig {
+            calibration: Some(c),
+            ..SimConfig::default()
+        };
+        let r = simulate(&generator_only(QUEUE), cfg).expect("runs");
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        class(&r, "w").time_to_admission.clone()
+    };
+    // At the unsuspend (110 ms) the load is `a` and its own creation: 2, the fast band;
+    // `a` is finished at 1135 + 300, and the first `w` waits 1135 ms. (That `w`, started
+    // at 1435 with the two others created in the second before, is slow: 5000.)
+    let at_unsuspend = run(crate::sim::calibration::LoadPoint::Unsuspend);
+    // When `a`'s pods are done (1135 ms), the three `w` created in the second before
+    // load the cluster too: 4, the slow band; `a` is finished at 6135.
+    let at_pods_done = run(crate::sim::calibration::LoadPoint::PodsDone);
+    assert_eq!(
+        (at_unsuspend.count, at_unsuspend.max_ms),
+        (3, at_pods_done.max_ms)
+    );
+    assert_eq!(
+        (at_unsuspend.mean_ms * 3.0).round(),
+        (1135 + 5960 + 6085) as f64
+    );
+    assert_eq!(
+        (at_pods_done.mean_ms * 3.0).round(),
+        (5835 + 5960 + 6085) as f64
+    );
 }
