@@ -286,12 +286,23 @@ pub struct Explanation {
 
 impl Explanation {
     /// The same notes, each shortage's unused quota as `avail` gives it.
+    ///
+    /// A shortage that would not have been one then (the quota an earlier head took was
+    /// all it lacked: it preempts because of that head, not of what it asked at its
+    /// nomination) keeps its availability from the decision: its message never says
+    /// "-9 more needed".
     pub fn with_availability(&self, avail: impl Fn(FrId) -> i64) -> Self {
         let mut out = self.clone();
         for (_, notes) in &mut out.pod_sets {
             for note in notes.iter_mut() {
-                if let Note::Shortage { fr, avail: a, .. } = note {
-                    *a = avail(*fr).max(0);
+                if let Note::Shortage {
+                    fr, val, avail: a, ..
+                } = note
+                {
+                    let then = avail(*fr).max(0);
+                    if then < *val {
+                        *a = then;
+                    }
                 }
             }
         }
@@ -409,6 +420,40 @@ mod tests {
         assert_eq!(
             render(&names, Note::exceeds_max(&t, a, fr, 7000, 0)),
             "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered podsets requests (0) + current podset request (7) > maximum capacity (6) (nominal quota 4 + borrowingLimit 2)"
+        );
+    }
+
+    #[test]
+    fn a_shortage_as_nominated_never_goes_below_one_unit_short() {
+        let (t, a, names, fr) = full_cohort();
+        let now = Explanation {
+            pod_sets: smallvec::smallvec![(
+                0,
+                smallvec::smallvec![Note::shortage(&t, a, fr, 3000, 1000)]
+            )],
+            suffix: None,
+        };
+        let short = |e: &Explanation| match &e.pod_sets[0].1[0] {
+            Note::Shortage { val, avail, .. } => val - avail,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            short(&now.with_availability(|_| 2000)),
+            1000,
+            "short then too"
+        );
+        assert_eq!(
+            short(&now.with_availability(|_| 12_000)),
+            2000,
+            "it fitted then: the shortage of the decision stays"
+        );
+        let text = render(
+            &names,
+            now.with_availability(|_| 12_000).pod_sets[0].1[0].clone(),
+        );
+        assert!(
+            text.contains(", 2 more needed (3 requested, 1 available"),
+            "{text}"
         );
     }
 
