@@ -557,3 +557,29 @@ cohorts:
         (5835 + 5960 + 6085) as f64
     );
 }
+
+/// Without a calibration the simulator runs as before and its report says that the
+/// cluster's latencies count as zero; with one, it names the file.
+#[test]
+fn the_report_says_whether_a_calibration_was_given() {
+    let report = |calibration| {
+        let cfg = SimConfig {
+            calibration,
+            ..SimConfig::default()
+        };
+        simulate(&generator_only(PREEMPT), cfg)
+            .expect("runs")
+            .render_table()
+    };
+    let bare = report(None);
+    assert!(
+        bare.contains("no calibration: a cluster's actuation latencies"),
+        "{bare}"
+    );
+    let calibrated = report(Some(constant_calibration(50.0)));
+    assert!(
+        calibrated.contains("calibrated by t.json: create→unsuspend p50"),
+        "{calibrated}"
+    );
+    assert!(!calibrated.contains("no calibration"), "{calibrated}");
+}
