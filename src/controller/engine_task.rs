@@ -22,7 +22,6 @@ use super::translate::{decode, workload_key};
 use super::watch::Kind;
 use crate::api::Workload;
 use crate::api::constants::WORKLOAD_FINISHED;
-use crate::engine::DECISION_LOG as ENGINE_LOG;
 use crate::engine::{Engine, EngineConfig, EngineError, Event, Millis, WorkloadKey};
 use crate::telemetry::{Metrics, Observer, observed};
 
@@ -53,42 +52,6 @@ pub struct EngineTask {
     warned: HashMap<WorkloadKey, String>,
     /// Start-time estimates of the pending workloads, recomputed in the background.
     estimator: super::estimates::Estimator,
-}
-
-fn log_input(event: &Event) {
-    if !tracing::enabled!(target: ENGINE_LOG, tracing::Level::DEBUG) {
-        return;
-    }
-    let (what, key) = match event {
-        Event::WorkloadFinished(k) => ("finished", k),
-        Event::WorkloadFinishing(k) => ("finishing", k),
-        Event::WorkloadEvicted(k) => ("evicted", k),
-        Event::WorkloadDeleted(k) => ("deleted", k),
-        _ => return,
-    };
-    tracing::debug!(target: ENGINE_LOG, workload = %key, "{what}");
-}
-
-fn log_decisions(decisions: &[crate::engine::Decision]) {
-    if !tracing::enabled!(target: ENGINE_LOG, tracing::Level::DEBUG) {
-        return;
-    }
-    for d in decisions {
-        match d {
-            crate::engine::Decision::Admit { workload, .. } => {
-                tracing::debug!(target: ENGINE_LOG, %workload, "admit");
-            }
-            crate::engine::Decision::Preempt {
-                victim,
-                preemptor,
-                reason,
-                ..
-            } => {
-                tracing::debug!(target: ENGINE_LOG, workload = %victim, %preemptor, ?reason, "preempt");
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Milliseconds since the Unix epoch on the wall clock.
@@ -225,7 +188,6 @@ impl EngineTask {
                 let (decisions, _) =
                     observed::schedule(&mut self.engine, Some(&mut self.observer), now);
                 self.estimate_outcomes(&decisions, now);
-                log_decisions(&decisions);
                 self.actuators.dispatch(decisions, &self.tx);
                 self.report_gang_reservations();
             }
@@ -295,14 +257,12 @@ impl EngineTask {
     fn apply(&mut self, input: Input) {
         match input {
             Input::Event(event) => {
-                log_input(&event);
                 let key = match event.as_ref() {
                     Event::WorkloadUpserted(wl) => {
                         let key = workload_key(wl);
                         self.estimator.observe(&key, wl);
                         if !self.engine.has_workload(&key) {
                             self.estimator.changed(1);
-                            tracing::debug!(target: ENGINE_LOG, workload = %key, "arrived");
                         }
                         if self.unsynced.is_empty() {
                             self.check_workload(&key, wl);

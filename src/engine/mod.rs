@@ -84,12 +84,6 @@ pub struct EngineConfig {
 /// completed by kube-controller-manager within seconds; a minute covers a busy one.
 pub const DEFAULT_FINISHING_GRACE: Millis = 60_000;
 
-/// The log target under which the controller and the simulator log, at debug level, the
-/// engine's inputs and decisions about each workload (`RUST_LOG=kuota_engine=debug`):
-/// arrived, admit, preempt, finishing, finished, evicted. The same lines from a cluster
-/// and from the simulator's replay of its trace show where the two part.
-pub const DECISION_LOG: &str = "kuota_engine";
-
 /// The default [`EngineConfig::gang_reservation_horizon`]: off, as Kueue.
 pub const DEFAULT_GANG_RESERVATION_HORIZON: Millis = 0;
 

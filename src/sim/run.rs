@@ -24,7 +24,6 @@ use super::report::{Report, Totals};
 use super::scenario::Plan;
 use crate::api::constants::HOSTNAME_LABEL;
 use crate::api::quantity::resource_value;
-use crate::engine::DECISION_LOG;
 use crate::engine::{Decision, Engine, EngineConfig, Event, Millis, PendingReason};
 
 /// Virtual time 0 is this engine time (2026-01-01T00:00:00Z), so creation
@@ -416,7 +415,6 @@ impl<'p> Simulation<'p> {
                 set_creation_time(&mut obj, engine_time(t));
                 match self.apply(Event::WorkloadUpserted(obj)) {
                     Ok(()) => {
-                        decision_log(t, "arrived", &w.key);
                         self.runs[i].phase = Phase::Pending;
                         self.pending_change(i, true);
                     }
@@ -438,7 +436,6 @@ impl<'p> Simulation<'p> {
                     return; // preempted or admitted since: this completion is stale
                 }
                 let key = self.plan.workloads[wl].key.clone();
-                decision_log(t, "finished", &key);
                 if let Err(e) = self.apply(Event::WorkloadFinished(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadFinished({key}) failed: {e}"));
                 }
@@ -465,7 +462,6 @@ impl<'p> Simulation<'p> {
                     return;
                 }
                 let key = self.plan.workloads[wl].key.clone();
-                decision_log(t, "finishing", &key);
                 if let Err(e) = self.apply(Event::WorkloadFinishing(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadFinishing({key}) failed: {e}"));
                 }
@@ -479,7 +475,6 @@ impl<'p> Simulation<'p> {
                     return;
                 }
                 let key = self.plan.workloads[wl].key.clone();
-                decision_log(t, "evicted", &key);
                 if let Err(e) = self.apply(Event::WorkloadEvicted(key.clone())) {
                     self.anomaly(format!("t={t}ms: WorkloadEvicted({key}) failed: {e}"));
                 }
@@ -547,20 +542,10 @@ impl<'p> Simulation<'p> {
                 workload,
                 admission,
                 checks,
-            } => {
-                decision_log(t, "admit", &workload);
-                self.admit(t, &workload, &admission, &checks)
-            }
+            } => self.admit(t, &workload, &admission, &checks),
             Decision::Preempt {
-                victim,
-                preemptor,
-                reason,
-                ..
-            } => {
-                tracing::debug!(target: DECISION_LOG, virtual_ms = t, workload = %victim,
-                    %preemptor, ?reason, "preempt");
-                self.preempt(t, &victim, &preemptor)
-            }
+                victim, preemptor, ..
+            } => self.preempt(t, &victim, &preemptor),
             Decision::Evict { workload, .. } => self.evict(t, &workload),
             // status.requeueState: nothing to carry out without Workload objects.
             Decision::RequeueState { .. } => false,
@@ -569,7 +554,6 @@ impl<'p> Simulation<'p> {
                 reason,
                 message,
             } => {
-                tracing::trace!(target: DECISION_LOG, virtual_ms = t, %workload, ?reason, %message, "pending");
                 if let Some(&i) = self.index.get(&workload) {
                     self.runs[i].pending = Some((reason, message));
                 }
@@ -888,10 +872,4 @@ impl<'p> Simulation<'p> {
             self.anomalies.push(message);
         }
     }
-}
-
-/// One line of the engine's log (`DECISION_LOG`) at virtual time `t`, as the controller
-/// logs it at wall time.
-fn decision_log(t: Millis, what: &str, workload: &crate::engine::WorkloadKey) {
-    tracing::debug!(target: DECISION_LOG, virtual_ms = t, %workload, "{what}");
 }

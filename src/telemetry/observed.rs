@@ -1,6 +1,6 @@
 //! The engine calls of a shell, observed: the one place where the simulator and the
-//! controller apply an event or run a cycle, so both feed the [`Observer`] the same way
-//! and report the same numbers for the same inputs.
+//! controller apply an event or run a cycle, so both feed the [`Observer`] the same way,
+//! report the same numbers for the same inputs and log the same lines ([`DECISION_LOG`]).
 
 use std::time::{Duration, Instant};
 
@@ -19,21 +19,26 @@ pub fn apply(
     now: Millis,
     event: Event,
 ) -> (Result<(), EngineError>, Duration) {
+    let arriving = log_input(engine, now, &event);
+    let (result, took) = apply_observed(engine, observer, now, event);
+    if let (Ok(()), Some(key)) = (&result, arriving) {
+        tracing::debug!(target: DECISION_LOG, now_ms = now, workload = %key, "arrived");
+    }
+    (result, took)
+}
+
+fn apply_observed(
+    engine: &mut Engine,
+    observer: Option<&mut Observer>,
+    now: Millis,
+    event: Event,
+) -> (Result<(), EngineError>, Duration) {
     let Some(observer) = observer else {
         let start = Instant::now();
         let result = engine.apply(now, event);
         return (result, start.elapsed());
     };
-    let new_workload = match &event {
-        Event::WorkloadUpserted(wl) => {
-            let key = WorkloadKey::new(
-                wl.metadata.namespace.as_deref().unwrap_or("default"),
-                wl.metadata.name.as_deref().unwrap_or_default(),
-            );
-            (!observer.tracks(&key)).then_some(key)
-        }
-        _ => None,
-    };
+    let new_workload = upserted_key(&event).filter(|key| !observer.tracks(key));
     observer.observe_event(now, &event);
     let start = Instant::now();
     let result = engine.apply(now, event);
@@ -58,10 +63,79 @@ pub fn schedule(
     let decisions = engine.schedule(now);
     let took = start.elapsed();
     super::trace::decision_events(&decisions);
+    log_decisions(now, &decisions);
     if let Some(observer) = observer {
         observer.observe_cycle(now, &decisions, took, engine);
     }
     (decisions, took)
+}
+
+/// The log target of the engine's inputs and decisions about each workload, at debug
+/// level (`RUST_LOG=kuota_engine=debug`): arrived, admit, preempt, finishing, finished,
+/// evicted, deleted, each with the engine's clock (`now_ms`), and at trace level each
+/// pending reason. The same lines from a cluster and from the simulator's replay of its
+/// trace show where the two part.
+pub const DECISION_LOG: &str = "kuota_engine";
+
+fn upserted_key(event: &Event) -> Option<WorkloadKey> {
+    match event {
+        Event::WorkloadUpserted(wl) => Some(WorkloadKey::new(
+            wl.metadata.namespace.as_deref().unwrap_or("default"),
+            wl.metadata.name.as_deref().unwrap_or_default(),
+        )),
+        _ => None,
+    }
+}
+
+/// Logs an input about a workload; returns the key of a workload the engine does not
+/// know yet, logged as arrived once the engine has taken it.
+fn log_input(engine: &Engine, now: Millis, event: &Event) -> Option<WorkloadKey> {
+    if !tracing::enabled!(target: DECISION_LOG, tracing::Level::DEBUG) {
+        return None;
+    }
+    let (what, key) = match event {
+        Event::WorkloadUpserted(_) => {
+            return upserted_key(event).filter(|key| !engine.has_workload(key));
+        }
+        Event::WorkloadFinished(k) => ("finished", k),
+        Event::WorkloadFinishing(k) => ("finishing", k),
+        Event::WorkloadEvicted(k) => ("evicted", k),
+        Event::WorkloadDeleted(k) => ("deleted", k),
+        _ => return None,
+    };
+    tracing::debug!(target: DECISION_LOG, now_ms = now, workload = %key, "{what}");
+    None
+}
+
+fn log_decisions(now: Millis, decisions: &[Decision]) {
+    if !tracing::enabled!(target: DECISION_LOG, tracing::Level::DEBUG) {
+        return;
+    }
+    for d in decisions {
+        match d {
+            Decision::Admit { workload, .. } => {
+                tracing::debug!(target: DECISION_LOG, now_ms = now, %workload, "admit");
+            }
+            Decision::Preempt {
+                victim,
+                preemptor,
+                reason,
+                ..
+            } => {
+                tracing::debug!(target: DECISION_LOG, now_ms = now, workload = %victim,
+                    %preemptor, ?reason, "preempt");
+            }
+            Decision::Pending {
+                workload,
+                reason,
+                message,
+            } => {
+                tracing::trace!(target: DECISION_LOG, now_ms = now, %workload, ?reason,
+                    %message, "pending");
+            }
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
