@@ -36,7 +36,7 @@ struct Head {
     /// It preempted in an earlier cycle and its victims are gone.
     preemptor: bool,
     /// Preemptors of its queue that come after it in the queue's order: their
-    /// reservations do not count against it (see [`Engine::discharge_outranked`]).
+    /// reservations do not count against it (see [`Engine::outranked`]).
     outranked: smallvec::SmallVec<[WlId; 2]>,
 }
 
@@ -196,9 +196,10 @@ impl Engine {
                         self.discharge(id);
                     }
                     let lifted = self.lift_gang_holds(id, st);
-                    let outranked = self.discharge_outranked(c, id, st);
+                    let outranked = self.outranked(c, id, st);
+                    self.discharge_charged(&outranked, st);
                     let assignment = self.assign(c, id, None, st);
-                    self.recharge_outranked(&outranked, st);
+                    self.recharge_charged(&outranked, st);
                     if !lifted.is_empty() {
                         self.reclaim_gang_holds(lifted, st);
                     }
@@ -247,18 +248,14 @@ impl Engine {
                 }
                 let lifted = self.lift_gang_holds(h.id, st);
                 let outranked = std::mem::take(&mut h.outranked);
-                for &p in &outranked {
-                    if st.charged.contains(&p) {
-                        self.discharge(p);
-                    }
-                }
+                self.discharge_charged(&outranked, st);
                 // An earlier admission this round may have used the quota it counted on.
                 if h.assignment.mode() == Mode::Fit && !self.fits_now(h.cq, &h.assignment) {
                     h.assignment = self.assign(h.cq, h.id, None, st);
                 }
                 let (cq, id) = (h.cq, h.id);
                 let outcome = self.decide(h, pass, st);
-                self.recharge_outranked(&outranked, st);
+                self.recharge_charged(&outranked, st);
                 if !lifted.is_empty() {
                     self.reclaim_gang_holds(lifted, st);
                 }

@@ -155,20 +155,21 @@ impl Engine {
         }
     }
 
-    /// The charged reservations of preemptors in `c` that head `id` comes before in the
-    /// queue's order (priority, then creation), taken out of the tree and the inventory
-    /// while `id` is looked at. Kueue would look at `id` first, and a reservation exists
-    /// to keep the quota from workloads that come after its preemptor, not from those
-    /// before: held against a higher-priority workload of the same queue, it let that
-    /// one find no room, the lower one be admitted, and the higher one then preempt it.
-    /// They stay in `st.charged`; [`Engine::recharge_outranked`] puts them back.
-    pub(super) fn discharge_outranked(
-        &mut self,
+    /// The preemptors of `c` with a charged reservation that head `id` comes before in
+    /// the queue's order (priority, then creation), in id order. Kueue would look at `id`
+    /// first, and a reservation exists to keep the quota from workloads that come after
+    /// its preemptor, not from those before: held against a higher-priority workload of
+    /// the same queue, it let that one find no room, the lower one be admitted, and the
+    /// higher one then preempt it. So while `id` is assigned and decided, their
+    /// reservations are out of the tree ([`Engine::discharge_charged`]).
+    pub(super) fn outranked(
+        &self,
         c: CqId,
         id: WlId,
         st: &CycleState,
     ) -> smallvec::SmallVec<[WlId; 2]> {
-        let Some(key) = self.wl(id).qkey else {
+        // Most cycles have no waiting preemptor: nothing to look up per head then.
+        let Some(key) = self.wl(id).qkey.filter(|_| !st.charged.is_empty()) else {
             return smallvec::SmallVec::new();
         };
         let mut outranked: smallvec::SmallVec<[WlId; 2]> = st
@@ -183,16 +184,23 @@ impl Engine {
             .collect();
         // In id order: no hash order may reach the tree or the inventory.
         outranked.sort_unstable();
-        for &p in &outranked {
-            self.discharge(p);
-        }
         outranked
     }
 
-    /// Charges again the reservations [`Engine::discharge_outranked`] took out, those
-    /// still charged: the preemptors they belong to are looked at in their own turn.
-    pub(super) fn recharge_outranked(&mut self, outranked: &[WlId], st: &CycleState) {
-        for &p in outranked {
+    /// Takes the reservations of `ids` still charged out of the tree and the inventory;
+    /// they stay in `st.charged` for [`Engine::recharge_charged`] to put back.
+    pub(super) fn discharge_charged(&mut self, ids: &[WlId], st: &CycleState) {
+        for &p in ids {
+            if st.charged.contains(&p) {
+                self.discharge(p);
+            }
+        }
+    }
+
+    /// Charges again the reservations [`Engine::discharge_charged`] took out, those still
+    /// charged: the preemptors they belong to are looked at in their own turn.
+    pub(super) fn recharge_charged(&mut self, ids: &[WlId], st: &CycleState) {
+        for &p in ids {
             if st.charged.contains(&p) {
                 self.charge(p);
             }
