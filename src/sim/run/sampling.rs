@@ -20,6 +20,22 @@ pub(super) struct UsageTrack {
 }
 
 impl UsageTrack {
+    /// A track that starts at `t`.
+    fn starting_at(t: Millis) -> Self {
+        Self {
+            since: t,
+            ..Default::default()
+        }
+    }
+
+    /// From `t` on, `used` of which `borrowed` is borrowed.
+    fn set(&mut self, t: Millis, used: i64, borrowed: i64) {
+        self.advance(t);
+        self.used = used;
+        self.borrowed = borrowed;
+        self.peak = self.peak.max(used);
+    }
+
     pub(super) fn advance(&mut self, now: Millis) {
         let dt = i128::from((now - self.since).max(0));
         self.used_area += i128::from(self.used) * dt;
@@ -145,46 +161,30 @@ impl Simulation<'_> {
                 e.1 = e.1.saturating_add(u.borrowed);
             }
             let acc = &mut self.cqs[c];
+            // Flavors and resources that dropped out of the report are back to zero.
             for (key, track) in acc.flavor_usage.iter_mut() {
                 if !rep.usage.contains_key(key) {
-                    track.advance(t);
-                    track.used = 0;
-                    track.borrowed = 0;
+                    track.set(t, 0, 0);
                 }
             }
             for (key, u) in &rep.usage {
                 let track = acc
                     .flavor_usage
                     .entry(key.clone())
-                    .or_insert_with(|| UsageTrack {
-                        since: t,
-                        ..Default::default()
-                    });
-                track.advance(t);
-                track.used = u.total;
-                track.borrowed = u.borrowed;
-                track.peak = track.peak.max(u.total);
+                    .or_insert_with(|| UsageTrack::starting_at(t));
+                track.set(t, u.total, u.borrowed);
             }
-            // Resources that dropped out of the report are back to zero.
             for (r, track) in acc.usage.iter_mut() {
                 if !per_resource.contains_key(r.as_str()) {
-                    track.advance(t);
-                    track.used = 0;
-                    track.borrowed = 0;
+                    track.set(t, 0, 0);
                 }
             }
             for (r, (used, borrowed)) in per_resource {
                 let track = acc
                     .usage
                     .entry(r.to_string())
-                    .or_insert_with(|| UsageTrack {
-                        since: t,
-                        ..Default::default()
-                    });
-                track.advance(t);
-                track.used = used;
-                track.borrowed = borrowed;
-                track.peak = track.peak.max(used);
+                    .or_insert_with(|| UsageTrack::starting_at(t));
+                track.set(t, used, borrowed);
             }
         }
     }
