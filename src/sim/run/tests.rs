@@ -10,6 +10,23 @@ fn generator_only(yaml: &str) -> Scenario {
     }
 }
 
+/// One cohort with one ClusterQueue of 1 cpu, and `workloads_sets` (its
+/// `workloadsSets` entries, indented as they stand under it).
+fn one_cpu_queue(workloads_sets: &str) -> Scenario {
+    generator_only(&format!("{ONE_CPU_QUEUE}{workloads_sets}"))
+}
+
+const ONE_CPU_QUEUE: &str = "
+cohorts:
+- className: c
+  count: 1
+  queuesSets:
+  - className: q
+    count: 1
+    nominalQuota: 1
+    workloadsSets:
+";
+
 /// One cpu; a low-priority job starts, a high-priority one preempts it.
 const PREEMPT: &str = include_str!("../../../tests/fixtures/preempt-generator.yaml");
 
@@ -218,20 +235,13 @@ fn livelock_guard_stops_the_run() {
 
 #[test]
 fn oversized_workload_is_reported_not_looped_on() {
-    let yaml = r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    workloadsSets:
-    - count: 2
+    let scenario = one_cpu_queue(
+        "    - count: 2
       creationIntervalMs: 10
       workloads: [{className: huge, runtimeMs: 5, request: 4}]
-"#;
-    let r = simulate(&generator_only(yaml), SimConfig::default()).expect("runs");
+",
+    );
+    let r = simulate(&scenario, SimConfig::default()).expect("runs");
     assert_eq!(r.totals.admissions, 0);
     assert_eq!(r.never_admitted.iter().map(|g| g.count).sum::<u64>(), 2);
     assert!(!r.totals.truncated);
@@ -239,21 +249,14 @@ cohorts:
 
 #[test]
 fn absurd_times_do_not_overflow() {
-    let yaml = r#"
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    workloadsSets:
-    - count: 2
+    let scenario = one_cpu_queue(
+        "    - count: 2
       startMs: 18446744073709551000
       creationIntervalMs: 18446744073709551000
       workloads: [{className: w, runtimeMs: 9223372036854775000, request: 1}]
-"#;
-    let r = simulate(&generator_only(yaml), SimConfig::default()).expect("runs");
+",
+    );
+    let r = simulate(&scenario, SimConfig::default()).expect("runs");
     assert_eq!(r.totals.workloads, 2);
 }
 
@@ -501,16 +504,7 @@ fn jobs_created_within_the_load_window_count_in_the_load() {
 #[test]
 fn a_completion_is_looked_up_by_the_load_when_the_pods_are_done() {
     // One cpu: `a` (at 100 ms) runs first, three `w` (at 300, 600, 900) wait for it.
-    const QUEUE: &str = "
-cohorts:
-- className: c
-  count: 1
-  queuesSets:
-  - className: q
-    count: 1
-    nominalQuota: 1
-    workloadsSets:
-    - count: 1
+    const SETS: &str = "    - count: 1
       creationIntervalMs: 100
       workloads: [{className: a, runtimeMs: 1000, priority: 0, request: 1}]
     - count: 3
@@ -533,7 +527,7 @@ cohorts:
             calibration: Some(c),
             ..SimConfig::default()
         };
-        let r = simulate(&generator_only(QUEUE), cfg).expect("runs");
+        let r = simulate(&one_cpu_queue(SETS), cfg).expect("runs");
         assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
         class(&r, "w").time_to_admission.clone()
     };
