@@ -8,6 +8,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use k8s_openapi::jiff::Timestamp;
+use kuota::sim::calibration::{fifo_service_times, quantiles, quantiles_keeping_mean};
 use serde_json::{Value, json};
 
 use crate::audit::{Event, sets_true, unsuspends};
@@ -115,21 +116,6 @@ fn read(log: &Path, namespace_prefix: &str) -> std::io::Result<HashMap<String, L
     Ok(lives)
 }
 
-/// 101 quantiles (p0, p1, ..., p100) of `samples`, in ms; empty without samples.
-fn quantiles(mut samples: Vec<f64>) -> Vec<f64> {
-    samples.retain(|s| s.is_finite() && *s >= 0.0);
-    samples.sort_by(f64::total_cmp);
-    if samples.is_empty() {
-        return vec![];
-    }
-    (0..=100)
-        .map(|p| {
-            let i = (p as f64 / 100.0 * (samples.len() - 1) as f64).round() as usize;
-            (samples[i] * 10.0).round() / 10.0
-        })
-        .collect()
-}
-
 /// Writes `calibration.json` and the scenario (`queues.yaml`, `trace.csv`) of the run
 /// `run` into `dir`: the Jobs of its kuota phase, as the audit log saw them.
 pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), crate::BoxError> {
@@ -171,6 +157,7 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
         }
     }
     let by_in_flight = load_bands(&lives);
+    let workload_create_service = quantiles_keeping_mean(creation_service_times(&lives));
     let [
         workload_created,
         unsuspended,
@@ -184,6 +171,7 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
         "measuredJobs": lives.values().filter(|l| l.finished.is_some()).count(),
         "latencyQuantilesMs": {
             "workloadCreated": workload_created,
+            "workloadCreateService": workload_create_service,
             "unsuspended": unsuspended,
             "podsRunning": pods_running,
             "workloadFinished": workload_finished,
@@ -206,6 +194,27 @@ pub fn write(log: &Path, run: &str, nominal_cpu: u32, dir: &Path) -> Result<(), 
     std::fs::write(scenario.join("queues.yaml"), docs.join("\n---\n") + "\n")?;
     std::fs::write(scenario.join("trace.csv"), trace(&lives))?;
     Ok(())
+}
+
+/// What each Workload's creation took in kuota's creation queue (simulator.md,
+/// "Calibration"): Jobs and their Workloads' creations, in ms from the first Job, as
+/// the arrivals and departures of one FIFO queue.
+fn creation_service_times(lives: &HashMap<String, Life>) -> Vec<f64> {
+    let both: Vec<(Timestamp, Timestamp)> = lives
+        .values()
+        .filter_map(|l| Some((l.created?, l.workload_created?)))
+        .collect();
+    let Some(first) = both.iter().map(|b| b.0).min() else {
+        return vec![];
+    };
+    let (created, seen): (Vec<f64>, Vec<f64>) = both
+        .iter()
+        .map(|(c, w)| {
+            let at = |t: &Timestamp| t.duration_since(first).as_secs_f64() * 1000.0;
+            (at(c), at(w))
+        })
+        .unzip();
+    fifo_service_times(&created, &seen)
 }
 
 /// Lower bounds of the load bands: Jobs in flight (unsuspended, not finished) plus Jobs

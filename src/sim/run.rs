@@ -322,13 +322,14 @@ impl<'p> Simulation<'p> {
                 source: Box::new(e),
             })?;
         }
-        for (i, w) in self.plan.workloads.iter().enumerate() {
-            let seen = match &self.cfg.calibration {
-                Some(c) => c.workload_created.sample(&mut self.latency_rng),
-                None => 0,
-            };
-            self.queue
-                .push(w.arrival.saturating_add(seen), SimEvent::Arrive(i));
+        let created: Vec<crate::engine::Millis> =
+            self.plan.workloads.iter().map(|w| w.arrival).collect();
+        let seen = match &self.cfg.calibration {
+            Some(c) => c.workloads_seen(&created, &mut self.latency_rng),
+            None => created,
+        };
+        for (i, at) in seen.into_iter().enumerate() {
+            self.queue.push(at, SimEvent::Arrive(i));
         }
         let mut batch = Vec::new();
         let mut batches: u64 = 0;

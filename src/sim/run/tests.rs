@@ -368,10 +368,6 @@ fn batch_limit_truncates() {
     assert!(r.totals.truncated);
 }
 
-/// Calibrated latencies on the preemption fixture, each a constant: the workload reaches
-/// the engine 10 ms after its submission, is unsuspended 5 ms after its admission, runs
-/// from 20 ms after that, and gives its quota back 300 ms after its pods are done; a
-/// preempted one stops 50 ms after its preemption.
 /// A calibration whose latencies are constants: a workload is seen 10 ms after its
 /// submission, unsuspended 5 ms after its admission, its pods start 20 ms later, its quota
 /// is back 300 ms after they end, and a preemption stops its victim `eviction_stopped` ms
@@ -414,6 +410,34 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
     assert_eq!(r.totals.calibration.as_deref(), Some("t.json"));
     let l = r.totals.create_to_unsuspend.expect("measured");
     assert_eq!((l.count, l.p50_ms, l.p99_ms), (2, 15, 65));
+}
+
+#[test]
+fn workloads_reach_the_engine_through_the_calibrated_creation_queue() {
+    let mut calibration = constant_calibration(50.0);
+    let service = format!("[{}]", vec!["150"; 101].join(","));
+    let text = format!(
+        r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
+           "latencyQuantilesMs":{{"workloadCreated":[],"workloadCreateService":{service},"unsuspended":[],"podsRunning":[],"workloadFinished":[]}}}}"#
+    );
+    calibration.workload_create_service =
+        crate::sim::calibration::Calibration::parse("q.json", &text)
+            .expect("calibration")
+            .workload_create_service;
+    let cfg = SimConfig {
+        calibration: Some(calibration),
+        ..SimConfig::default()
+    };
+    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    // low (submitted at 100) is seen at 250, not 110; high (200) waits for it in the
+    // queue and is seen at 400, not 210. low admitted at 250, runs 275..1275; high
+    // preempts it at 400, low stops at 450; high admitted at 450, runs 475..975, its
+    // quota back at 1275; low admitted again at 1275, runs 1300..2300, back at 2600.
+    assert_eq!(r.totals.preemptions, 1);
+    assert_eq!(r.totals.makespan_ms, 2600);
+    assert_eq!(class(&r, "high").time_to_admission.max_ms, 250);
+    assert_eq!(class(&r, "low").time_to_admission.max_ms, 1175);
 }
 
 /// Runs the preemption scenario under `calibration`, in which the victim's pods complete
