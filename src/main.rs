@@ -87,6 +87,11 @@ struct SimulateArgs {
     /// Seed for random arrivals.
     #[arg(long, default_value_t = SimConfig::default().seed)]
     seed: u64,
+    /// Run N times, with seeds --seed to --seed + N - 1, and print the first run's
+    /// report and each headline figure's median and range: with --calibration one run
+    /// is one draw of the latencies (docs/simulator.md, "Calibration").
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000), conflicts_with_all = ["compare", "chart", "metrics_addr", "eta_report"])]
+    repeats: u64,
     /// Virtual time a preempted workload takes to stop and release its quota.
     #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
     eviction_delay_ms: i64,
@@ -156,6 +161,7 @@ impl Default for SimulateArgs {
             calibration: None,
             json: false,
             seed: SimConfig::default().seed,
+            repeats: 1,
             eviction_delay_ms: 0,
             placement: Strategy::Kuota,
             fair_sharing: false,
@@ -406,6 +412,19 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     };
     if args.eta_report {
         return eta_report(&scenario, &args, cfg);
+    }
+    if args.repeats > 1 {
+        return match sim::repeats::repeat(&scenario, &cfg, args.repeats) {
+            Ok(r) if args.json => {
+                println!("{}", r.to_json());
+                ExitCode::SUCCESS
+            }
+            Ok(r) => {
+                print!("{}", r.render_table());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
     }
     let server = match (args.metrics_addr, &cfg.metrics) {
         (Some(addr), Some(m)) => {
@@ -824,6 +843,14 @@ mod tests {
         ));
         assert!(Cli::try_parse_from(["kuota", "check"]).is_err());
         assert!(Cli::try_parse_from(["kuota", "simulate", "--eviction-delay-ms", "-5"]).is_err());
+        for bad in [
+            &["--repeats", "0"][..],
+            &["--repeats", "x"],
+            &["--repeats", "3", "--compare", "fair-sharing=true"],
+        ] {
+            let argv = [&["kuota", "simulate"][..], bad].concat();
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
         assert!(
             Cli::try_parse_from(["kuota"])
                 .expect("parses")

@@ -16,6 +16,7 @@ pub mod eta;
 pub mod generator;
 pub mod nodes;
 pub mod provisioning;
+pub mod repeats;
 pub mod report;
 mod rng;
 pub mod run;
