@@ -1,6 +1,6 @@
 //! Actuation latencies measured in a real cluster, so that the simulator predicts it: the
-//! calibration file `benches/cluster --calibration-out` writes from its audit log, loaded,
-//! checked and sampled.
+//! calibration file `benches/cluster --calibration-out` writes from its audit log, its
+//! distributions computed, loaded, checked and sampled.
 //!
 //! Four latencies surround each of kuota's decisions in a cluster, and none exists on
 //! the simulator's clock without this file:
