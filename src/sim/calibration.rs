@@ -342,6 +342,12 @@ impl Quantiles {
         lo + (hi - lo) * (x - i as f64)
     }
 
+    /// A distribution that is always `ms`.
+    #[cfg(test)]
+    pub(crate) fn constant(ms: f64) -> Self {
+        Self(vec![ms; 101])
+    }
+
     /// Whether it has no samples (always 0).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -393,14 +393,20 @@ fn calibration_of(
     crate::sim::calibration::Calibration::parse("t.json", &text).expect("calibration")
 }
 
-#[test]
-fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
+/// The preemption fixture run under `calibration`, without anomalies.
+fn preempt_calibrated(calibration: crate::sim::calibration::Calibration) -> Report {
     let cfg = SimConfig {
-        calibration: Some(constant_calibration(50.0)),
+        calibration: Some(calibration),
         ..SimConfig::default()
     };
     let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    r
+}
+
+#[test]
+fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
+    let r = preempt_calibrated(constant_calibration(50.0));
     // low seen at 110 and admitted; high seen at 210 preempts it (low's pods still run),
     // low stops at 260; high admitted at 260, unsuspended 265, runs 285..785, its quota
     // back at 1085; low again: admitted 1085, running 1110..2110, quota back at 2410.
@@ -415,21 +421,8 @@ fn calibrated_latencies_delay_arrival_start_and_the_quota_coming_back() {
 #[test]
 fn workloads_reach_the_engine_through_the_calibrated_creation_queue() {
     let mut calibration = constant_calibration(50.0);
-    let service = format!("[{}]", vec!["150"; 101].join(","));
-    let text = format!(
-        r#"{{"apiVersion":"kuota.dev/v1alpha1","kind":"Calibration","clusterQueues":1,"measuredJobs":2,
-           "latencyQuantilesMs":{{"workloadCreated":[],"workloadCreateService":{service},"unsuspended":[],"podsRunning":[],"workloadFinished":[]}}}}"#
-    );
-    calibration.workload_create_service =
-        crate::sim::calibration::Calibration::parse("q.json", &text)
-            .expect("calibration")
-            .workload_create_service;
-    let cfg = SimConfig {
-        calibration: Some(calibration),
-        ..SimConfig::default()
-    };
-    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
-    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    calibration.workload_create_service = crate::sim::calibration::Quantiles::constant(150.0);
+    let r = preempt_calibrated(calibration);
     // low (submitted at 100) is seen at 250, not 110; high (200) waits for it in the
     // queue and is seen at 400, not 210. low admitted at 250, runs 275..1275; high
     // preempts it at 400, low stops at 450; high admitted at 450, runs 475..975, its
@@ -445,12 +438,7 @@ fn workloads_reach_the_engine_through_the_calibrated_creation_queue() {
 fn victim_finished_without_running_again(
     calibration: crate::sim::calibration::Calibration,
 ) -> Report {
-    let cfg = SimConfig {
-        calibration: Some(calibration),
-        ..SimConfig::default()
-    };
-    let r = simulate(&generator_only(PREEMPT), cfg).expect("runs");
-    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    let r = preempt_calibrated(calibration);
     assert_eq!(r.totals.preemptions, 1);
     assert_eq!(r.totals.admissions, 2, "low is not admitted again");
     assert_eq!(r.totals.finished, 2);
