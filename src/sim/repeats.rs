@@ -87,8 +87,8 @@ const READINGS: [Reading; 6] = [
     },
 ];
 
-/// Runs `scenario` under `runs` seeds from `cfg.seed` on, two at a time when the
-/// machine has the cores.
+/// Runs `scenario` under `runs` seeds from `cfg.seed` on, as many at a time as the
+/// machine has cores.
 pub fn repeat(scenario: &Scenario, cfg: &SimConfig, runs: u64) -> Result<Repeats, SimError> {
     let seeds: Vec<u64> = (0..runs.max(1)).map(|i| cfg.seed.wrapping_add(i)).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
