@@ -12,6 +12,10 @@ use super::report::{Report, duration};
 use super::{Scenario, SimConfig, SimError, simulate};
 use crate::engine::Millis;
 
+/// Runs at once at most: each holds its scenario's workloads (kueue-large-scale's
+/// 50,000 take some 450 MiB).
+const MAX_AT_ONCE: usize = 4;
+
 /// The figures of several runs of one scenario.
 #[derive(Debug)]
 pub struct Repeats {
@@ -88,10 +92,10 @@ const READINGS: [Reading; 6] = [
 ];
 
 /// Runs `scenario` under `runs` seeds from `cfg.seed` on, as many at a time as the
-/// machine has cores.
+/// machine has cores, up to [`MAX_AT_ONCE`].
 pub fn repeat(scenario: &Scenario, cfg: &SimConfig, runs: u64) -> Result<Repeats, SimError> {
     let seeds: Vec<u64> = (0..runs.max(1)).map(|i| cfg.seed.wrapping_add(i)).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_AT_ONCE));
     let mut reports: Vec<Report> = Vec::with_capacity(seeds.len());
     for chunk in seeds.chunks(threads.max(1)) {
         let results: Vec<Result<Report, SimError>> = std::thread::scope(|s| {
