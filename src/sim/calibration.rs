@@ -361,18 +361,8 @@ impl Quantiles {
 
 /// 101 quantiles (p0, p1, ..., p100) of `samples`, in ms to a tenth; empty without
 /// samples. Negative and non-finite samples are left out.
-pub fn quantiles(mut samples: Vec<f64>) -> Vec<f64> {
-    samples.retain(|s| s.is_finite() && *s >= 0.0);
-    samples.sort_by(f64::total_cmp);
-    if samples.is_empty() {
-        return vec![];
-    }
-    (0..=100)
-        .map(|p| {
-            let i = (p as f64 / 100.0 * (samples.len() - 1) as f64).round() as usize;
-            (samples[i] * 10.0).round() / 10.0
-        })
-        .collect()
+pub fn quantiles(samples: Vec<f64>) -> Vec<f64> {
+    quantiles_of_sorted(&usable(samples))
 }
 
 /// [`quantiles`], with the last one set so that a sample drawn from them (interpolated
@@ -381,11 +371,8 @@ pub fn quantiles(mut samples: Vec<f64>) -> Vec<f64> {
 /// percent: on `benches/cluster`'s runs the Workload creation queue came out 25–50 %
 /// slower than measured. Never below the quantile before it.
 pub fn quantiles_keeping_mean(samples: Vec<f64>) -> Vec<f64> {
-    let mut q = quantiles(samples.clone());
-    let kept: Vec<f64> = samples
-        .into_iter()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .collect();
+    let kept = usable(samples);
+    let mut q = quantiles_of_sorted(&kept);
     if q.len() == 101 {
         let mean = kept.iter().sum::<f64>() / kept.len() as f64;
         // The interpolated mean is Σ (q[i] + q[i+1]) / 200 over i in 0..100.
@@ -394,6 +381,25 @@ pub fn quantiles_keeping_mean(samples: Vec<f64>) -> Vec<f64> {
         q[100] = ((last * 10.0).round() / 10.0).max(q[99]);
     }
     q
+}
+
+/// The samples that are latencies (finite, at least 0), in ascending order.
+fn usable(mut samples: Vec<f64>) -> Vec<f64> {
+    samples.retain(|s| s.is_finite() && *s >= 0.0);
+    samples.sort_by(f64::total_cmp);
+    samples
+}
+
+fn quantiles_of_sorted(sorted: &[f64]) -> Vec<f64> {
+    if sorted.is_empty() {
+        return vec![];
+    }
+    (0..=100)
+        .map(|p| {
+            let i = (p as f64 / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+            (sorted[i] * 10.0).round() / 10.0
+        })
+        .collect()
 }
 
 /// The service times of a FIFO queue with one server, from the moments its items

@@ -38,6 +38,13 @@ pub struct Figure {
     /// Whether it is a duration in ms (else a count).
     #[serde(skip)]
     pub is_duration: bool,
+    #[serde(flatten)]
+    pub spread: Spread,
+}
+
+/// The median and range of one figure's values.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Spread {
     pub median: f64,
     pub min: f64,
     pub max: f64,
@@ -126,7 +133,7 @@ pub fn repeat(scenario: &Scenario, cfg: &SimConfig, runs: u64) -> Result<Repeats
                 name: reading.name,
                 label: reading.label,
                 is_duration: reading.is_duration,
-                ..summarize(values?)
+                spread: spread(values?),
             })
         })
         .collect();
@@ -137,9 +144,8 @@ pub fn repeat(scenario: &Scenario, cfg: &SimConfig, runs: u64) -> Result<Repeats
     })
 }
 
-/// The median (of the middle two when even), least and greatest of `values`, as a
-/// figure yet to be named.
-fn summarize(mut values: Vec<Millis>) -> Figure {
+/// The median (of the middle two when even), least and greatest of `values`.
+fn spread(mut values: Vec<Millis>) -> Spread {
     values.sort_unstable();
     let n = values.len();
     let median = if n == 0 {
@@ -149,10 +155,7 @@ fn summarize(mut values: Vec<Millis>) -> Figure {
     } else {
         (values[n / 2 - 1] + values[n / 2]) as f64 / 2.0
     };
-    Figure {
-        name: "",
-        label: "",
-        is_duration: false,
+    Spread {
         median,
         min: values.first().copied().unwrap_or(0) as f64,
         max: values.last().copied().unwrap_or(0) as f64,
@@ -181,9 +184,9 @@ impl Repeats {
             out.push_str(&format!(
                 "  {:<22} {} ({} to {})\n",
                 f.label,
-                show(f.median),
-                show(f.min),
-                show(f.max)
+                show(f.spread.median),
+                show(f.spread.min),
+                show(f.spread.max)
             ));
         }
         out
@@ -191,12 +194,10 @@ impl Repeats {
 
     /// The first seed's report and the summary, as JSON.
     pub fn to_json(&self) -> String {
-        let first: serde_json::Value =
-            serde_json::from_str(&self.first.to_json()).unwrap_or(serde_json::Value::Null);
         let doc = serde_json::json!({
             "seeds": self.seeds,
             "figures": self.figures,
-            "first": first,
+            "first": self.first,
         });
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
@@ -208,9 +209,9 @@ mod tests {
 
     #[test]
     fn a_figure_is_read_as_its_median_and_range() {
-        let odd = summarize(vec![495, 174, 216, 206, 211]);
+        let odd = spread(vec![495, 174, 216, 206, 211]);
         assert_eq!((odd.median, odd.min, odd.max), (211.0, 174.0, 495.0));
-        let even = summarize(vec![4, 1, 3, 2]);
+        let even = spread(vec![4, 1, 3, 2]);
         assert_eq!((even.median, even.min, even.max), (2.5, 1.0, 4.0));
     }
 
@@ -245,7 +246,8 @@ mod tests {
             .figures
             .iter()
             .find(|f| f.name == "makespan")
-            .expect("makespan");
+            .expect("makespan")
+            .spread;
         assert!(makespan.min < makespan.max, "{makespan:?}");
         assert!((makespan.min..=makespan.max).contains(&makespan.median));
         let names: Vec<&str> = r.figures.iter().map(|f| f.name).collect();

@@ -322,8 +322,7 @@ impl<'p> Simulation<'p> {
                 source: Box::new(e),
             })?;
         }
-        let created: Vec<crate::engine::Millis> =
-            self.plan.workloads.iter().map(|w| w.arrival).collect();
+        let created: Vec<Millis> = self.plan.workloads.iter().map(|w| w.arrival).collect();
         let seen = match &self.cfg.calibration {
             Some(c) => c.workloads_seen(&created, &mut self.latency_rng),
             None => created,
