@@ -594,6 +594,15 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_calibration_file_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("kuota-no-calibration-{}", std::process::id()));
+        let path = dir.join("calibration.json");
+        let e = Calibration::load(&path).expect_err("missing").to_string();
+        assert!(e.starts_with(&format!("{}: ", path.display())), "{e}");
+        assert!(e.contains("No such file"), "{e}");
+    }
+
+    #[test]
     fn bad_calibrations_name_the_file_and_the_field() {
         let err = |text: &str, cqs| match Calibration::parse("c.json", text) {
             Ok(c) => c.check_shape(cqs).expect_err("refused").to_string(),
